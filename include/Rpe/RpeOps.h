@@ -1,0 +1,15 @@
+//===- RpeOps.h - rpe dialect operations ------------------------*- C++ -*-===//
+
+#ifndef RPE_RPEOPS_H
+#define RPE_RPEOPS_H
+
+#include "Rpe/RpeDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "Rpe/RpeOps.h.inc"
+
+#endif // RPE_RPEOPS_H

@@ -1,0 +1,184 @@
+//===- RpeOps.td - rpe dialect operations -------------------*- tablegen -*-===//
+
+#ifndef RPE_OPS_TD
+#define RPE_OPS_TD
+
+include "Rpe/RpeDialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Rpe_FloatElement : AnyTypeOf<[F16, BF16, F32]>;
+def Rpe_FloatTensor : RankedTensorOf<[F16, BF16, F32]>;
+def Rpe_IndexTensor : RankedTensorOf<[I32, I64, Index]>;
+
+//===----------------------------------------------------------------------===//
+// rpe.relative_index
+//===----------------------------------------------------------------------===//
+
+def Rpe_RelativeIndexOp : Rpe_Op<"relative_index", [Pure]> {
+  let summary = "Swin's N x N relative position index of a window";
+  let description = [{
+    Produces `idx[i, j]`, the row of the compact bias table that the pair of
+    tokens `(i, j)` of a `window` reads. For a 2-D window `Wh x Ww`, with
+    token `t = y * Ww + x`:
+
+    ```
+    idx(i, j) = (yi - yj + Wh - 1) * (2Ww - 1) + (xi - xj + Ww - 1)
+    ```
+
+    For a 3-D window `Wd x Wh x Ww` the depth offset `(zi - zj + Wd - 1)` is
+    the outermost digit, multiplied by `(2Wh - 1)(2Ww - 1)`. Values lie in
+    `[0, (2Wh-1)(2Ww-1))`. The op depends only on its attribute: it folds to
+    a constant.
+
+    Example:
+
+    ```mlir
+    %idx = rpe.relative_index {window = array<i64: 7, 7>} : tensor<49x49xi64>
+    ```
+  }];
+  let arguments = (ins DenseI64ArrayAttr:$window);
+  let results = (outs Rpe_IndexTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// rpe.lookup
+//===----------------------------------------------------------------------===//
+
+def Rpe_LookupOp : Rpe_Op<"lookup", [Pure]> {
+  let summary = "Gathers the per-head bias from the compact relative position table";
+  let description = [{
+    Turns Swin's `relative_position_bias_table`, `T x H` with
+    `T = (2Wh-1)(2Ww-1)` (3-D: `(2Wd-1)(2Wh-1)(2Ww-1)`) rows and `H` heads
+    (heads last, as Swin stores it), into the bias `H x N x N` added to the
+    attention scores, `N = Wh * Ww (* Wd)`:
+
+    ```
+    result[h, i, j] = table[idx(i, j), h]
+    ```
+
+    with `idx` the index of `rpe.relative_index` for the same `window`. This
+    is the heart of the dialect: frameworks materialize `idx` and the gathered
+    bias in memory, the passes of this project fold `idx` into constant
+    addresses and fuse the gather into the softmax of the attention.
+
+    Example:
+
+    ```mlir
+    %b = rpe.lookup %table {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+    ```
+  }];
+  let arguments = (ins Rpe_FloatTensor:$table, DenseI64ArrayAttr:$window);
+  let results = (outs Rpe_FloatTensor:$result);
+  let assemblyFormat = "$table attr-dict `:` type($table) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// rpe.shift_mask
+//===----------------------------------------------------------------------===//
+
+def Rpe_ShiftMaskOp : Rpe_Op<"shift_mask", [Pure]> {
+  let summary = "Additive attention mask of shifted windows (SW-MSA)";
+  let description = [{
+    Swin's `attn_mask` for a feature map of size `resolution`, cut into
+    windows of size `window` after a cyclic shift of `shift` tokens per axis.
+    Along each axis of extent `n` the rolled map is labelled by region:
+    `[0, n-w) -> 0`, `[n-w, n-s) -> 1`, `[n-s, n) -> 2`; a token's label is
+    `3 * row_label + col_label` (3-D: `9 * depth + 3 * row + col`). For
+    window `w` (windows row-major over the map) and tokens `i`, `j`:
+
+    ```
+    result[w, i, j] = label(i) == label(j) ? 0.0 : mask_value
+    ```
+
+    `mask_value` is Swin's `-100.0` by default: an additive value, not
+    `-inf`. Window `b` of a batch of `B * nW` windows uses `result[b % nW]`.
+    The op depends only on its attributes and folds to a constant.
+
+    Example:
+
+    ```mlir
+    %m = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>,
+                         shift = array<i64: 3, 3>} : tensor<4x49x49xf32>
+    ```
+  }];
+  let arguments = (ins DenseI64ArrayAttr:$resolution,
+                       DenseI64ArrayAttr:$window,
+                       DenseI64ArrayAttr:$shift,
+                       DefaultValuedAttr<F64Attr, "-100.0">:$mask_value);
+  let results = (outs Rpe_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// rpe.window_attention
+//===----------------------------------------------------------------------===//
+
+def Rpe_WindowAttentionOp : Rpe_Op<"window_attention",
+    [Pure]> {
+  let summary = "Window attention with an additive bias and optional mask";
+  let description = [{
+    The attention core of a Swin block, per window `b` and head `h`:
+
+    ```
+    S[i, j]   = (scale * q[b, h, i, :]) · k[b, h, j, :] + bias[h, i, j]
+                (+ mask[b mod nW, i, j])
+    P[i, :]   = softmax(S[i, :])
+    out[b, h] = P · v[b, h]
+    ```
+
+    `q`, `k`, `v` are `B_ x H x N x d` (Swin's layout after the qkv split,
+    `B_ = batch * nW` windows; `B_` may be dynamic). `bias` is `H x N x N`
+    (typically an `rpe.lookup`), `mask` is `nW x N x N` (typically an
+    `rpe.shift_mask`) and window `b` reads `mask[b mod nW]`. `scale` defaults
+    to `d ** -0.5` and multiplies `q` before the product, as Swin does; the
+    bias and the mask are never scaled.
+
+    The result is either `B_ x H x N x d`, or `B_ x N x (H*d)`: Swin's layout
+    before the output projection, `out[b, i, h * d + e]`.
+
+    Element types: `q`, `k`, `v` and the result share `f32`, `f16` or `bf16`;
+    the computation runs in `f32`.
+
+    Example:
+
+    ```mlir
+    %o = rpe.window_attention ins(%q, %k, %v : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+           bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<4x49x49xf32>)
+           {scale = 0.1767767 : f32} -> tensor<?x49x96xf32>
+    ```
+  }];
+  let arguments = (ins Rpe_FloatTensor:$query, Rpe_FloatTensor:$key,
+                       Rpe_FloatTensor:$value, Rpe_FloatTensor:$bias,
+                       Optional<Rpe_FloatTensor>:$mask,
+                       OptionalAttr<F32Attr>:$scale);
+  let results = (outs Rpe_FloatTensor:$result);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
+    `bias` `(` $bias `:` type($bias) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    attr-dict `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale applied to q: the `scale` attribute, or `head_dim ** -0.5`.
+    float getEffectiveScale();
+    int64_t getNumHeads() { return getQuery().getType().getDimSize(1); }
+    int64_t getNumTokens() { return getQuery().getType().getDimSize(2); }
+    int64_t getHeadDim() { return getQuery().getType().getDimSize(3); }
+    /// True when the result is `B_ x N x (H*d)` rather than `B_ x H x N x d`.
+    bool hasMergedHeadsResult() { return getResult().getType().getRank() == 3; }
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+#endif // RPE_OPS_TD

@@ -1,0 +1,67 @@
+//===- WindowGeometry.h - Swin window arithmetic ----------------*- C++ -*-===//
+//
+// The facts of Swin's window attention that depend only on the window
+// geometry: token numbering, the relative position index and the regions of
+// the shifted-window mask. The verifiers, the folders, the lowerings and
+// swin-aot all use these functions, so the conventions live in one place.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RPE_WINDOWGEOMETRY_H
+#define RPE_WINDOWGEOMETRY_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::rpe {
+
+/// N = Wh * Ww (* Wd): tokens in a window.
+int64_t getNumTokens(llvm::ArrayRef<int64_t> window);
+
+/// T = prod(2 * w - 1): rows of the compact relative position table.
+int64_t getNumTableRows(llvm::ArrayRef<int64_t> window);
+
+/// Swin's relative index of the token pair (i, j), tokens numbered row-major
+/// (depth outermost): sum over axes of (ci - cj + w - 1) * stride, where the
+/// stride of an axis is the product of (2w - 1) of the axes inside it.
+int64_t getRelativeIndex(llvm::ArrayRef<int64_t> window, int64_t i, int64_t j);
+
+/// The whole N x N index, row-major.
+llvm::SmallVector<int64_t> computeRelativeIndex(llvm::ArrayRef<int64_t> window);
+
+/// nW = prod(resolution / window): windows of one image.
+int64_t getNumWindows(llvm::ArrayRef<int64_t> resolution,
+                      llvm::ArrayRef<int64_t> window);
+
+/// Region label (Swin's `img_mask` value) of token `t` of window `w` of the
+/// rolled map: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2,
+/// combined as base-3 digits, the first axis outermost.
+int64_t getShiftRegionLabel(llvm::ArrayRef<int64_t> resolution,
+                            llvm::ArrayRef<int64_t> window,
+                            llvm::ArrayRef<int64_t> shift, int64_t w,
+                            int64_t t);
+
+/// The nW x N x N shifted-window mask, row-major: 0 where the two tokens
+/// share a region label, `maskValue` elsewhere.
+llvm::SmallVector<float> computeShiftMask(llvm::ArrayRef<int64_t> resolution,
+                                          llvm::ArrayRef<int64_t> window,
+                                          llvm::ArrayRef<int64_t> shift,
+                                          float maskValue);
+
+/// Checks a window: rank 2 or 3, every extent positive. Returns a message
+/// describing the first problem, or std::nullopt.
+std::optional<std::string> checkWindow(llvm::ArrayRef<int64_t> window);
+
+/// Checks a resolution/window/shift triple for a shifted-window mask: same
+/// ranks, the resolution a positive multiple of the window, 0 <= shift <
+/// window. Returns a message describing the first problem, or std::nullopt.
+std::optional<std::string> checkShift(llvm::ArrayRef<int64_t> resolution,
+                                      llvm::ArrayRef<int64_t> window,
+                                      llvm::ArrayRef<int64_t> shift);
+
+} // namespace mlir::rpe
+
+#endif // RPE_WINDOWGEOMETRY_H

@@ -1,0 +1,295 @@
+//===- RpeOps.cpp - rpe dialect: ops, verifiers, folders -----------------===//
+
+#include "Rpe/RpeOps.h"
+#include "Rpe/WindowGeometry.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::rpe;
+
+#include "Rpe/RpeOpsDialect.cpp.inc"
+
+void RpeDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "Rpe/RpeOps.cpp.inc"
+      >();
+}
+
+Operation *RpeDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                           Type type, Location loc) {
+  return arith::ConstantOp::materialize(builder, value, type, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+/// Prints a shape as `AxBxC` for diagnostics.
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t d) {
+        if (ShapedType::isDynamic(d))
+          os << '?';
+        else
+          os << d;
+      },
+      "x");
+  return result;
+}
+
+/// Emits an error unless `type` has exactly the static shape `expected`.
+static LogicalResult verifyStaticShape(Operation *op, StringRef what,
+                                       RankedTensorType type,
+                                       ArrayRef<int64_t> expected) {
+  if (type.getShape() == expected)
+    return success();
+  return op->emitOpError() << "expects " << what << " of shape "
+                           << formatShape(expected) << ", got "
+                           << formatShape(type.getShape());
+}
+
+static LogicalResult verifyWindowAttr(Operation *op, ArrayRef<int64_t> window) {
+  if (auto error = checkWindow(window))
+    return op->emitOpError() << *error;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RelativeIndexOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RelativeIndexOp::verify() {
+  if (failed(verifyWindowAttr(*this, getWindow())))
+    return failure();
+  int64_t n = getNumTokens(getWindow());
+  return verifyStaticShape(*this, "result", getResult().getType(), {n, n});
+}
+
+OpFoldResult RelativeIndexOp::fold(FoldAdaptor) {
+  auto type = getResult().getType();
+  unsigned width = type.getElementType().isIndex()
+                       ? IndexType::kInternalStorageBitWidth
+                       : type.getElementType().getIntOrFloatBitWidth();
+  SmallVector<APInt> values;
+  for (int64_t index : computeRelativeIndex(getWindow()))
+    values.emplace_back(width, index);
+  return DenseElementsAttr::get(type, values);
+}
+
+//===----------------------------------------------------------------------===//
+// LookupOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LookupOp::verify() {
+  if (failed(verifyWindowAttr(*this, getWindow())))
+    return failure();
+  RankedTensorType tableType = getTable().getType();
+  RankedTensorType resultType = getResult().getType();
+  if (tableType.getRank() != 2)
+    return emitOpError() << "expects a table of rank 2 ([rows, heads]), got "
+                            "rank "
+                         << tableType.getRank();
+  if (!tableType.hasStaticShape())
+    return emitOpError() << "expects a table of static shape, got "
+                         << formatShape(tableType.getShape());
+  int64_t rows = getNumTableRows(getWindow());
+  int64_t heads = tableType.getDimSize(1);
+  if (tableType.getDimSize(0) != rows)
+    return emitOpError() << "expects a table of " << rows
+                         << " rows for window " << formatShape(getWindow())
+                         << ", got " << tableType.getDimSize(0);
+  int64_t n = getNumTokens(getWindow());
+  if (failed(verifyStaticShape(*this, "result", resultType, {heads, n, n})))
+    return failure();
+  if (tableType.getElementType() != resultType.getElementType())
+    return emitOpError() << "expects the table and the result to have the "
+                            "same element type, got "
+                         << tableType.getElementType() << " and "
+                         << resultType.getElementType();
+  return success();
+}
+
+OpFoldResult LookupOp::fold(FoldAdaptor adaptor) {
+  auto table = llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getTable());
+  if (!table)
+    return {};
+  int64_t heads = getTable().getType().getDimSize(1);
+  int64_t n = getNumTokens(getWindow());
+  if (table.isSplat())
+    return SplatElementsAttr::get(getResult().getType(),
+                                  table.getSplatValue<Attribute>());
+  auto tableValues = llvm::to_vector(table.getValues<APFloat>());
+  SmallVector<int64_t> index = computeRelativeIndex(getWindow());
+  SmallVector<APFloat> bias;
+  bias.reserve(heads * n * n);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t ij = 0; ij < n * n; ++ij)
+      bias.push_back(tableValues[index[ij] * heads + h]);
+  return DenseElementsAttr::get(getResult().getType(), bias);
+}
+
+//===----------------------------------------------------------------------===//
+// ShiftMaskOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShiftMaskOp::verify() {
+  if (auto error = checkShift(getResolution(), getWindow(), getShift()))
+    return emitOpError() << *error;
+  if (std::isnan(getMaskValue().convertToDouble()))
+    return emitOpError() << "expects a mask_value that is not NaN";
+  int64_t numWindows = rpe::getNumWindows(getResolution(), getWindow());
+  int64_t n = getNumTokens(getWindow());
+  return verifyStaticShape(*this, "result", getResult().getType(),
+                           {numWindows, n, n});
+}
+
+OpFoldResult ShiftMaskOp::fold(FoldAdaptor) {
+  auto type = getResult().getType();
+  auto elementType = llvm::cast<FloatType>(type.getElementType());
+  if (llvm::all_of(getShift(), [](int64_t s) { return s == 0; }))
+    return SplatElementsAttr::get(type, FloatAttr::get(elementType, 0.0));
+  SmallVector<APFloat> values;
+  for (float v : computeShiftMask(getResolution(), getWindow(), getShift(),
+                                  getMaskValue().convertToDouble())) {
+    APFloat value(v);
+    bool losesInfo;
+    value.convert(elementType.getFloatSemantics(),
+                  APFloat::rmNearestTiesToEven, &losesInfo);
+    values.push_back(value);
+  }
+  return DenseElementsAttr::get(type, values);
+}
+
+//===----------------------------------------------------------------------===//
+// WindowAttentionOp
+//===----------------------------------------------------------------------===//
+
+float WindowAttentionOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToFloat();
+  return 1.0f / std::sqrt(static_cast<float>(getHeadDim()));
+}
+
+LogicalResult WindowAttentionOp::verify() {
+  RankedTensorType qType = getQuery().getType();
+  for (auto [name, value] : {std::pair<StringRef, Value>{"query", getQuery()},
+                             {"key", getKey()},
+                             {"value", getValue()}}) {
+    auto type = llvm::cast<RankedTensorType>(value.getType());
+    if (type.getRank() != 4)
+      return emitOpError() << "expects " << name
+                           << " of rank 4 ([windows, heads, tokens, "
+                              "head_dim]), got rank "
+                           << type.getRank();
+    if (llvm::any_of(type.getShape().drop_front(), ShapedType::isDynamic))
+      return emitOpError() << "expects " << name
+                           << " to have static heads, tokens and head_dim, "
+                              "got "
+                           << formatShape(type.getShape());
+    if (type.getShape().drop_front() != qType.getShape().drop_front() ||
+        failed(verifyCompatibleShape(type.getShape().take_front(),
+                                     qType.getShape().take_front())))
+      return emitOpError() << "expects query, key and value of the same shape, "
+                              "got "
+                           << formatShape(qType.getShape()) << " and "
+                           << formatShape(type.getShape());
+    if (type.getElementType() != qType.getElementType())
+      return emitOpError() << "expects query, key and value of the same "
+                              "element type, got "
+                           << qType.getElementType() << " and "
+                           << type.getElementType();
+  }
+  int64_t windows = qType.getDimSize(0);
+  int64_t heads = getNumHeads(), n = getNumTokens(), d = getHeadDim();
+  if (heads == 0 || n == 0 || d == 0)
+    return emitOpError() << "expects non-empty heads, tokens and head_dim, got "
+                         << formatShape(qType.getShape());
+
+  if (failed(verifyStaticShape(*this, "bias", getBias().getType(),
+                               {heads, n, n})))
+    return failure();
+
+  if (Value mask = getMask()) {
+    auto maskType = llvm::cast<RankedTensorType>(mask.getType());
+    if (maskType.getRank() != 3 || ShapedType::isDynamic(maskType.getDimSize(0)))
+      return emitOpError() << "expects mask of shape [windows_per_image, "
+                           << n << ", " << n << "] with a static first extent,"
+                           << " got " << formatShape(maskType.getShape());
+    int64_t maskWindows = maskType.getDimSize(0);
+    if (failed(verifyStaticShape(*this, "mask", maskType, {maskWindows, n, n})))
+      return failure();
+    if (maskWindows == 0)
+      return emitOpError() << "expects a mask with at least one window";
+    if (!ShapedType::isDynamic(windows) && windows % maskWindows != 0)
+      return emitOpError() << "expects the number of windows (" << windows
+                           << ") to be a multiple of the mask's windows ("
+                           << maskWindows << ")";
+  }
+
+  RankedTensorType resultType = getResult().getType();
+  if (resultType.getElementType() != qType.getElementType())
+    return emitOpError() << "expects the result to have the element type of "
+                            "query, got "
+                         << resultType.getElementType();
+  SmallVector<int64_t> expected =
+      resultType.getRank() == 3 ? SmallVector<int64_t>{windows, n, heads * d}
+                                : SmallVector<int64_t>{windows, heads, n, d};
+  if ((resultType.getRank() != 3 && resultType.getRank() != 4) ||
+      failed(verifyCompatibleShape(resultType.getShape(), expected)))
+    return emitOpError() << "expects a result of shape "
+                         << formatShape({windows, heads, n, d}) << " or "
+                         << formatShape({windows, n, heads * d}) << ", got "
+                         << formatShape(resultType.getShape());
+
+  if (std::optional<APFloat> scale = getScale())
+    if (!scale->isFiniteNonZero())
+      return emitOpError() << "expects a finite, non-zero scale";
+  return success();
+}
+
+namespace {
+/// A mask that adds zero everywhere is no mask: Swin's non-shifted blocks
+/// (shift = 0) produce one when a model is written uniformly.
+struct DropZeroMask : public OpRewritePattern<WindowAttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(WindowAttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    Value mask = op.getMask();
+    if (!mask)
+      return rewriter.notifyMatchFailure(op, "no mask");
+    bool isZero = false;
+    if (auto shiftMask = mask.getDefiningOp<ShiftMaskOp>())
+      isZero = llvm::all_of(shiftMask.getShift(),
+                            [](int64_t s) { return s == 0; });
+    DenseElementsAttr constant;
+    if (matchPattern(mask, m_Constant(&constant)) && constant.isSplat())
+      isZero = constant.getSplatValue<APFloat>().isZero();
+    if (!isZero)
+      return rewriter.notifyMatchFailure(op, "mask is not known to be zero");
+    rewriter.modifyOpInPlace(op, [&] { op.getMaskMutable().clear(); });
+    return success();
+  }
+};
+} // namespace
+
+void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                    MLIRContext *context) {
+  results.add<DropZeroMask>(context);
+}
+
+#define GET_OP_CLASSES
+#include "Rpe/RpeOps.cpp.inc"

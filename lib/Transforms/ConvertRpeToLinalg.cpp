@@ -1,0 +1,322 @@
+//===- ConvertRpeToLinalg.cpp - convert-rpe-to-linalg ---------------------===//
+//
+// The unfused reference lowering of the rpe dialect to linalg on tensors.
+// Window attention is written as the sequence of steps a framework runs,
+// one linalg.generic per step, on the N x N tile of one (window, head):
+//
+//   S  = (scale * q) kᵀ             scores
+//   S += bias (+ mask[b mod nW])    relative position bias and SW-MSA mask
+//   m  = max_j S                    row max
+//   E  = exp(S - m), l = sum_j E    exponentials and their row sum
+//   P  = E / l                      probabilities
+//   O  = P v                        output tile, written in the result layout
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rpe/Passes.h"
+#include "Rpe/WindowGeometry.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <limits>
+
+namespace mlir::rpe {
+#define GEN_PASS_DEF_CONVERTRPETOLINALG
+#include "Rpe/Passes.h.inc"
+} // namespace mlir::rpe
+
+using namespace mlir;
+using namespace mlir::rpe;
+
+namespace {
+
+using utils::IteratorType;
+constexpr IteratorType kPar = IteratorType::parallel;
+constexpr IteratorType kRed = IteratorType::reduction;
+
+/// Builds linalg.generic ops over a fixed number of loop dimensions with
+/// maps written as lists of loop dimensions, e.g. {0, 2} for (d0, d1, d2) ->
+/// (d0, d2).
+struct GenericBuilder {
+  ImplicitLocOpBuilder &b;
+  unsigned numLoops;
+
+  AffineMap map(ArrayRef<unsigned> dims) const {
+    SmallVector<AffineExpr> exprs;
+    for (unsigned d : dims)
+      exprs.push_back(b.getAffineDimExpr(d));
+    return AffineMap::get(numLoops, 0, exprs, b.getContext());
+  }
+
+  /// One-result generic: `inputs` read through `inputDims`, the result
+  /// initialized from `init` and indexed by `outputDims`.
+  Value build(ValueRange inputs, ArrayRef<SmallVector<unsigned>> inputDims,
+              Value init, ArrayRef<unsigned> outputDims,
+              ArrayRef<IteratorType> iterators,
+              function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+    SmallVector<AffineMap> maps;
+    for (ArrayRef<unsigned> dims : inputDims)
+      maps.push_back(map(dims));
+    maps.push_back(map(outputDims));
+    auto generic = linalg::GenericOp::create(
+        b, init.getType(), inputs, init, maps, iterators,
+        [&](OpBuilder &nested, Location loc, ValueRange args) {
+          linalg::YieldOp::create(nested, loc, body(nested, loc, args));
+        });
+    return generic.getResult(0);
+  }
+};
+
+/// Widens a 16-bit float to f32; f32 values pass through.
+Value toF32(OpBuilder &b, Location loc, Value v) {
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+/// A tensor of `shape` and `elementType` filled with `value`.
+Value filledTensor(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
+                   Type elementType, double value) {
+  Value empty = tensor::EmptyOp::create(b, shape, elementType);
+  Value fill = arith::ConstantOp::create(b, b.getFloatAttr(elementType, value));
+  return linalg::FillOp::create(b, fill, empty).getResult(0);
+}
+
+/// The rank-reduced tile `source[lead..., :, :]` of a tensor whose trailing
+/// two dimensions are kept.
+Value extractTile(ImplicitLocOpBuilder &b, Value source,
+                  ArrayRef<OpFoldResult> leadingOffsets) {
+  auto type = cast<RankedTensorType>(source.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> offsets(leadingOffsets);
+  SmallVector<OpFoldResult> sizes(leadingOffsets.size(), b.getIndexAttr(1));
+  for (int64_t d = leadingOffsets.size(); d < rank; ++d) {
+    offsets.push_back(b.getIndexAttr(0));
+    sizes.push_back(b.getIndexAttr(type.getDimSize(d)));
+  }
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+  auto tileType = RankedTensorType::get(type.getShape().take_back(2),
+                                        type.getElementType());
+  return tensor::ExtractSliceOp::create(b, tileType, source, offsets, sizes,
+                                        strides);
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+/// rpe.relative_index, rpe.shift_mask -> arith.constant.
+template <typename OpTy>
+struct FoldToConstant : public OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    return replaceWithFoldedConstant(rewriter, op);
+  }
+};
+
+/// rpe.lookup -> linalg.generic gathering table[idx[i, j], h] with `idx` a
+/// constant tensor.
+struct LowerLookup : public OpRewritePattern<LookupOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LookupOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    int64_t n = getNumTokens(op.getWindow());
+    auto indexType = RankedTensorType::get({n, n}, b.getI32Type());
+    SmallVector<int32_t> index32;
+    for (int64_t v : computeRelativeIndex(op.getWindow()))
+      index32.push_back(static_cast<int32_t>(v));
+    Value index = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(indexType, ArrayRef<int32_t>(index32)));
+
+    RankedTensorType resultType = op.getResult().getType();
+    Value init = tensor::EmptyOp::create(b, resultType.getShape(),
+                                         resultType.getElementType());
+    Value table = op.getTable();
+    GenericBuilder g{b, 3}; // (h, i, j)
+    Value bias = g.build(
+        index, {{1, 2}}, init, {0, 1, 2}, {kPar, kPar, kPar},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          Value row =
+              arith::IndexCastOp::create(nb, loc, nb.getIndexType(), args[0]);
+          Value head = linalg::IndexOp::create(nb, loc, 0);
+          return tensor::ExtractOp::create(nb, loc, table,
+                                           ValueRange{row, head});
+        });
+    rewriter.replaceOp(op, bias);
+    return success();
+  }
+};
+
+/// rpe.window_attention -> scf.forall over (window, head) of the unfused
+/// steps on N x N tiles.
+struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(WindowAttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    int64_t heads = op.getNumHeads(), n = op.getNumTokens(),
+            d = op.getHeadDim();
+    RankedTensorType resultType = op.getResult().getType();
+    Type elementType = resultType.getElementType();
+    Type f32 = b.getF32Type();
+
+    Value numWindows = tensor::DimOp::create(b, op.getQuery(), 0);
+    SmallVector<Value> dynamicSizes;
+    if (resultType.isDynamicDim(0))
+      dynamicSizes.push_back(numWindows);
+    Value init = tensor::EmptyOp::create(b, resultType, dynamicSizes);
+
+    SmallVector<OpFoldResult> upperBounds = {numWindows,
+                                             b.getIndexAttr(heads)};
+    auto forall = scf::ForallOp::create(b, upperBounds, ValueRange{init},
+                                        std::nullopt);
+    b.setInsertionPointToStart(forall.getBody());
+    Value w = forall.getInductionVars()[0];
+    Value h = forall.getInductionVars()[1];
+
+    Value q = extractTile(b, op.getQuery(), {w, h});
+    Value k = extractTile(b, op.getKey(), {w, h});
+    Value v = extractTile(b, op.getValue(), {w, h});
+    Value bias = extractTile(b, op.getBias(), {h});
+    Value mask;
+    if (Value fullMask = op.getMask()) {
+      int64_t maskWindows =
+          cast<RankedTensorType>(fullMask.getType()).getDimSize(0);
+      Value maskIndex = arith::RemUIOp::create(
+          b, w, arith::ConstantIndexOp::create(b, maskWindows));
+      mask = extractTile(b, fullMask, {maskIndex});
+    }
+
+    // S[i, j] = sum_e (scale * q[i, e]) * k[j, e]
+    Value scale =
+        arith::ConstantOp::create(b, b.getF32FloatAttr(op.getEffectiveScale()));
+    GenericBuilder g3{b, 3};
+    Value scores = g3.build(
+        {q, k}, {{0, 2}, {1, 2}}, filledTensor(b, {n, n}, f32, 0.0), {0, 1},
+        {kPar, kPar, kRed},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          Value scaledQ =
+              arith::MulFOp::create(nb, loc, toF32(nb, loc, args[0]), scale);
+          Value product =
+              arith::MulFOp::create(nb, loc, scaledQ, toF32(nb, loc, args[1]));
+          return arith::AddFOp::create(nb, loc, args[2], product);
+        });
+
+    // S[i, j] += bias[i, j] (+ mask[i, j]), in Swin's order.
+    GenericBuilder g2{b, 2};
+    SmallVector<Value> biasInputs = {scores, bias};
+    SmallVector<SmallVector<unsigned>> biasDims = {{0, 1}, {0, 1}};
+    if (mask) {
+      biasInputs.push_back(mask);
+      biasDims.push_back({0, 1});
+    }
+    Value biased = g2.build(
+        biasInputs, biasDims, tensor::EmptyOp::create(b, {n, n}, f32), {0, 1},
+        {kPar, kPar},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          Value s = arith::AddFOp::create(nb, loc, args[0],
+                                          toF32(nb, loc, args[1]));
+          if (mask)
+            s = arith::AddFOp::create(nb, loc, s, toF32(nb, loc, args[2]));
+          return s;
+        });
+
+    // m[i] = max_j S[i, j]
+    Value rowMax = g2.build(
+        biased, {{0, 1}},
+        filledTensor(b, {n}, f32, -std::numeric_limits<double>::infinity()),
+        {0}, {kPar, kRed},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          return arith::MaximumFOp::create(nb, loc, args[1], args[0]);
+        });
+
+    // E[i, j] = exp(S[i, j] - m[i])
+    Value exps = g2.build(
+        {biased, rowMax}, {{0, 1}, {0}},
+        tensor::EmptyOp::create(b, {n, n}, f32), {0, 1}, {kPar, kPar},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          Value shifted = arith::SubFOp::create(nb, loc, args[0], args[1]);
+          return math::ExpOp::create(nb, loc, shifted);
+        });
+
+    // l[i] = sum_j E[i, j]
+    Value rowSum = g2.build(
+        exps, {{0, 1}}, filledTensor(b, {n}, f32, 0.0), {0}, {kPar, kRed},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          return arith::AddFOp::create(nb, loc, args[1], args[0]);
+        });
+
+    // P[i, j] = E[i, j] / l[i]
+    Value probs = g2.build(
+        {exps, rowSum}, {{0, 1}, {0}},
+        tensor::EmptyOp::create(b, {n, n}, f32), {0, 1}, {kPar, kPar},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          return arith::DivFOp::create(nb, loc, args[0], args[1]);
+        });
+
+    // O[i, e] = sum_j P[i, j] * v[j, e], loops (i, e, j), in the result type.
+    Value out = g3.build(
+        {probs, v}, {{0, 2}, {2, 1}}, filledTensor(b, {n, d}, f32, 0.0),
+        {0, 1}, {kPar, kPar, kRed},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          Value product =
+              arith::MulFOp::create(nb, loc, args[0], toF32(nb, loc, args[1]));
+          return arith::AddFOp::create(nb, loc, args[2], product);
+        });
+    if (elementType != f32)
+      out = g2.build(out, {{0, 1}},
+                     tensor::EmptyOp::create(b, {n, d}, elementType), {0, 1},
+                     {kPar, kPar},
+                     [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+                       return arith::TruncFOp::create(nb, loc, elementType,
+                                                      args[0]);
+                     });
+
+    // Write the tile: out[w, h, :, :] or, merged heads, out[w, :, h*d : h*d+d].
+    SmallVector<OpFoldResult> offsets, sizes;
+    if (op.hasMergedHeadsResult()) {
+      Value column =
+          arith::MulIOp::create(b, h, arith::ConstantIndexOp::create(b, d));
+      offsets = {w, b.getIndexAttr(0), column};
+      sizes = {b.getIndexAttr(1), b.getIndexAttr(n), b.getIndexAttr(d)};
+    } else {
+      offsets = {w, h, b.getIndexAttr(0), b.getIndexAttr(0)};
+      sizes = {b.getIndexAttr(1), b.getIndexAttr(1), b.getIndexAttr(n),
+               b.getIndexAttr(d)};
+    }
+    SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+    b.setInsertionPointToStart(forall.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(b, out, forall.getRegionIterArgs()[0],
+                                          offsets, sizes, strides);
+    rewriter.replaceOp(op, forall.getResults());
+    return success();
+  }
+};
+
+struct ConvertRpeToLinalgPass
+    : public rpe::impl::ConvertRpeToLinalgBase<ConvertRpeToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    RewritePatternSet patterns(context);
+    patterns.add<FoldToConstant<RelativeIndexOp>, FoldToConstant<ShiftMaskOp>,
+                 LowerLookup, LowerWindowAttention>(context);
+    ConversionTarget target(*context);
+    target.addIllegalDialect<RpeDialect>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,79 @@
+//===- Pipelines.cpp - named pipelines of swin-opt ------------------------===//
+
+#include "Rpe/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
+                                 const CpuPipelineOptions &options) {
+  // rpe -> linalg on tensors, the index and the mask as constants.
+  pm.addPass(createRpeFoldRelativeIndex());
+  pm.addPass(createConvertRpeToLinalg());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  // Tensors -> buffers. Function boundaries take plain identity-layout
+  // memrefs, the form the C interface of the kernels expects.
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::BufferDeallocationPipelineOptions deallocation;
+  bufferization::buildBufferDeallocationPipeline(pm, deallocation);
+
+  // Loops. The (window, head) forall becomes the one parallel loop; linalg
+  // ops inside become sequential loops.
+  if (options.parallel)
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+  else
+    pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  if (options.parallel)
+    pm.addPass(createConvertSCFToOpenMPPass());
+
+  // Memrefs go to LLVM before the sequential loops go to control flow:
+  // convert-scf-to-openmp wraps each parallel iteration in a
+  // memref.alloca_scope, whose region must stay a single block, and the
+  // memref lowering inlines it (with stacksave/stackrestore).
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createSCFToControlFlowPass());
+
+  // Everything else -> LLVM. bf16 conversions become integer arithmetic,
+  // which every x86 CPU runs without a libcall.
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertOpenMPToLLVMPass());
+  pm.addPass(createUBToLLVMConversionPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void mlir::rpe::registerRpePassesAndPipelines() {
+  registerRpePasses();
+  PassPipelineRegistration<CpuPipelineOptions>(
+      "rpe-cpu-pipeline",
+      "Lower rpe window attention to the LLVM dialect for the host CPU",
+      buildCpuPipeline);
+}

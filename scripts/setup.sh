@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what swin-opt needs on a Debian bookworm machine (when missing),
+# then configures and builds into build/. Idempotent: a second run installs
+# nothing and rebuilds only what changed.
+#
+#   scripts/setup.sh              # Release build in build/
+#   SWIN_SANITIZE=1 scripts/setup.sh   # ASan/UBSan build in build-asan/
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LLVM_PREFIX=/usr/lib/llvm-22
+APT_PACKAGES=(
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
+  liblld-22-dev libomp-22-dev
+  cmake ninja-build ccache
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c "import numpy, pytest" 2>/dev/null; then
+  echo "setup: installing numpy and pytest with pip"
+  "$PYTHON" -m pip install -q numpy pytest
+fi
+
+if [[ "${SWIN_SANITIZE:-0}" == 1 ]]; then
+  BUILD_DIR="$ROOT/build-asan"
+  EXTRA=(-DSWIN_ENABLE_SANITIZERS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+else
+  BUILD_DIR="$ROOT/build"
+  EXTRA=(-DCMAKE_BUILD_TYPE=Release)
+fi
+
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" \
+    -DMLIR_DIR="$LLVM_PREFIX/lib/cmake/mlir" \
+    -DLLVM_EXTERNAL_LIT="$LLVM_PREFIX/bin/lit" \
+    -DCMAKE_C_COMPILER="$LLVM_PREFIX/bin/clang" \
+    -DCMAKE_CXX_COMPILER="$LLVM_PREFIX/bin/clang++" \
+    -DLLVM_USE_LINKER=lld \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DPython3_EXECUTABLE="$(command -v "$PYTHON")" \
+    "${EXTRA[@]}" >/dev/null
+fi
+cmake --build "$BUILD_DIR"
+echo "setup: tools are in $BUILD_DIR/bin"

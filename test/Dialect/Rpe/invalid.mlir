@@ -1,0 +1,274 @@
+// RUN: swin-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @below {{window must have 2 or 3 extents, got 1}}
+%0 = rpe.relative_index {window = array<i64: 7>} : tensor<7x7xi64>
+
+// -----
+
+// expected-error @below {{window extents must be in [1, 1024], got 0}}
+%0 = rpe.relative_index {window = array<i64: 7, 0>} : tensor<0x0xi64>
+
+// -----
+
+// expected-error @below {{window extents must be in [1, 1024], got -3}}
+%0 = rpe.relative_index {window = array<i64: -3, 7>} : tensor<49x49xi64>
+
+// -----
+
+// expected-error @below {{window has 1048576 tokens, more than the supported 65536}}
+%0 = rpe.relative_index {window = array<i64: 1024, 1024>} : tensor<49x49xi64>
+
+// -----
+
+// expected-error @below {{expects result of shape 49x49, got 48x49}}
+%0 = rpe.relative_index {window = array<i64: 7, 7>} : tensor<48x49xi64>
+
+// -----
+
+// expected-error @below {{must be ranked tensor of 32-bit signless integer or 64-bit signless integer or index values}}
+%0 = rpe.relative_index {window = array<i64: 7, 7>} : tensor<49x49xf32>
+
+// -----
+
+// expected-error @below {{requires attribute 'window'}}
+%0 = rpe.relative_index : tensor<49x49xi64>
+
+// -----
+
+func.func @lookup_rank(%t: tensor<169xf32>) {
+  // expected-error @below {{expects a table of rank 2 ([rows, heads]), got rank 1}}
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<169xf32> -> tensor<3x49x49xf32>
+  return
+}
+
+// -----
+
+func.func @lookup_dynamic(%t: tensor<?x3xf32>) {
+  // expected-error @below {{expects a table of static shape, got ?x3}}
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<?x3xf32> -> tensor<3x49x49xf32>
+  return
+}
+
+// -----
+
+func.func @lookup_rows(%t: tensor<168x3xf32>) {
+  // expected-error @below {{expects a table of 169 rows for window 7x7, got 168}}
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<168x3xf32> -> tensor<3x49x49xf32>
+  return
+}
+
+// -----
+
+func.func @lookup_result(%t: tensor<169x3xf32>) {
+  // expected-error @below {{expects result of shape 3x49x49, got 4x49x49}}
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<4x49x49xf32>
+  return
+}
+
+// -----
+
+func.func @lookup_element(%t: tensor<169x3xf32>) {
+  // expected-error @below {{expects the table and the result to have the same element type, got 'f32' and 'f16'}}
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf16>
+  return
+}
+
+// -----
+
+func.func @lookup_window(%t: tensor<169x3xf32>) {
+  // expected-error @below {{window must have 2 or 3 extents, got 4}}
+  %b = rpe.lookup %t {window = array<i64: 7, 7, 1, 1>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+  return
+}
+
+// -----
+
+func.func @lookup_int(%t: tensor<169x3xi32>) {
+  // expected-error @below {{operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float values}}
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<169x3xi32> -> tensor<3x49x49xf32>
+  return
+}
+
+// -----
+
+// expected-error @below {{resolution 15 along axis 0 is not a positive multiple of the window extent 7}}
+%0 = rpe.shift_mask {resolution = array<i64: 15, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 3>} : tensor<4x49x49xf32>
+
+// -----
+
+// expected-error @below {{shift 7 along axis 1 must be in [0, 7)}}
+%0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 7>} : tensor<4x49x49xf32>
+
+// -----
+
+// expected-error @below {{shift -1 along axis 0 must be in [0, 7)}}
+%0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: -1, 3>} : tensor<4x49x49xf32>
+
+// -----
+
+// expected-error @below {{resolution (2 extents), window (2) and shift (3) must have the same rank}}
+%0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 3, 3>} : tensor<4x49x49xf32>
+
+// -----
+
+// expected-error @below {{resolution 140737488355328 along axis 0 has too many windows}}
+%0 = rpe.shift_mask {resolution = array<i64: 140737488355328, 2>, window = array<i64: 2, 2>, shift = array<i64: 1, 1>} : tensor<4x4x4xf32>
+
+// -----
+
+// expected-error @below {{expects result of shape 4x49x49, got 1x49x49}}
+%0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 3>} : tensor<1x49x49xf32>
+
+// -----
+
+// expected-error @below {{window extents must be in [1, 1024], got 0}}
+%0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 0, 7>, shift = array<i64: 0, 3>} : tensor<4x49x49xf32>
+
+// -----
+
+// expected-error @below {{expects a mask_value that is not NaN}}
+%0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 3>, mask_value = 0x7FF8000000000000 : f64} : tensor<4x49x49xf32>
+
+// -----
+
+func.func @attention_rank(%q: tensor<3x49x32xf32>, %k: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects query of rank 4 ([windows, heads, tokens, head_dim]), got rank 3}}
+  %0 = rpe.window_attention ins(%q, %k, %k : tensor<3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_dynamic(%q: tensor<?x?x49x32xf32>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects query to have static heads, tokens and head_dim, got ?x?x49x32}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x?x49x32xf32>, tensor<?x?x49x32xf32>, tensor<?x?x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_shape(%q: tensor<?x3x49x32xf32>, %k: tensor<?x3x49x16xf32>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects query, key and value of the same shape, got ?x3x49x32 and ?x3x49x16}}
+  %0 = rpe.window_attention ins(%q, %k, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x16xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<4x3x49x32xf32>, %v: tensor<8x3x49x32xf32>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects query, key and value of the same shape, got 4x3x49x32 and 8x3x49x32}}
+  %0 = rpe.window_attention ins(%q, %q, %v : tensor<4x3x49x32xf32>, tensor<4x3x49x32xf32>, tensor<8x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<4x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_element(%q: tensor<?x3x49x32xf32>, %k: tensor<?x3x49x32xf16>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects query, key and value of the same element type, got 'f32' and 'f16'}}
+  %0 = rpe.window_attention ins(%q, %k, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf16>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_empty(%q: tensor<?x3x0x32xf32>, %b: tensor<3x0x0xf32>) {
+  // expected-error @below {{expects non-empty heads, tokens and head_dim, got ?x3x0x32}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x0x32xf32>, tensor<?x3x0x32xf32>, tensor<?x3x0x32xf32>)
+         bias(%b : tensor<3x0x0xf32>) -> tensor<?x3x0x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_bias(%q: tensor<?x3x49x32xf32>, %b: tensor<169x3xf32>) {
+  // expected-error @below {{expects bias of shape 3x49x49, got 169x3}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<169x3xf32>) -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask_rank(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>, %m: tensor<49x49xf32>) {
+  // expected-error @below {{expects mask of shape [windows_per_image, 49, 49] with a static first extent, got 49x49}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<49x49xf32>) -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask_shape(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>, %m: tensor<4x49x48xf32>) {
+  // expected-error @below {{expects mask of shape 4x49x49, got 4x49x48}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<4x49x48xf32>) -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask_empty(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>, %m: tensor<0x49x49xf32>) {
+  // expected-error @below {{expects a mask with at least one window}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<0x49x49xf32>) -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask_windows(%q: tensor<6x3x49x32xf32>, %b: tensor<3x49x49xf32>, %m: tensor<4x49x49xf32>) {
+  // expected-error @below {{expects the number of windows (6) to be a multiple of the mask's windows (4)}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<6x3x49x32xf32>, tensor<6x3x49x32xf32>, tensor<6x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<4x49x49xf32>) -> tensor<6x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result_element(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects the result to have the element type of query, got 'f16'}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x3x49x32xf16>
+  return
+}
+
+// -----
+
+func.func @attention_result_shape(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects a result of shape ?x3x49x32 or ?x49x96, got ?x49x32}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result_rank(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects a result of shape ?x3x49x32 or ?x49x96, got ?x4704}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x4704xf32>
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) {
+  // expected-error @below {{expects a finite, non-zero scale}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) {scale = 0.0 : f32} -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_scale_type(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) {
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+  // expected-error @below {{attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
+         bias(%b : tensor<3x49x49xf32>) {scale = 1 : i32} -> tensor<?x3x49x32xf32>
+  return
+}

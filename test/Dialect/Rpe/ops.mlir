@@ -1,0 +1,65 @@
+// RUN: swin-opt %s | swin-opt | FileCheck %s
+// RUN: swin-opt %s --mlir-print-op-generic | swin-opt | FileCheck %s
+
+// CHECK-LABEL: func @relative_index
+func.func @relative_index() -> (tensor<49x49xi64>, tensor<24x24xi32>, tensor<18x18xindex>) {
+  // CHECK: rpe.relative_index {window = array<i64: 7, 7>} : tensor<49x49xi64>
+  %0 = rpe.relative_index {window = array<i64: 7, 7>} : tensor<49x49xi64>
+  // CHECK: rpe.relative_index {window = array<i64: 4, 6>} : tensor<24x24xi32>
+  %1 = rpe.relative_index {window = array<i64: 4, 6>} : tensor<24x24xi32>
+  // CHECK: rpe.relative_index {window = array<i64: 2, 3, 3>} : tensor<18x18xindex>
+  %2 = rpe.relative_index {window = array<i64: 2, 3, 3>} : tensor<18x18xindex>
+  return %0, %1, %2 : tensor<49x49xi64>, tensor<24x24xi32>, tensor<18x18xindex>
+}
+
+// CHECK-LABEL: func @lookup
+func.func @lookup(%t: tensor<169x3xf32>, %t16: tensor<77x2xf16>, %t3: tensor<75x4xbf16>)
+    -> (tensor<3x49x49xf32>, tensor<2x24x24xf16>, tensor<4x18x18xbf16>) {
+  // CHECK: rpe.lookup %{{.*}} {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+  // CHECK: rpe.lookup %{{.*}} {window = array<i64: 4, 6>} : tensor<77x2xf16> -> tensor<2x24x24xf16>
+  %b16 = rpe.lookup %t16 {window = array<i64: 4, 6>} : tensor<77x2xf16> -> tensor<2x24x24xf16>
+  // CHECK: rpe.lookup %{{.*}} {window = array<i64: 2, 3, 3>} : tensor<75x4xbf16> -> tensor<4x18x18xbf16>
+  %b3 = rpe.lookup %t3 {window = array<i64: 2, 3, 3>} : tensor<75x4xbf16> -> tensor<4x18x18xbf16>
+  return %b, %b16, %b3 : tensor<3x49x49xf32>, tensor<2x24x24xf16>, tensor<4x18x18xbf16>
+}
+
+// CHECK-LABEL: func @shift_mask
+func.func @shift_mask() -> (tensor<4x49x49xf32>, tensor<6x24x24xf16>, tensor<8x18x18xf32>) {
+  // CHECK: rpe.shift_mask {resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>, window = array<i64: 7, 7>} : tensor<4x49x49xf32>
+  %0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 3>} : tensor<4x49x49xf32>
+  // CHECK: rpe.shift_mask {mask_value = -1.000000e+04 : f64, resolution = array<i64: 8, 18>, shift = array<i64: 2, 0>, window = array<i64: 4, 6>} : tensor<6x24x24xf16>
+  %1 = rpe.shift_mask {resolution = array<i64: 8, 18>, window = array<i64: 4, 6>, shift = array<i64: 2, 0>, mask_value = -1.0e4 : f64} : tensor<6x24x24xf16>
+  // CHECK: rpe.shift_mask {resolution = array<i64: 4, 6, 6>, shift = array<i64: 1, 1, 1>, window = array<i64: 2, 3, 3>} : tensor<8x18x18xf32>
+  %2 = rpe.shift_mask {resolution = array<i64: 4, 6, 6>, window = array<i64: 2, 3, 3>, shift = array<i64: 1, 1, 1>} : tensor<8x18x18xf32>
+  return %0, %1, %2 : tensor<4x49x49xf32>, tensor<6x24x24xf16>, tensor<8x18x18xf32>
+}
+
+// CHECK-LABEL: func @window_attention
+func.func @window_attention(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>, %m: tensor<4x49x49xf32>)
+    -> (tensor<?x3x49x32xf32>, tensor<?x49x96xf32>) {
+  // CHECK: rpe.window_attention ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>) bias(%{{.*}} : tensor<3x49x49xf32>) -> tensor<?x3x49x32xf32>
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x3x49x32xf32>
+  // CHECK: rpe.window_attention ins({{.*}}) bias(%{{.*}} : tensor<3x49x49xf32>) mask(%{{.*}} : tensor<4x49x49xf32>) {scale = 1.250000e-01 : f32} -> tensor<?x49x96xf32>
+  %1 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<4x49x49xf32>) {scale = 0.125 : f32} -> tensor<?x49x96xf32>
+  return %0, %1 : tensor<?x3x49x32xf32>, tensor<?x49x96xf32>
+}
+
+// CHECK-LABEL: func @window_attention_half
+func.func @window_attention_half(%q: tensor<8x2x24x16xbf16>, %b: tensor<2x24x24xbf16>, %m: tensor<4x24x24xf32>)
+    -> tensor<8x2x24x16xbf16> {
+  // CHECK: rpe.window_attention {{.*}} -> tensor<8x2x24x16xbf16>
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<8x2x24x16xbf16>, tensor<8x2x24x16xbf16>, tensor<8x2x24x16xbf16>)
+         bias(%b : tensor<2x24x24xbf16>) mask(%m : tensor<4x24x24xf32>) -> tensor<8x2x24x16xbf16>
+  return %0 : tensor<8x2x24x16xbf16>
+}
+
+// The form of the issue that started the dialect, verbatim.
+// CHECK-LABEL: func @seed
+func.func @seed(%table: tensor<169x3xf32>) -> tensor<3x49x49xf32> {
+  // CHECK: %[[B:.*]] = rpe.lookup %{{.*}} {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+  %b = rpe.lookup %table {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+  return %b : tensor<3x49x49xf32>
+}

@@ -1,0 +1,65 @@
+# -*- Python -*-
+# lit configuration of the swin-opt test suite.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "SWIN"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.swin_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%shlibext", ".so"))
+config.substitutions.append(("%llvm_lib_dir", config.llvm_lib_dir))
+config.substitutions.append(("%cuda_toolkit", config.cuda_toolkit))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%swin_src_root", config.swin_src_root))
+# Shared libraries mlir-runner needs for printing and OpenMP.
+config.substitutions.append(
+    (
+        "%runner_libs",
+        ",".join(
+            os.path.join(config.llvm_lib_dir, lib)
+            for lib in (
+                "libmlir_runner_utils.so",
+                "libmlir_c_runner_utils.so",
+                "libomp.so",
+            )
+        ),
+    )
+)
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+# Sanitized builds: the tools are instrumented, mlir-runner JIT-loads
+# uninstrumented code; leak checking of the LLVM tools is not ours to fix.
+if config.sanitizers:
+    config.environment["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0"
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    config.available_features.add("sanitizers")
+
+ptxas = os.path.join(config.cuda_toolkit, "bin", "ptxas")
+if os.path.exists(ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+
+try:
+    import numpy  # noqa: F401
+
+    config.available_features.add("numpy")
+except ImportError:
+    pass
+
+config.excludes.append("Inputs")
+tool_dirs = [config.swin_tools_dir, config.llvm_tools_dir]
+tools = ["swin-opt", "swin-aot", "mlir-runner", "mlir-translate", "llc", "mlir-opt"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+# The reference checker and the NumPy reference of the python/ package.
+config.environment["PYTHONPATH"] = os.path.join(config.swin_src_root, "python")
