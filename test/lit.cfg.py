@@ -59,7 +59,8 @@ except ImportError:
 
 config.excludes.append("Inputs")
 tool_dirs = [config.swin_tools_dir, config.llvm_tools_dir]
-tools = ["swin-opt", "swin-aot", "mlir-runner", "mlir-translate", "llc", "mlir-opt"]
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+tools = ["swin-opt", "swin-aot", "mlir-runner", "mlir-translate", "llc", "mlir-opt", "llvm-nm"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 # The reference checker and the NumPy reference of the python/ package.
 config.environment["PYTHONPATH"] = os.path.join(config.swin_src_root, "python")

@@ -26,6 +26,9 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
 
   // Tensors -> buffers. Function boundaries take plain identity-layout
   // memrefs, the form the C interface of the kernels expects.
+  // A result written into a destination (the `out` buffer of the C ABI)
+  // is computed in place rather than in a temporary that is then copied.
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =

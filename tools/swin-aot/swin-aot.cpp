@@ -1,0 +1,254 @@
+//===- swin-aot.cpp - Swin window-attention kernels ahead of time ---------===//
+//
+//   swin-aot --window=7,7 --heads=3 --head-dim=32 [--scale=F]
+//            [--resolution=H,W --shift=S|SH,SW] [--table=FILE]
+//            [--dtype=f32|f16|bf16] [--target=cpu] [--name=NAME]
+//            --emit=mlir|llvm|obj|so -o PATH
+//
+// Everything runs in-process: building the rpe module, the CPU pipeline,
+// LLVM's optimizer and code generator, and lld for shared libraries.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rpe/Aot.h"
+#include "Rpe/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::rpe;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("swin-aot options");
+
+static cl::list<int64_t> windowOpt("window", cl::CommaSeparated, cl::Required,
+                                   cl::desc("Window extents: Wh,Ww or Wd,Wh,Ww"),
+                                   cl::cat(category));
+static cl::opt<int64_t> headsOpt("heads", cl::Required,
+                                 cl::desc("Number of attention heads"),
+                                 cl::cat(category));
+static cl::opt<int64_t> headDimOpt("head-dim", cl::Required,
+                                   cl::desc("Channels per head"),
+                                   cl::cat(category));
+static cl::opt<std::string>
+    scaleOpt("scale", cl::desc("Scale applied to q (default head_dim ** -0.5)"),
+             cl::cat(category));
+static cl::list<int64_t>
+    resolutionOpt("resolution", cl::CommaSeparated,
+                  cl::desc("Feature map H,W (or D,H,W) for the shift mask"),
+                  cl::cat(category));
+static cl::list<int64_t>
+    shiftOpt("shift", cl::CommaSeparated,
+             cl::desc("Cyclic shift: S for every axis, or one per axis"),
+             cl::cat(category));
+static cl::opt<std::string>
+    tableOpt("table",
+             cl::desc("Bake this table into the kernel: raw little-endian "
+                      "f32 [T, heads]"),
+             cl::cat(category));
+static cl::opt<std::string> dtypeOpt("dtype", cl::init("f32"),
+                                     cl::desc("Element type: f32, f16, bf16"),
+                                     cl::cat(category));
+static cl::opt<std::string> targetOpt("target", cl::init("cpu"),
+                                      cl::desc("Target: cpu"),
+                                      cl::cat(category));
+static cl::opt<std::string>
+    cpuOpt("cpu", cl::init("native"),
+           cl::desc("CPU to generate code for (native = this machine; e.g. "
+                    "x86-64-v3 for any AVX2 machine)"),
+           cl::cat(category));
+static cl::opt<bool> noParallelOpt(
+    "no-parallel", cl::desc("Run on the calling thread only (no OpenMP)"),
+    cl::cat(category));
+static cl::opt<std::string> nameOpt("name", cl::init("swin_window_attention"),
+                                    cl::desc("Name of the C entry point"),
+                                    cl::cat(category));
+static cl::opt<std::string>
+    emitOpt("emit", cl::Required,
+            cl::desc("What to write: mlir (rpe-level module), llvm (LLVM IR), "
+                     "obj (object file + header), so (shared library + "
+                     "header)"),
+            cl::cat(category));
+static cl::opt<std::string> outputOpt("o", cl::Required,
+                                      cl::desc("Output file"),
+                                      cl::value_desc("path"),
+                                      cl::cat(category));
+
+static int fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "swin-aot") << message << "\n";
+  return 1;
+}
+
+static int fail(llvm::Error error) {
+  std::string message = llvm::toString(std::move(error));
+  return fail(message);
+}
+
+/// Reads the options into a configuration; errors name the option.
+static llvm::Expected<KernelConfig> readConfig() {
+  KernelConfig config;
+  config.window.assign(windowOpt.begin(), windowOpt.end());
+  config.heads = headsOpt;
+  config.headDim = headDimOpt;
+  config.name = nameOpt;
+  config.cpu = cpuOpt;
+  config.parallel = !noParallelOpt;
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (!scaleOpt.empty()) {
+    char *end = nullptr;
+    config.scale = std::strtof(scaleOpt.c_str(), &end);
+    if (end == scaleOpt.c_str() || *end != '\0')
+      return error("--scale: not a number: '" + scaleOpt + "'");
+  }
+  if (dtypeOpt == "f32")
+    config.elementKind = ElementKind::F32;
+  else if (dtypeOpt == "f16")
+    config.elementKind = ElementKind::F16;
+  else if (dtypeOpt == "bf16")
+    config.elementKind = ElementKind::BF16;
+  else
+    return error("--dtype must be f32, f16 or bf16, got '" + dtypeOpt + "'");
+  if (targetOpt != "cpu")
+    return error("--target must be cpu, got '" + targetOpt + "'");
+
+  config.resolution.assign(resolutionOpt.begin(), resolutionOpt.end());
+  config.shift.assign(shiftOpt.begin(), shiftOpt.end());
+  if (!config.resolution.empty() && config.shift.empty())
+    config.shift.assign(config.window.size(), 0);
+  if (config.shift.size() == 1 && config.window.size() > 1)
+    config.shift.assign(config.window.size(), config.shift.front());
+  if (!config.shift.empty() && config.resolution.empty())
+    return error("--shift needs --resolution (the feature map the mask is "
+                 "built for)");
+
+  if (!tableOpt.empty()) {
+    auto buffer = llvm::MemoryBuffer::getFile(tableOpt, /*IsText=*/false);
+    if (!buffer)
+      return error("--table: cannot read '" + tableOpt +
+                   "': " + buffer.getError().message());
+    llvm::StringRef bytes = (*buffer)->getBuffer();
+    if (bytes.size() % sizeof(float) != 0)
+      return error("--table: '" + tableOpt +
+                   "' is not a whole number of f32 values");
+    std::vector<float> values(bytes.size() / sizeof(float));
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    config.table = std::move(values);
+  }
+  if (llvm::Error invalid = validate(config))
+    return std::move(invalid);
+  return config;
+}
+
+static std::string headerPathFor(llvm::StringRef output) {
+  llvm::SmallString<256> path(output);
+  llvm::sys::path::replace_extension(path, "h");
+  return path.str().str();
+}
+
+static int writeHeader(const KernelConfig &config, llvm::StringRef output) {
+  std::string path = headerPathFor(output);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return fail("cannot write " + path + ": " + ec.message());
+  emitHeader(config, os);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << "swin-aot " << SWIN_VERSION << " (rpe dialect, LLVM " LLVM_VERSION_STRING
+       << ")\n";
+  });
+  cl::ParseCommandLineOptions(
+      argc, argv, "swin-aot: Swin window-attention kernels ahead of time\n");
+
+  // lld resets LLVM's command-line options when it runs in-process: keep
+  // copies of what is needed after linking.
+  const std::string output = outputOpt;
+  auto config = readConfig();
+  if (!config)
+    return fail(config.takeError());
+  if (emitOpt != "mlir" && emitOpt != "llvm" && emitOpt != "obj" &&
+      emitOpt != "so")
+    return fail("--emit must be mlir, llvm, obj or so, got '" + emitOpt + "'");
+
+  // The pipeline bufferizes and lowers upstream ops: their interfaces live
+  // in the upstream registrations.
+  DialectRegistry registry;
+  registry.insert<RpeDialect>();
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  MLIRContext context(registry);
+  // Diagnostics are printed once, by the handler, with their locations.
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = buildKernelModule(context, *config);
+  if (failed(module->verify()))
+    return fail("the generated rpe module does not verify");
+
+  std::string error;
+  if (emitOpt == "mlir") {
+    auto file = openOutputFile(output, &error);
+    if (!file)
+      return fail(error);
+    module->print(file->os());
+    file->keep();
+    return 0;
+  }
+
+  if (failed(lowerToLLVMDialect(*module, *config)))
+    return fail("lowering to the LLVM dialect failed");
+  llvm::LLVMContext llvmContext;
+  auto llvmModule = translateAndOptimize(*module, llvmContext, *config);
+  if (!llvmModule)
+    return fail(llvmModule.takeError());
+
+  if (emitOpt == "llvm") {
+    auto file = openOutputFile(output, &error);
+    if (!file)
+      return fail(error);
+    (*llvmModule)->print(file->os(), nullptr);
+    file->keep();
+    return 0;
+  }
+
+  if (emitOpt == "obj") {
+    if (llvm::Error e = emitObjectFile(**llvmModule, *config, output))
+      return fail(std::move(e));
+    return writeHeader(*config, output);
+  }
+
+  // so: an object file beside the output, linked, then removed.
+  llvm::SmallString<256> objectPath;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+          "swin-aot", "o", objectPath))
+    return fail("cannot create a temporary object file: " + ec.message());
+  llvm::FileRemover removeObject(objectPath);
+  if (llvm::Error e = emitObjectFile(**llvmModule, *config, objectPath))
+    return fail(std::move(e));
+  if (llvm::Error e = linkSharedLibrary(objectPath, output))
+    return fail(std::move(e));
+  return writeHeader(*config, output);
+}
