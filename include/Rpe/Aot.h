@@ -47,6 +47,9 @@ struct KernelConfig {
   std::string cpu = "native";
   /// Run windows x heads on all cores (OpenMP).
   bool parallel = true;
+  /// Fuse the bias gather and the mask into the softmax (false: the unfused
+  /// reference lowering, for comparison).
+  bool fuse = true;
 
   bool hasShiftMask() const { return !resolution.empty(); }
   int64_t numTokens() const;

@@ -8,6 +8,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
@@ -29,6 +31,15 @@ LogicalResult replaceWithFoldedConstant(RewriterBase &rewriter, Operation *op);
 
 /// Options of `rpe-cpu-pipeline`.
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
+  PassOptions::Option<bool> fuse{
+      *this, "fuse",
+      llvm::cl::desc("Fuse the bias gather and the mask into the softmax "
+                     "(false: the unfused reference path)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<int64_t> vectorWidth{
+      *this, "vector-width",
+      llvm::cl::desc("f32 lanes per vector in the fused kernel"),
+      llvm::cl::init(8)};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
       llvm::cl::desc("Run windows x heads in parallel through OpenMP"),

@@ -53,4 +53,90 @@ def ConvertRpeToLinalg : Pass<"convert-rpe-to-linalg"> {
   ];
 }
 
+def RpeFuseBiasSoftmax : Pass<"rpe-fuse-bias-softmax"> {
+  let summary = "Fuse the relative position bias gather and the shift mask "
+                "into the attention";
+  let description = [{
+    Frameworks gather an `H x N x N` bias from the compact table, add it
+    (and an `nW x N x N` mask) to the scores and run the softmax, touching
+    memory at every step. This pass rewrites
+
+    ```
+    rpe.window_attention(q, k, v, bias = rpe.lookup(table)
+                         [, mask = rpe.shift_mask])
+    ```
+
+    into `rpe.fused_window_attention(q, k, v, table)`, which carries the
+    window and the shift as attributes: its lowering reads the bias from the
+    compact table inside the softmax loop and computes the mask from region
+    labels, so no bias, index or mask tensor is ever built.
+
+    Attention whose bias is not an `rpe.lookup`, or whose mask is not an
+    `rpe.shift_mask`, is left alone (and lowered unfused), as is attention
+    whose per-thread scratch (keys transposed, `N x d` floats) would exceed
+    `max-scratch-bytes`.
+  }];
+  let options = [
+    Option<"maxScratchBytes", "max-scratch-bytes", "int64_t",
+           /*default=*/"1048576",
+           "Largest per-thread scratch the fused kernel may use">,
+  ];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
+def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
+  let summary = "Lower bufferized rpe.fused_window_attention to vector code";
+  let description = [{
+    Emits the fused CPU kernel for `rpe.fused_window_attention` on memrefs:
+    an `scf.parallel` over (window, head) whose body, with stack scratch in
+    an `memref.alloca_scope`, runs these steps on vectors of `vector-width`
+    lanes:
+
+    1. pack `kᵀ * scale` into `d x N'` scratch, where keys are laid out one
+       window row per `ceil(Ww / L)` vectors (`N' = N / Ww * ceil(Ww/L) * L`)
+       so that padding lanes exist only inside registers' worth of scratch;
+    2. scores `S[i, :] = q[i, :] · kᵀ`, a register-blocked outer-product
+       micro-kernel (rows x vectors of accumulators, FMA);
+    3. per row: `S += bias + mask + pad`, where the bias vector of a key row
+       is a contiguous load from the head's reversed table at offset
+       `idx(j, i)` (index arithmetic; `bias(i, j) = table[T-1-idx(j, i)]`),
+       the mask compares constant region labels, and padding lanes get
+       `-inf`; then the row max;
+    4. `P = exp(S - max)` (polynomial approximation) and the row sum, in one
+       pass over the row, which stays in L1;
+    5. `out[i, :] = (P[i, :] · v) / sum`, a register-blocked micro-kernel,
+       normalized once per output row rather than per probability.
+
+    Query rows are processed in blocks so that a block of scores fits in
+    `score-block-bytes`: the softmax of a row always sees the whole row, so
+    a single pass suffices and no online rescaling is needed.
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
+           "f32 lanes per vector (8 for AVX2, 16 for AVX-512)">,
+    Option<"scoreBlockBytes", "score-block-bytes", "int64_t",
+           /*default=*/"32768",
+           "Bytes of scores kept per query block (an L1 budget)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def RpeExpandMemrefCopy : Pass<"rpe-expand-memref-copy"> {
+  let summary = "Rewrite memref.copy as linalg.copy";
+  let description = [{
+    Bufferization copies with `memref.copy`, which the LLVM lowering turns
+    into a call to `memrefCopy` from MLIR's C runner library whenever a side
+    is not contiguous. Generated kernels must link against nothing but libc,
+    libm and the OpenMP runtime, so this pass rewrites every `memref.copy` as
+    `linalg.copy`, which `convert-linalg-to-loops` turns into plain loops.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // RPE_PASSES_TD

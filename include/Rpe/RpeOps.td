@@ -7,6 +7,8 @@ include "Rpe/RpeDialect.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Rpe_FloatElement : AnyTypeOf<[F16, BF16, F32]>;
@@ -179,6 +181,77 @@ def Rpe_WindowAttentionOp : Rpe_Op<"window_attention",
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// rpe.fused_window_attention
+//===----------------------------------------------------------------------===//
+
+def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
+    DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<BufferizableOpInterface,
+        ["bufferizesToMemoryRead", "bufferizesToMemoryWrite",
+         "getAliasingValues", "bufferize"]>]> {
+  let summary = "Window attention with the bias gathered inside the softmax";
+  let description = [{
+    `rpe.window_attention` whose bias is `rpe.lookup` of `table` and whose
+    mask, if any, is the `rpe.shift_mask` of `resolution` and `shift`:
+
+    ```
+    S[i, j] = (scale * q[b, h, i]) · k[b, h, j] + table[idx(i, j), h]
+              (+ mask_value if label_b(i) != label_b(j))
+    out[b, h, i] = softmax_j(S[i, :]) · v[b, h]
+    ```
+
+    No bias, index or mask tensor exists: the lowering reads the compact
+    table at addresses that are index arithmetic on the loop variables,
+    and derives the mask from per-token region labels of the window's
+    position in the image (`b mod nW`). It is produced by
+    `rpe-fuse-bias-softmax` and lowered, after bufferization, by
+    `rpe-lower-fused-attention`.
+
+    The op is in destination-passing style: `outs` is the `B_ x N x (H*d)`
+    (or `B_ x H x N x d`) destination. On tensors it returns the result; on
+    memrefs it writes `outs` and has no result.
+
+    Example:
+
+    ```mlir
+    %o = rpe.fused_window_attention
+           ins(%q, %k, %v, %table : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>,
+                                    tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+           outs(%init : tensor<?x49x96xf32>)
+           {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
+            resolution = array<i64: 56, 56>, shift = array<i64: 3, 3>}
+           -> tensor<?x49x96xf32>
+    ```
+  }];
+  let arguments = (ins AnyShaped:$query, AnyShaped:$key, AnyShaped:$value,
+                       AnyShaped:$table, AnyShaped:$init,
+                       DenseI64ArrayAttr:$window, F32Attr:$scale,
+                       OptionalAttr<DenseI64ArrayAttr>:$resolution,
+                       OptionalAttr<DenseI64ArrayAttr>:$shift,
+                       DefaultValuedAttr<F64Attr, "-100.0">:$mask_value);
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `,` $table `:` type($query) `,`
+      type($key) `,` type($value) `,` type($table) `)`
+    `outs` `(` $init `:` type($init) `)`
+    attr-dict (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
+    ShapedType getQueryType() { return cast<ShapedType>(getQuery().getType()); }
+    int64_t getNumHeads() { return getQueryType().getDimSize(1); }
+    int64_t getNumTokens() { return getQueryType().getDimSize(2); }
+    int64_t getHeadDim() { return getQueryType().getDimSize(3); }
+    bool hasShiftMask() { return getResolution().has_value(); }
+    bool hasMergedHeadsResult() {
+      return cast<ShapedType>(getInit().getType()).getRank() == 3;
+    }
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // RPE_OPS_TD

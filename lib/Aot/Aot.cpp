@@ -300,6 +300,7 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   PassManager pm(module.getContext());
   CpuPipelineOptions options;
   options.parallel = config.parallel;
+  options.fuse = config.fuse;
   buildCpuPipeline(pm, options);
   if (failed(pm.run(module)))
     return failure();

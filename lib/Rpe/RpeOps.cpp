@@ -183,40 +183,85 @@ float WindowAttentionOp::getEffectiveScale() {
   return 1.0f / std::sqrt(static_cast<float>(getHeadDim()));
 }
 
-LogicalResult WindowAttentionOp::verify() {
-  RankedTensorType qType = getQuery().getType();
-  for (auto [name, value] : {std::pair<StringRef, Value>{"query", getQuery()},
-                             {"key", getKey()},
-                             {"value", getValue()}}) {
-    auto type = llvm::cast<RankedTensorType>(value.getType());
-    if (type.getRank() != 4)
-      return emitOpError() << "expects " << name
-                           << " of rank 4 ([windows, heads, tokens, "
-                              "head_dim]), got rank "
-                           << type.getRank();
+/// Verifies q, k, v of an attention op: rank 4 `[windows, heads, tokens,
+/// head_dim]`, static but for `windows`, one shape and one element type.
+static LogicalResult verifyQueryKeyValue(Operation *op, ShapedType qType,
+                                         ShapedType kType, ShapedType vType) {
+  for (auto [name, type] : {std::pair<StringRef, ShapedType>{"query", qType},
+                            {"key", kType},
+                            {"value", vType}}) {
+    if (!type.hasRank() || type.getRank() != 4)
+      return op->emitOpError() << "expects " << name
+                               << " of rank 4 ([windows, heads, tokens, "
+                                  "head_dim]), got rank "
+                               << (type.hasRank() ? type.getRank() : -1);
     if (llvm::any_of(type.getShape().drop_front(), ShapedType::isDynamic))
-      return emitOpError() << "expects " << name
-                           << " to have static heads, tokens and head_dim, "
-                              "got "
-                           << formatShape(type.getShape());
+      return op->emitOpError()
+             << "expects " << name
+             << " to have static heads, tokens and head_dim, got "
+             << formatShape(type.getShape());
     if (type.getShape().drop_front() != qType.getShape().drop_front() ||
         failed(verifyCompatibleShape(type.getShape().take_front(),
                                      qType.getShape().take_front())))
-      return emitOpError() << "expects query, key and value of the same shape, "
-                              "got "
-                           << formatShape(qType.getShape()) << " and "
-                           << formatShape(type.getShape());
+      return op->emitOpError()
+             << "expects query, key and value of the same shape, got "
+             << formatShape(qType.getShape()) << " and "
+             << formatShape(type.getShape());
     if (type.getElementType() != qType.getElementType())
-      return emitOpError() << "expects query, key and value of the same "
-                              "element type, got "
-                           << qType.getElementType() << " and "
-                           << type.getElementType();
+      return op->emitOpError() << "expects query, key and value of the same "
+                                  "element type, got "
+                               << qType.getElementType() << " and "
+                               << type.getElementType();
   }
+  if (llvm::any_of(qType.getShape().drop_front(),
+                   [](int64_t extent) { return extent == 0; }))
+    return op->emitOpError()
+           << "expects non-empty heads, tokens and head_dim, got "
+           << formatShape(qType.getShape());
+  return success();
+}
+
+/// Verifies the result (or destination) of an attention op: the element
+/// type of q, and `[windows, heads, tokens, head_dim]` or `[windows, tokens,
+/// heads * head_dim]`.
+static LogicalResult verifyAttentionResult(Operation *op, ShapedType qType,
+                                           ShapedType resultType,
+                                           StringRef what) {
+  if (resultType.getElementType() != qType.getElementType())
+    return op->emitOpError() << "expects the " << what
+                             << " to have the element type of query, got "
+                             << resultType.getElementType();
+  int64_t windows = qType.getDimSize(0), heads = qType.getDimSize(1),
+          n = qType.getDimSize(2), d = qType.getDimSize(3);
+  bool rank3 = resultType.hasRank() && resultType.getRank() == 3;
+  bool rank4 = resultType.hasRank() && resultType.getRank() == 4;
+  SmallVector<int64_t> expected =
+      rank3 ? SmallVector<int64_t>{windows, n, heads * d}
+            : SmallVector<int64_t>{windows, heads, n, d};
+  if ((!rank3 && !rank4) ||
+      failed(verifyCompatibleShape(resultType.getShape(), expected)))
+    return op->emitOpError()
+           << "expects a " << what << " of shape "
+           << formatShape({windows, heads, n, d}) << " or "
+           << formatShape({windows, n, heads * d}) << ", got "
+           << (resultType.hasRank() ? formatShape(resultType.getShape())
+                                    : std::string("unranked"));
+  return success();
+}
+
+static LogicalResult verifyScale(Operation *op, std::optional<APFloat> scale) {
+  if (scale && !scale->isFiniteNonZero())
+    return op->emitOpError() << "expects a finite, non-zero scale";
+  return success();
+}
+
+LogicalResult WindowAttentionOp::verify() {
+  RankedTensorType qType = getQuery().getType();
+  if (failed(verifyQueryKeyValue(*this, qType, getKey().getType(),
+                                 getValue().getType())))
+    return failure();
   int64_t windows = qType.getDimSize(0);
-  int64_t heads = getNumHeads(), n = getNumTokens(), d = getHeadDim();
-  if (heads == 0 || n == 0 || d == 0)
-    return emitOpError() << "expects non-empty heads, tokens and head_dim, got "
-                         << formatShape(qType.getShape());
+  int64_t heads = getNumHeads(), n = getNumTokens();
 
   if (failed(verifyStaticShape(*this, "bias", getBias().getType(),
                                {heads, n, n})))
@@ -239,25 +284,10 @@ LogicalResult WindowAttentionOp::verify() {
                            << maskWindows << ")";
   }
 
-  RankedTensorType resultType = getResult().getType();
-  if (resultType.getElementType() != qType.getElementType())
-    return emitOpError() << "expects the result to have the element type of "
-                            "query, got "
-                         << resultType.getElementType();
-  SmallVector<int64_t> expected =
-      resultType.getRank() == 3 ? SmallVector<int64_t>{windows, n, heads * d}
-                                : SmallVector<int64_t>{windows, heads, n, d};
-  if ((resultType.getRank() != 3 && resultType.getRank() != 4) ||
-      failed(verifyCompatibleShape(resultType.getShape(), expected)))
-    return emitOpError() << "expects a result of shape "
-                         << formatShape({windows, heads, n, d}) << " or "
-                         << formatShape({windows, n, heads * d}) << ", got "
-                         << formatShape(resultType.getShape());
-
-  if (std::optional<APFloat> scale = getScale())
-    if (!scale->isFiniteNonZero())
-      return emitOpError() << "expects a finite, non-zero scale";
-  return success();
+  if (failed(verifyAttentionResult(*this, qType, getResult().getType(),
+                                   "result")))
+    return failure();
+  return verifyScale(*this, getScale());
 }
 
 namespace {
@@ -289,6 +319,107 @@ struct DropZeroMask : public OpRewritePattern<WindowAttentionOp> {
 void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                                     MLIRContext *context) {
   results.add<DropZeroMask>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// FusedWindowAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedWindowAttentionOp::verify() {
+  auto qType = cast<ShapedType>(getQuery().getType());
+  bool onTensors = isa<RankedTensorType>(qType);
+  for (Value operand : getOperands())
+    if (isa<RankedTensorType>(operand.getType()) != onTensors ||
+        !(isa<RankedTensorType>(operand.getType()) ||
+          isa<MemRefType>(operand.getType())))
+      return emitOpError()
+             << "expects all operands to be ranked tensors or all memrefs";
+  if (onTensors != (getNumResults() == 1) || getNumResults() > 1)
+    return emitOpError() << "expects one result on tensors and none on "
+                            "memrefs";
+  if (failed(verifyWindowAttr(*this, getWindow())) ||
+      failed(verifyQueryKeyValue(*this, qType,
+                                 cast<ShapedType>(getKey().getType()),
+                                 cast<ShapedType>(getValue().getType()))))
+    return failure();
+  int64_t n = getNumTokens(), heads = getNumHeads();
+  if (n != rpe::getNumTokens(getWindow()))
+    return emitOpError() << "expects " << rpe::getNumTokens(getWindow())
+                         << " tokens for window " << formatShape(getWindow())
+                         << ", got " << n;
+  auto tableType = cast<ShapedType>(getTable().getType());
+  SmallVector<int64_t> tableShape = {getNumTableRows(getWindow()), heads};
+  if (tableType.getShape() != ArrayRef<int64_t>(tableShape))
+    return emitOpError() << "expects a table of shape "
+                         << formatShape(tableShape) << ", got "
+                         << formatShape(tableType.getShape());
+  if (!isa<FloatType>(tableType.getElementType()))
+    return emitOpError() << "expects a floating-point table";
+  auto initType = cast<ShapedType>(getInit().getType());
+  if (failed(verifyAttentionResult(*this, qType, initType, "destination")))
+    return failure();
+  if (onTensors && getResult().front().getType() != initType)
+    return emitOpError() << "expects the result type to be the destination's";
+  if (getResolution().has_value() != getShift().has_value())
+    return emitOpError() << "expects resolution and shift together";
+  if (hasShiftMask())
+    if (auto error = checkShift(*getResolution(), getWindow(), *getShift()))
+      return emitOpError() << *error;
+  return verifyScale(*this, getScale());
+}
+
+void FusedWindowAttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &operand : getOperation()->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    if (isDpsInit(&operand))
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+    else
+      effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
+bool FusedWindowAttentionOp::bufferizesToMemoryRead(
+    OpOperand &operand, const bufferization::AnalysisState &) {
+  // The destination is only written.
+  return !isDpsInit(&operand);
+}
+
+bool FusedWindowAttentionOp::bufferizesToMemoryWrite(
+    OpOperand &operand, const bufferization::AnalysisState &) {
+  return isDpsInit(&operand);
+}
+
+bufferization::AliasingValueList FusedWindowAttentionOp::getAliasingValues(
+    OpOperand &operand, const bufferization::AnalysisState &) {
+  if (!isDpsInit(&operand))
+    return {};
+  return {{getResult().front(), bufferization::BufferRelation::Equivalent}};
+}
+
+LogicalResult FusedWindowAttentionOp::bufferize(
+    RewriterBase &rewriter, const bufferization::BufferizationOptions &options,
+    bufferization::BufferizationState &state) {
+  SmallVector<Value> buffers;
+  for (Value operand : getOperands()) {
+    FailureOr<Value> buffer =
+        bufferization::getBuffer(rewriter, operand, options, state);
+    if (failed(buffer))
+      return failure();
+    buffers.push_back(*buffer);
+  }
+  rewriter.setInsertionPoint(*this);
+  auto bufferized = FusedWindowAttentionOp::create(
+      rewriter, getLoc(), TypeRange{}, buffers[0], buffers[1], buffers[2],
+      buffers[3], buffers[4], getWindowAttr(), getScaleAttr(),
+      getResolutionAttr(), getShiftAttr(), getMaskValueAttr());
+  (void)bufferized;
+  bufferization::replaceOpWithBufferizedValues(rewriter, *this, buffers[4]);
+  return success();
 }
 
 #define GET_OP_CLASSES

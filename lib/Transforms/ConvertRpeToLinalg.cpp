@@ -312,6 +312,8 @@ struct ConvertRpeToLinalgPass
                  LowerLookup, LowerWindowAttention>(context);
     ConversionTarget target(*context);
     target.addIllegalDialect<RpeDialect>();
+    // The fused op is lowered after bufferization.
+    target.addLegalOp<FusedWindowAttentionOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

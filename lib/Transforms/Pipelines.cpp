@@ -18,7 +18,11 @@ using namespace mlir;
 
 void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
-  // rpe -> linalg on tensors, the index and the mask as constants.
+  // Fused: window attention over a table lookup (and a shift mask) becomes
+  // one op that gathers the bias inside its softmax. Unfused (and whatever
+  // does not fuse): rpe -> linalg on tensors, index and mask as constants.
+  if (options.fuse)
+    pm.addPass(createRpeFuseBiasSoftmax());
   pm.addPass(createRpeFoldRelativeIndex());
   pm.addPass(createConvertRpeToLinalg());
   pm.addPass(createCanonicalizerPass());
@@ -36,6 +40,13 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::BufferDeallocationPipelineOptions deallocation;
   bufferization::buildBufferDeallocationPipeline(pm, deallocation);
+  pm.addPass(createRpeExpandMemrefCopy());
+  if (options.fuse) {
+    RpeLowerFusedAttentionOptions fused;
+    fused.vectorWidth = options.vectorWidth;
+    pm.addPass(createRpeLowerFusedAttention(fused));
+    pm.addPass(createCanonicalizerPass());
+  }
 
   // Loops. The (window, head) forall becomes the one parallel loop; linalg
   // ops inside become sequential loops.
@@ -61,6 +72,7 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());

@@ -3,6 +3,8 @@
 // RUN: swin-opt %s --rpe-cpu-pipeline | FileCheck %s --check-prefix=MLIR
 // RUN: swin-opt %s --rpe-cpu-pipeline | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVM
 // RUN: swin-opt %s --rpe-cpu-pipeline=parallel=false | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=SEQ
+// RUN: swin-opt %s --rpe-cpu-pipeline=fuse=false | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=UNFUSED
+// RUN: swin-opt %s --rpe-cpu-pipeline=vector-width=16 | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVM
 
 // MLIR-NOT: {{[^.a-z_](affine|arith|bufferization|cf|func|index|linalg|math|memref|rpe|scf|tensor|ub|vector)\.[a-z_]+}}
 // MLIR: llvm.func @attention_f32
@@ -14,6 +16,11 @@
 // LLVM-LABEL: define {{.*}} @attention_3d_f16(
 
 // SEQ-NOT: __kmpc_fork_call
+
+// The fused kernel computes exp in registers; the unfused path calls libm.
+// LLVM-NOT: call {{.*}} @llvm.exp.
+// UNFUSED-LABEL: define {{.*}} @attention_f32(
+// UNFUSED: @llvm.exp.f32
 
 func.func @attention_f32(%q: tensor<?x3x49x32xf32>, %k: tensor<?x3x49x32xf32>, %v: tensor<?x3x49x32xf32>,
                          %t: tensor<169x3xf32>) -> tensor<?x49x96xf32> {

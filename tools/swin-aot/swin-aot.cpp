@@ -77,6 +77,11 @@ static cl::opt<std::string>
 static cl::opt<bool> noParallelOpt(
     "no-parallel", cl::desc("Run on the calling thread only (no OpenMP)"),
     cl::cat(category));
+static cl::opt<bool> unfusedOpt(
+    "unfused",
+    cl::desc("Use the unfused reference lowering (materialized bias and "
+             "mask, step-by-step softmax) instead of the fused kernel"),
+    cl::cat(category));
 static cl::opt<std::string> nameOpt("name", cl::init("swin_window_attention"),
                                     cl::desc("Name of the C entry point"),
                                     cl::cat(category));
@@ -110,6 +115,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.name = nameOpt;
   config.cpu = cpuOpt;
   config.parallel = !noParallelOpt;
+  config.fuse = !unfusedOpt;
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };

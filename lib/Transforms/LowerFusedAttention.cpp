@@ -1,0 +1,628 @@
+//===- LowerFusedAttention.cpp - rpe-lower-fused-attention ----------------===//
+//
+// The fused CPU kernel of rpe.fused_window_attention, emitted after
+// bufferization as scf loops over vector ops. Per (window b, head h):
+//
+//   Kt[e, j']  = scale * k[b, h, j, e]                      pack (keys padded
+//                                                           per window row)
+//   S[i, j']   = sum_e q[b, h, i, e] * Kt[e, j']            scores, FMA tiles
+//   S[i, j']  += R_h[idx(j, i)] (+ mask) (+ -inf on pads)   bias: one vector
+//                                                           load per key row
+//   m_i        = max_j' S[i, j']
+//   S[i, j']   = exp(S[i, j'] - m_i),  l_i = sum_j' S[i, j'] probabilities
+//   out[i, :]  = (sum_j S[i, j'] * v[b, h, j, :]) / l_i     FMA tiles
+//
+// Keys are laid out one window row per ceil(Ww / L) vectors of L lanes: key
+// j = (row r, column x) sits at j' = r * Wpad + x. Then the bias of a query
+// i against the keys of row r is contiguous in R_h, the head's table
+// reversed (R_h[t] = table[T - 1 - t, h]): since idx(i, j) + idx(j, i) =
+// T - 1 and idx(j, i) = P(j) - P(i) + (T - 1) / 2 with P linear in the
+// coordinates, bias(i, j) = R_h[P(r, 0) - P(i) + (T - 1) / 2 + x]. No N x N
+// index, bias or mask exists anywhere.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rpe/Passes.h"
+#include "Rpe/WindowGeometry.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Approximation.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <limits>
+
+namespace mlir::rpe {
+#define GEN_PASS_DEF_RPELOWERFUSEDATTENTION
+#include "Rpe/Passes.h.inc"
+} // namespace mlir::rpe
+
+using namespace mlir;
+using namespace mlir::rpe;
+
+namespace {
+
+/// Compile-time shape of one fused kernel.
+struct KernelGeometry {
+  SmallVector<int64_t> window;
+  int64_t heads, tokens, headDim, tableRows;
+  int64_t lanes;           // L: f32 lanes per vector
+  int64_t rowLength;       // Wx: innermost window extent
+  int64_t paddedRowLength; // Wpad = roundup(Wx, L)
+  int64_t keyRows;         // R = N / Wx
+  int64_t paddedTokens;    // N' = R * Wpad
+  int64_t keyVectors;      // N' / L
+  int64_t rowVectors;      // Wpad / L
+  int64_t valueVectors;    // ceil(d / L)
+  int64_t queryBlock;      // query rows per block of scores
+  /// P(t) = sum_a coord_a(t) * tableStride[a]: the table offset of a token.
+  SmallVector<int64_t> tableStrides;
+  int64_t center; // (T - 1) / 2
+
+  KernelGeometry(FusedWindowAttentionOp op, int64_t lanes,
+                 int64_t scoreBlockBytes)
+      : window(op.getWindow()), heads(op.getNumHeads()),
+        tokens(op.getNumTokens()), headDim(op.getHeadDim()),
+        tableRows(getNumTableRows(op.getWindow())), lanes(lanes) {
+    rowLength = window.back();
+    paddedRowLength = llvm::divideCeil(rowLength, lanes) * lanes;
+    keyRows = tokens / rowLength;
+    paddedTokens = keyRows * paddedRowLength;
+    keyVectors = paddedTokens / lanes;
+    rowVectors = paddedRowLength / lanes;
+    valueVectors = llvm::divideCeil(headDim, lanes);
+    int64_t rowsPerBlock = scoreBlockBytes / (paddedTokens * 4);
+    queryBlock = std::clamp<int64_t>(rowsPerBlock, 1, tokens);
+    tableStrides.assign(window.size(), 1);
+    for (int64_t a = window.size() - 2; a >= 0; --a)
+      tableStrides[a] = tableStrides[a + 1] * (2 * window[a + 1] - 1);
+    center = (tableRows - 1) / 2;
+  }
+};
+
+/// Builds the kernel. Holds the builder, the operands and the geometry; each
+/// step of the algorithm is one method.
+class FusedKernelEmitter {
+public:
+  FusedKernelEmitter(ImplicitLocOpBuilder &b, FusedWindowAttentionOp op,
+                     const KernelGeometry &g)
+      : b(b), op(op), g(g), f32(b.getF32Type()),
+        vecType(VectorType::get({g.lanes}, b.getF32Type())) {}
+
+  LogicalResult emit();
+
+private:
+  //===--- small builders ---------------------------------------------===//
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value splat(double v) {
+    return arith::ConstantOp::create(b, DenseElementsAttr::get(
+                                            vecType, b.getF32FloatAttr(v)));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value mulConst(Value x, int64_t c) { return c == 1 ? x : mul(x, index(c)); }
+  Value divConst(Value x, int64_t c) {
+    return c == 1 ? x : arith::DivUIOp::create(b, x, index(c)).getResult();
+  }
+  Value remConst(Value x, int64_t c) {
+    return arith::RemUIOp::create(b, x, index(c));
+  }
+  Value toF32(Value v) {
+    Type type = v.getType();
+    Type target = isa<VectorType>(type) ? Type(vecType) : Type(f32);
+    if (getElementTypeOrSelf(type).isF32())
+      return v;
+    return arith::ExtFOp::create(b, target, v);
+  }
+  Value broadcast(Value scalar) {
+    return vector::BroadcastOp::create(b, vecType, scalar);
+  }
+  Value loadScalar(Value memref, ValueRange indices) {
+    return toF32(memref::LoadOp::create(b, memref, indices));
+  }
+  /// Loads L lanes as f32; `validLanes` < L masks the tail (zeros).
+  Value loadVector(Value memref, ValueRange indices, int64_t validLanes);
+  /// Stores L f32 lanes in the memref's element type.
+  void storeVector(Value value, Value memref, ValueRange indices,
+                   int64_t validLanes);
+
+  /// `for iv in [lb, ub) step step` carrying `init`.
+  ValueRange forLoop(Value lb, Value ub, int64_t step, ValueRange init,
+                     function_ref<SmallVector<Value>(Value, ValueRange)> body);
+  /// Runs `body(localRow, rows)` on blocks of `blockRows` rows of [0, count),
+  /// then on the remaining rows one at a time.
+  void forRowBlocks(Value count, int64_t blockRows,
+                    function_ref<void(Value, int64_t)> body);
+  /// j' = j + (j / Wx) * (Wpad - Wx): the padded position of token j.
+  Value paddedPosition(Value token);
+  /// P(t) for a token index `t`.
+  Value tableOffset(Value token);
+
+  //===--- the steps --------------------------------------------------===//
+  Value emitReversedTables();
+  Value emitRegionLabels();
+  void emitPackKeys(Value w, Value h, Value kt);
+  void emitScores(Value w, Value h, Value kt, Value scores, Value qb,
+                  Value rows);
+  void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
+                       Value scores, Value invSums, Value qb, Value rows);
+  void emitOutput(Value w, Value h, Value scores, Value invSums, Value qb,
+                  Value rows);
+
+  ImplicitLocOpBuilder &b;
+  FusedWindowAttentionOp op;
+  const KernelGeometry &g;
+  Type f32;
+  VectorType vecType;
+};
+
+Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
+                                     int64_t validLanes) {
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  auto type = VectorType::get({g.lanes}, element);
+  if (validLanes >= g.lanes)
+    return toF32(vector::LoadOp::create(b, type, memref, indices));
+  Value mask = vector::CreateMaskOp::create(
+      b, VectorType::get({g.lanes}, b.getI1Type()), ValueRange{index(validLanes)});
+  Value zero = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
+  return toF32(
+      vector::MaskedLoadOp::create(b, type, memref, indices, mask, zero));
+}
+
+void FusedKernelEmitter::storeVector(Value value, Value memref,
+                                     ValueRange indices, int64_t validLanes) {
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  if (!element.isF32())
+    value = arith::TruncFOp::create(b, VectorType::get({g.lanes}, element),
+                                    value);
+  if (validLanes >= g.lanes) {
+    vector::StoreOp::create(b, value, memref, indices);
+    return;
+  }
+  Value mask = vector::CreateMaskOp::create(
+      b, VectorType::get({g.lanes}, b.getI1Type()), ValueRange{index(validLanes)});
+  vector::MaskedStoreOp::create(b, memref, indices, mask, value);
+}
+
+ValueRange FusedKernelEmitter::forLoop(
+    Value lb, Value ub, int64_t step, ValueRange init,
+    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto loop = scf::ForOp::create(b, lb, ub, index(step), init);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  SmallVector<Value> next =
+      body(loop.getInductionVar(), loop.getRegionIterArgs());
+  if (loop.getBody()->mightHaveTerminator())
+    loop.getBody()->getTerminator()->erase();
+  b.setInsertionPointToEnd(loop.getBody());
+  scf::YieldOp::create(b, next);
+  return loop.getResults();
+}
+
+void FusedKernelEmitter::forRowBlocks(Value count, int64_t blockRows,
+                                      function_ref<void(Value, int64_t)> body) {
+  Value zero = index(0);
+  Value full = count;
+  if (blockRows > 1)
+    full = arith::SubIOp::create(b, count, remConst(count, blockRows));
+  forLoop(zero, full, blockRows, {}, [&](Value row, ValueRange) {
+    body(row, blockRows);
+    return SmallVector<Value>{};
+  });
+  if (blockRows > 1)
+    forLoop(full, count, 1, {}, [&](Value row, ValueRange) {
+      body(row, 1);
+      return SmallVector<Value>{};
+    });
+}
+
+Value FusedKernelEmitter::paddedPosition(Value token) {
+  if (g.paddedRowLength == g.rowLength)
+    return token;
+  return add(token, mulConst(divConst(token, g.rowLength),
+                             g.paddedRowLength - g.rowLength));
+}
+
+Value FusedKernelEmitter::tableOffset(Value token) {
+  Value offset = index(0);
+  for (int64_t a = g.window.size() - 1; a >= 0; --a) {
+    Value coord = a == 0 ? token : remConst(token, g.window[a]);
+    offset = add(offset, mulConst(coord, g.tableStrides[a]));
+    if (a > 0)
+      token = divConst(token, g.window[a]);
+  }
+  return offset;
+}
+
+/// R[h, t] = table[T - 1 - t, h] for t < T, 0 on the padding after it: one
+/// contiguous, per-head copy of the compact table (H x (T + Wpad) floats),
+/// made once per call and shared by every window.
+Value FusedKernelEmitter::emitReversedTables() {
+  auto type = MemRefType::get({g.heads, g.tableRows + g.paddedRowLength}, f32);
+  Value rtab = memref::AllocaOp::create(b, type);
+  Value table = op.getTable();
+  forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {
+    forLoop(index(0), index(g.tableRows), 1, {}, [&](Value t, ValueRange) {
+      Value row = arith::SubIOp::create(b, index(g.tableRows - 1), t);
+      memref::StoreOp::create(b, loadScalar(table, {row, h}), rtab,
+                              ValueRange{h, t});
+      return SmallVector<Value>{};
+    });
+    Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+    forLoop(index(g.tableRows), index(g.tableRows + g.paddedRowLength), 1, {},
+            [&](Value t, ValueRange) {
+              memref::StoreOp::create(b, zero, rtab, ValueRange{h, t});
+              return SmallVector<Value>{};
+            });
+    return SmallVector<Value>{};
+  });
+  return rtab;
+}
+
+/// The shift mask as data: a constant [nW, N'] table of region labels in
+/// the padded key layout (padding lanes -1). The mask of (i, j) is
+/// mask_value where the labels of i and j differ.
+Value FusedKernelEmitter::emitRegionLabels() {
+  ArrayRef<int64_t> resolution = *op.getResolution();
+  ArrayRef<int64_t> shift = *op.getShift();
+  int64_t numWindows = getNumWindows(resolution, g.window);
+  SmallVector<int32_t> labels;
+  labels.reserve(numWindows * g.paddedTokens);
+  for (int64_t w = 0; w < numWindows; ++w)
+    for (int64_t r = 0; r < g.keyRows; ++r)
+      for (int64_t x = 0; x < g.paddedRowLength; ++x)
+        labels.push_back(x < g.rowLength
+                             ? getShiftRegionLabel(resolution, g.window, shift,
+                                                   w, r * g.rowLength + x)
+                             : -1);
+
+  auto module = op->getParentOfType<ModuleOp>();
+  auto type = MemRefType::get({numWindows, g.paddedTokens}, b.getI32Type());
+  auto tensorType =
+      RankedTensorType::get(type.getShape(), type.getElementType());
+  auto value = DenseElementsAttr::get(tensorType, ArrayRef<int32_t>(labels));
+  // One global per distinct table, found again by its contents.
+  for (auto global : module.getOps<memref::GlobalOp>())
+    if (global.getType() == type && global.getConstant() &&
+        global.getInitialValueAttr() == value)
+      return memref::GetGlobalOp::create(b, type, global.getSymName());
+  std::string name = "__rpe_region_labels";
+  for (int suffix = 1; module.lookupSymbol(name); ++suffix)
+    name = "__rpe_region_labels_" + std::to_string(suffix);
+  memref::GlobalOp global;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    global = memref::GlobalOp::create(b, name, b.getStringAttr("private"),
+                                      type, value, /*constant=*/true,
+                                      b.getI64IntegerAttr(64));
+  }
+  return memref::GetGlobalOp::create(b, type, global.getSymName());
+}
+
+/// Kt[e, j'] = scale * k[w, h, j, e]; padding columns are zero.
+void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
+  Value key = op.getKey();
+  Value scale = arith::ConstantOp::create(b, op.getScaleAttr());
+  forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
+    Value jp = paddedPosition(j);
+    forLoop(index(0), index(g.headDim), 1, {}, [&](Value e, ValueRange) {
+      Value scaled =
+          arith::MulFOp::create(b, loadScalar(key, {w, h, j, e}), scale);
+      memref::StoreOp::create(b, scaled, kt, ValueRange{e, jp});
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
+  if (g.paddedRowLength == g.rowLength)
+    return;
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+  forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
+    Value rowStart = mulConst(r, g.paddedRowLength);
+    forLoop(index(g.rowLength), index(g.paddedRowLength), 1, {},
+            [&](Value x, ValueRange) {
+              Value jp = add(rowStart, x);
+              forLoop(index(0), index(g.headDim), 1, {},
+                      [&](Value e, ValueRange) {
+                        memref::StoreOp::create(b, zero, kt, ValueRange{e, jp});
+                        return SmallVector<Value>{};
+                      });
+              return SmallVector<Value>{};
+            });
+    return SmallVector<Value>{};
+  });
+}
+
+/// S[lr, :] = q[w, h, qb + lr, :] · Kt for the rows of one query block: an
+/// outer-product micro-kernel over blocks of `mr` rows x `nc` vectors of
+/// accumulators, reduced over e.
+void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
+                                    Value qb, Value rows) {
+  // 16 vector registers: mr * nc accumulators and mr broadcasts.
+  int64_t chunk = g.keyVectors <= 7 ? g.keyVectors : 4;
+  int64_t blockRows = g.keyVectors <= 7 ? 2 : 3;
+  Value query = op.getQuery();
+  forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
+    Value i = add(qb, lr);
+    for (int64_t c0 = 0; c0 < g.keyVectors; c0 += chunk) {
+      int64_t nc = std::min(chunk, g.keyVectors - c0);
+      SmallVector<Value> init(mr * nc, splat(0.0));
+      ValueRange acc = forLoop(
+          index(0), index(g.headDim), 1, init, [&](Value e, ValueRange acc) {
+            SmallVector<Value> next(acc);
+            SmallVector<Value> qs;
+            for (int64_t m = 0; m < mr; ++m)
+              qs.push_back(
+                  broadcast(loadScalar(query, {w, h, add(i, index(m)), e})));
+            for (int64_t c = 0; c < nc; ++c) {
+              Value keys = vector::LoadOp::create(
+                  b, vecType, kt, ValueRange{e, index((c0 + c) * g.lanes)});
+              for (int64_t m = 0; m < mr; ++m)
+                next[m * nc + c] =
+                    vector::FMAOp::create(b, qs[m], keys, next[m * nc + c]);
+            }
+            return next;
+          });
+      for (int64_t m = 0; m < mr; ++m)
+        for (int64_t c = 0; c < nc; ++c)
+          vector::StoreOp::create(
+              b, acc[m * nc + c], scores,
+              ValueRange{add(lr, index(m)), index((c0 + c) * g.lanes)});
+    }
+  });
+}
+
+/// Per row: S += bias (+ mask) (+ -inf on padding lanes), the row max, then
+/// S = exp(S - max) and 1 / sum(S).
+void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
+                                         Value labels, Value scores,
+                                         Value invSums, Value qb, Value rows) {
+  // Lanes past the window row: -inf, so they vanish from the softmax.
+  SmallVector<float> padLanes(g.lanes, 0.0f);
+  for (int64_t lane = 0; lane < g.lanes; ++lane)
+    if ((g.rowVectors - 1) * g.lanes + lane >= g.rowLength)
+      padLanes[lane] = -std::numeric_limits<float>::infinity();
+  bool hasPadding = g.paddedRowLength != g.rowLength;
+  Value padVector;
+  if (hasPadding)
+    padVector = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(vecType, ArrayRef<float>(padLanes)));
+  Value maskValue, zeroVector;
+  if (labels) {
+    maskValue = splat(op.getMaskValue().convertToDouble());
+    zeroVector = splat(0.0);
+  }
+  // exp underflows to (almost) zero long before -80; clamping keeps the
+  // polynomial away from -inf.
+  Value lowest = splat(-80.0);
+
+  forLoop(index(0), rows, 1, {}, [&](Value lr, ValueRange) {
+    Value i = add(qb, lr);
+    // bias(i, j) = R_h[P(j) - P(i) + center]; P(j) = P(row r, x = 0) + x.
+    Value queryBase = arith::SubIOp::create(b, index(g.center), tableOffset(i));
+    Value queryLabel;
+    if (labels)
+      queryLabel = vector::BroadcastOp::create(
+          b, VectorType::get({g.lanes}, b.getI32Type()),
+          memref::LoadOp::create(b, labels,
+                                 ValueRange{image, paddedPosition(i)}));
+    Value rowMax = forLoop(
+        index(0), index(g.keyRows), 1,
+        {splat(-std::numeric_limits<double>::infinity())},
+        [&](Value r, ValueRange carried) {
+          Value keyRowBase = add(queryBase, tableOffset(mulConst(r, g.rowLength)));
+          Value rowStart = mulConst(r, g.paddedRowLength);
+          Value max = carried.front();
+          for (int64_t v = 0; v < g.rowVectors; ++v) {
+            Value column = add(rowStart, index(v * g.lanes));
+            Value s = vector::LoadOp::create(b, vecType, scores,
+                                             ValueRange{lr, column});
+            Value bias = vector::LoadOp::create(
+                b, vecType, rtab,
+                ValueRange{h, add(keyRowBase, index(v * g.lanes))});
+            s = arith::AddFOp::create(b, s, bias);
+            if (labels) {
+              Value keyLabels = vector::LoadOp::create(
+                  b, VectorType::get({g.lanes}, b.getI32Type()), labels,
+                  ValueRange{image, column});
+              Value differ = arith::CmpIOp::create(
+                  b, arith::CmpIPredicate::ne, keyLabels, queryLabel);
+              s = arith::AddFOp::create(
+                  b, s,
+                  arith::SelectOp::create(b, differ, maskValue, zeroVector));
+            }
+            if (hasPadding && v == g.rowVectors - 1)
+              s = arith::AddFOp::create(b, s, padVector);
+            vector::StoreOp::create(b, s, scores, ValueRange{lr, column});
+            max = arith::MaxNumFOp::create(b, max, s);
+          }
+          return SmallVector<Value>{max};
+        })[0];
+    Value max = broadcast(
+        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, rowMax));
+
+    Value sum = forLoop(
+        index(0), index(g.keyVectors), 1, {splat(0.0)},
+        [&](Value kv, ValueRange carried) {
+          Value column = mulConst(kv, g.lanes);
+          Value s = vector::LoadOp::create(b, vecType, scores,
+                                           ValueRange{lr, column});
+          Value shifted = arith::MaxNumFOp::create(
+              b, arith::SubFOp::create(b, s, max), lowest);
+          Value p = math::ExpOp::create(b, shifted);
+          vector::StoreOp::create(b, p, scores, ValueRange{lr, column});
+          return SmallVector<Value>{
+              arith::AddFOp::create(b, carried.front(), p)};
+        })[0];
+    Value total =
+        vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum);
+    Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
+    memref::StoreOp::create(b, arith::DivFOp::create(b, one, total), invSums,
+                            ValueRange{lr});
+    return SmallVector<Value>{};
+  });
+}
+
+/// out[w, i, h*d + e] = (sum_j P[i, j'] * v[w, h, j, e]) / l_i: micro-kernel
+/// over blocks of `mr` rows x `nc` vectors of head channels, reduced over
+/// the (unpadded) keys.
+void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
+                                    Value invSums, Value qb, Value rows) {
+  int64_t chunk = std::min<int64_t>(g.valueVectors, 4);
+  int64_t blockRows = std::min<int64_t>(4, 16 / (chunk + 1));
+  Value value = op.getValue(), out = op.getInit();
+  bool merged = op.hasMergedHeadsResult();
+  int64_t tailLanes = g.headDim - (g.valueVectors - 1) * g.lanes;
+  forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
+    Value i = add(qb, lr);
+    for (int64_t c0 = 0; c0 < g.valueVectors; c0 += chunk) {
+      int64_t nc = std::min(chunk, g.valueVectors - c0);
+      auto lanesOf = [&](int64_t c) {
+        return c0 + c == g.valueVectors - 1 ? tailLanes : g.lanes;
+      };
+      SmallVector<Value> init(mr * nc, splat(0.0));
+      ValueRange acc = forLoop(
+          index(0), index(g.tokens), 1, init, [&](Value j, ValueRange acc) {
+            SmallVector<Value> next(acc);
+            Value jp = paddedPosition(j);
+            SmallVector<Value> ps;
+            for (int64_t m = 0; m < mr; ++m)
+              ps.push_back(broadcast(memref::LoadOp::create(
+                  b, scores, ValueRange{add(lr, index(m)), jp})));
+            for (int64_t c = 0; c < nc; ++c) {
+              Value values =
+                  loadVector(value, {w, h, j, index((c0 + c) * g.lanes)},
+                             lanesOf(c));
+              for (int64_t m = 0; m < mr; ++m)
+                next[m * nc + c] =
+                    vector::FMAOp::create(b, ps[m], values, next[m * nc + c]);
+            }
+            return next;
+          });
+      for (int64_t m = 0; m < mr; ++m) {
+        Value row = add(i, index(m));
+        Value inv = broadcast(memref::LoadOp::create(
+            b, invSums, ValueRange{add(lr, index(m))}));
+        for (int64_t c = 0; c < nc; ++c) {
+          Value channel = index((c0 + c) * g.lanes);
+          Value result = arith::MulFOp::create(b, acc[m * nc + c], inv);
+          SmallVector<Value> indices =
+              merged ? SmallVector<Value>{w, row,
+                                          add(mulConst(h, g.headDim), channel)}
+                     : SmallVector<Value>{w, h, row, channel};
+          storeVector(result, out, indices, lanesOf(c));
+        }
+      }
+    }
+  });
+}
+
+LogicalResult FusedKernelEmitter::emit() {
+  Value rtab = emitReversedTables();
+  Value labels;
+  int64_t imageWindows = 1;
+  if (op.hasShiftMask()) {
+    labels = emitRegionLabels();
+    imageWindows = getNumWindows(*op.getResolution(), g.window);
+  }
+  Value windows = memref::DimOp::create(b, op.getQuery(), 0);
+  auto parallel = scf::ParallelOp::create(
+      b, ValueRange{index(0), index(0)}, ValueRange{windows, index(g.heads)},
+      ValueRange{index(1), index(1)});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(parallel.getBody());
+  Value w = parallel.getInductionVars()[0];
+  Value h = parallel.getInductionVars()[1];
+
+  // Per-iteration scratch on the stack, released at the end of the
+  // iteration: kᵀ, one block of scores, and the row sums' inverses.
+  auto scope = memref::AllocaScopeOp::create(b, TypeRange{});
+  Block *body = new Block();
+  scope.getBodyRegion().push_back(body);
+  b.setInsertionPointToStart(body);
+  Value kt = memref::AllocaOp::create(
+      b, MemRefType::get({g.headDim, g.paddedTokens}, f32),
+      b.getI64IntegerAttr(64));
+  Value scores = memref::AllocaOp::create(
+      b, MemRefType::get({g.queryBlock, g.paddedTokens}, f32),
+      b.getI64IntegerAttr(64));
+  Value invSums =
+      memref::AllocaOp::create(b, MemRefType::get({g.queryBlock}, f32));
+  emitPackKeys(w, h, kt);
+  Value image = labels ? remConst(w, imageWindows) : Value();
+  forLoop(index(0), index(g.tokens), g.queryBlock, {},
+          [&](Value qb, ValueRange) {
+            Value rows = arith::MinUIOp::create(
+                b, index(g.queryBlock),
+                arith::SubIOp::create(b, index(g.tokens), qb));
+            emitScores(w, h, kt, scores, qb, rows);
+            emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows);
+            emitOutput(w, h, scores, invSums, qb, rows);
+            return SmallVector<Value>{};
+          });
+  memref::AllocaScopeReturnOp::create(b, ValueRange{});
+  return success();
+}
+
+struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
+  LowerFusedAttention(MLIRContext *context, int64_t lanes,
+                      int64_t scoreBlockBytes)
+      : OpRewritePattern(context), lanes(lanes),
+        scoreBlockBytes(scoreBlockBytes) {}
+
+  LogicalResult matchAndRewrite(FusedWindowAttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getNumResults() != 0)
+      return rewriter.notifyMatchFailure(op, "not bufferized");
+    KernelGeometry geometry(op, lanes, scoreBlockBytes);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    FusedKernelEmitter emitter(b, op, geometry);
+    if (failed(emitter.emit()))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  int64_t lanes, scoreBlockBytes;
+};
+
+struct RpeLowerFusedAttentionPass
+    : public rpe::impl::RpeLowerFusedAttentionBase<RpeLowerFusedAttentionPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (vectorWidth < 1 || !llvm::isPowerOf2_64(vectorWidth)) {
+      getOperation()->emitError("vector-width must be a power of two");
+      return signalPassFailure();
+    }
+    // Lower each op where it is (walk, not greedy: the emitted loops must
+    // not be folded while they are built).
+    SmallVector<FusedWindowAttentionOp> ops;
+    getOperation()->walk([&](FusedWindowAttentionOp op) { ops.push_back(op); });
+    for (FusedWindowAttentionOp op : ops) {
+      if (op.getNumResults() != 0) {
+        op.emitOpError("must be bufferized before rpe-lower-fused-attention");
+        return signalPassFailure();
+      }
+      PatternRewriter rewriter(&getContext());
+      rewriter.setInsertionPoint(op);
+      LowerFusedAttention pattern(&getContext(), vectorWidth, scoreBlockBytes);
+      if (failed(pattern.matchAndRewrite(op, rewriter)))
+        return signalPassFailure();
+    }
+    // exp on vectors: a polynomial in registers instead of a libm call per
+    // lane.
+    RewritePatternSet patterns(&getContext());
+    populateMathPolynomialApproximationPatterns(
+        patterns, [](StringRef name) { return name == "math.exp"; });
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

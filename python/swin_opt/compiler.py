@@ -1,0 +1,807 @@
+"""Build, cache and call ``swin-aot`` window-attention kernels.
+
+:func:`compile` turns a configuration into a shared library with ``swin-aot
+--emit=so``, caches it on disk and returns a :class:`Kernel`, a callable
+wrapper around the library's C function loaded with :mod:`ctypes`.
+
+C ABI of a kernel (``NAME`` defaults to ``swin_window_attention``)::
+
+    int NAME(const T *q, const T *k, const T *v, const T *table, T *out,
+             int64_t num_windows);
+
+with ``T`` = ``float`` for float32 kernels and raw ``uint16_t`` storage for
+float16 / bfloat16 kernels; ``q, k, v`` are ``[num_windows, heads, N,
+head_dim]``, ``table`` is ``[prod(2W-1), heads]`` (may be NULL when baked in),
+``out`` is ``[num_windows, N, heads*head_dim]``.  Token-layout kernels (only
+when ``swin-aot --help`` lists ``--layout``) take ``[batch, L, C]`` tensors and
+an extra trailing ``const float *pad_qkv`` (``[3, C]``).
+
+The kernels use OpenMP: ``OMP_NUM_THREADS`` (read when the library is first
+loaded) sets the thread count.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import numbers
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import reference as _ref
+
+__all__ = [
+    "Kernel",
+    "KernelConfig",
+    "CompileError",
+    "SwinAotNotFoundError",
+    "compile",
+    "find_swin_aot",
+    "make_config",
+    "get_cache_dir",
+    "clear_cache",
+    "describe",
+    "normalize_dtype",
+    "float32_to_bf16_bits",
+    "bf16_bits_to_float32",
+]
+
+#: Bumped whenever the cache layout or the meaning of a cache key changes.
+_CACHE_FORMAT = 1
+_DEFAULT_NAME = "swin_window_attention"
+_LIB_FILE = "kernel.so"
+_HEADER_FILE = "kernel.h"
+_META_FILE = "config.json"
+
+_DTYPE_ALIASES = {
+    "float32": "f32", "f32": "f32", "fp32": "f32", "float": "f32",
+    "float16": "f16", "f16": "f16", "fp16": "f16", "half": "f16",
+    "bfloat16": "bf16", "bf16": "bf16",
+}
+_DTYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+#: NumPy storage dtype of each kernel dtype (bfloat16 is passed as raw bits).
+_STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
+_CLI_PADDING = {"pad_then_shift": "pad-then-shift", "shift_then_pad": "shift-then-pad"}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class SwinAotNotFoundError(FileNotFoundError):
+    """The ``swin-aot`` executable could not be located."""
+
+
+class CompileError(RuntimeError):
+    """``swin-aot`` rejected a configuration or failed to build it."""
+
+    def __init__(self, message: str, *, command: Sequence[str] = (), returncode: int = 0,
+                 stderr: str = ""):
+        super().__init__(message)
+        self.command = list(command)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+# --------------------------------------------------------------------------- #
+# bfloat16 helpers
+# --------------------------------------------------------------------------- #
+def float32_to_bf16_bits(x) -> np.ndarray:
+    """Round float32 values to bfloat16 (nearest, ties to even); return the raw ``uint16`` bits.
+
+    NaNs stay (quiet) NaNs; values that round past the largest bfloat16 become
+    infinities, as IEEE rounding prescribes.
+    """
+    arr = np.asarray(x, dtype=np.float32)
+    bits = np.ascontiguousarray(arr).view(np.uint32).astype(np.uint64)
+    lsb = (bits >> np.uint64(16)) & np.uint64(1)
+    rounded = (bits + np.uint64(0x7FFF) + lsb) >> np.uint64(16)
+    nan = (bits & np.uint64(0x7FFFFFFF)) > np.uint64(0x7F800000)
+    quiet = (bits >> np.uint64(16)) | np.uint64(0x0040)
+    return np.where(nan, quiet, rounded).astype(np.uint16).reshape(arr.shape)
+
+
+def bf16_bits_to_float32(bits) -> np.ndarray:
+    """Widen raw bfloat16 bits (``uint16``) to float32 (exact)."""
+    bits = np.asarray(bits)
+    if bits.dtype != np.uint16:
+        if bits.dtype.name == "bfloat16":  # e.g. ml_dtypes.bfloat16
+            bits = bits.view(np.uint16)
+        else:
+            raise TypeError(f"expected uint16 bfloat16 bits, got dtype {bits.dtype}")
+    wide = np.ascontiguousarray(bits).astype(np.uint32) << np.uint32(16)
+    return wide.view(np.float32).reshape(bits.shape)
+
+
+def normalize_dtype(dtype: Any) -> str:
+    """Map ``"float32"``/``np.float16``/``torch.bfloat16``/... to ``"f32"``/``"f16"``/``"bf16"``."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif isinstance(dtype, type) and issubclass(dtype, np.generic) or isinstance(dtype, np.dtype):
+        name = np.dtype(dtype).name
+    else:
+        name = str(dtype)  # torch.float16 -> "torch.float16"
+    key = name.strip().lower()
+    if key.startswith("torch."):
+        key = key[len("torch."):]
+    try:
+        return _DTYPE_ALIASES[key]
+    except KeyError:
+        raise ValueError(f"unsupported dtype {dtype!r}; expected float32, float16 or bfloat16") from None
+
+
+# --------------------------------------------------------------------------- #
+# Configuration
+# --------------------------------------------------------------------------- #
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{what} must be positive, got {value}")
+    return int(value)
+
+
+def _csv(values: Sequence[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelConfig:
+    """A normalised kernel configuration (everything but a baked table)."""
+
+    window: Tuple[int, ...]
+    heads: int
+    head_dim: int
+    scale: Optional[float] = None
+    resolution: Optional[Tuple[int, ...]] = None
+    shift: Optional[Tuple[int, ...]] = None
+    padding: Optional[str] = None
+    layout: str = "windows"
+    dtype: str = "f32"
+    target: str = "cpu"
+    name: str = _DEFAULT_NAME
+    cpu: Optional[str] = None
+    parallel: bool = True
+
+    @property
+    def tokens_per_window(self) -> int:
+        """``N``: tokens in one window."""
+        return math.prod(self.window)
+
+    @property
+    def table_rows(self) -> int:
+        """Rows of the bias table, ``prod(2W - 1)``."""
+        return math.prod(2 * w - 1 for w in self.window)
+
+    @property
+    def channels(self) -> int:
+        """``heads * head_dim``."""
+        return self.heads * self.head_dim
+
+    @property
+    def effective_scale(self) -> float:
+        """The q scale the kernel applies (``head_dim ** -0.5`` unless given)."""
+        return self.head_dim ** -0.5 if self.scale is None else self.scale
+
+    @property
+    def padded_resolution(self) -> Optional[Tuple[int, ...]]:
+        """Resolution rounded up to whole windows (``None`` without a resolution)."""
+        if self.resolution is None:
+            return None
+        return _ref.padded_resolution(self.resolution, self.window)
+
+    @property
+    def windows_per_image(self) -> Optional[int]:
+        """``nW`` of the (padded) resolution, or ``None`` without a resolution."""
+        if self.resolution is None:
+            return None
+        return _ref.windows_per_image(self.resolution, self.window)
+
+    @property
+    def storage_dtype(self) -> np.dtype:
+        """NumPy dtype of q/k/v/table/out buffers (``uint16`` bits for bfloat16)."""
+        return _STORAGE[self.dtype]
+
+    def aot_args(self) -> list:
+        """``swin-aot`` flags for this configuration (without table, emit and output)."""
+        args = [
+            f"--window={_csv(self.window)}",
+            f"--heads={self.heads}",
+            f"--head-dim={self.head_dim}",
+        ]
+        if self.scale is not None:
+            args.append(f"--scale={self.scale!r}")
+        if self.resolution is not None:
+            # For window layout with padding the kernel sees the padded map.
+            res = self.resolution if self.layout == "tokens" else self.padded_resolution
+            args.append(f"--resolution={_csv(res)}")
+            args.append(f"--shift={_csv(self.shift)}")
+        if self.layout != "windows":
+            args.append(f"--layout={self.layout}")
+            if self.padding is not None:
+                args.append(f"--padding={_CLI_PADDING[self.padding]}")
+        args += [f"--dtype={self.dtype}", f"--target={self.target}"]
+        if self.name != _DEFAULT_NAME:
+            args.append(f"--name={self.name}")
+        if self.cpu is not None:
+            args.append(f"--cpu={self.cpu}")
+        if not self.parallel:
+            args.append("--no-parallel")
+        return args
+
+
+def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = None,
+                resolution=None, shift=None, padding: Optional[str] = None,
+                layout: str = "windows", dtype: Any = "float32", target: str = "cpu",
+                name: Optional[str] = None, cpu: Optional[str] = None,
+                parallel: bool = True) -> KernelConfig:
+    """Validate and normalise a configuration (the arguments of :func:`compile` but the table).
+
+    Only structural checks happen here (types, ranks, positivity, names, divisibility
+    of the resolution); semantic limits such as ``shift < window`` are left to
+    ``swin-aot``, whose error is raised as :class:`CompileError`.
+    """
+    try:
+        win = _ref.normalize_window(window)
+    except TypeError as exc:
+        raise TypeError(str(exc)) from None
+    if len(win) not in (2, 3):
+        raise ValueError(f"window must have 2 or 3 axes, got {win}")
+    heads = _positive_int(heads, "heads")
+    head_dim = _positive_int(head_dim, "head_dim")
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"scale must be a real number, got {scale!r}")
+        scale = float(scale)
+        if not math.isfinite(scale):
+            raise ValueError(f"scale must be finite, got {scale}")
+    if layout not in ("windows", "tokens"):
+        raise ValueError(f"layout must be 'windows' or 'tokens', got {layout!r}")
+    pad = _ref.normalize_padding(padding)
+    if resolution is None:
+        if shift is not None and any(_ref.normalize_shift(shift, len(win))):
+            raise ValueError("shift requires resolution (the mask depends on the feature-map size)")
+        if pad is not None:
+            raise ValueError("padding requires resolution")
+        if layout == "tokens":
+            raise ValueError("layout='tokens' requires resolution")
+        res = sft = None
+    else:
+        if isinstance(resolution, numbers.Integral):
+            resolution = (resolution,) * len(win)
+        res = tuple(_positive_int(r, "resolution entry") for r in resolution)
+        if len(res) != len(win):
+            raise ValueError(f"resolution {res} must have as many axes as window {win}")
+        sft = _ref.normalize_shift(shift, len(win))
+        if pad is None and any(r % w for r, w in zip(res, win)):
+            raise ValueError(
+                f"resolution {res} is not divisible by window {win}; pass padding="
+                "'pad_then_shift' (HF/torchvision) or 'shift_then_pad' (timm)"
+            )
+    if cpu is not None and (not isinstance(cpu, str) or not cpu or "=" in cpu):
+        raise ValueError(f"cpu must be a CPU name such as 'native' or 'x86-64-v3', got {cpu!r}")
+    if not isinstance(target, str) or not target:
+        raise TypeError(f"target must be a non-empty string, got {target!r}")
+    if name is None:
+        name = _DEFAULT_NAME
+    if not isinstance(name, str) or not _IDENT.match(name):
+        raise ValueError(f"name must be a C identifier, got {name!r}")
+    return KernelConfig(window=win, heads=heads, head_dim=head_dim, scale=scale, resolution=res,
+                        shift=sft, padding=pad, layout=layout, dtype=normalize_dtype(dtype),
+                        target=target, name=name, cpu=cpu, parallel=bool(parallel))
+
+
+# --------------------------------------------------------------------------- #
+# Tool discovery
+# --------------------------------------------------------------------------- #
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def find_swin_aot() -> Path:
+    """Locate ``swin-aot``: ``$SWIN_AOT``, else ``<repo>/build/bin/swin-aot``, else ``PATH``."""
+    env = os.environ.get("SWIN_AOT")
+    if env:
+        path = Path(env).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return path.resolve()
+        raise SwinAotNotFoundError(f"SWIN_AOT={env!r} is not an executable file")
+    candidate = _repo_root() / "build" / "bin" / "swin-aot"
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return candidate
+    found = shutil.which("swin-aot")
+    if found:
+        return Path(found).resolve()
+    raise SwinAotNotFoundError(
+        "swin-aot not found: set SWIN_AOT to its path, build it into "
+        f"{candidate}, or put it on PATH"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _ToolInfo:
+    path: Path
+    version: str
+    help: str
+    size: int
+    mtime_ns: int
+
+
+_tool_lock = threading.Lock()
+_tool_cache: dict = {}
+
+
+def _run_tool(cmd: Sequence[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, check=False)
+
+
+def _tool_info(path: Path) -> _ToolInfo:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    with _tool_lock:
+        info = _tool_cache.get(key)
+    if info is not None:
+        return info
+    ver = _run_tool([path, "--version"])
+    if ver.returncode != 0:
+        raise CompileError(f"`{path} --version` failed (exit {ver.returncode}): "
+                           f"{_last_line(ver.stderr or ver.stdout)}",
+                           command=[str(path), "--version"], returncode=ver.returncode,
+                           stderr=ver.stderr)
+    hlp = _run_tool([path, "--help"])
+    info = _ToolInfo(path=path, version=(ver.stdout + ver.stderr).strip(),
+                     help=hlp.stdout + hlp.stderr, size=st.st_size, mtime_ns=st.st_mtime_ns)
+    with _tool_lock:
+        _tool_cache[key] = info
+    return info
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def _supports_flag(info: _ToolInfo, flag: str) -> bool:
+    return re.search(re.escape(flag) + r"\b", info.help) is not None
+
+
+# --------------------------------------------------------------------------- #
+# Cache
+# --------------------------------------------------------------------------- #
+def get_cache_dir() -> Path:
+    """The kernel cache: ``$SWIN_OPT_CACHE_DIR``, else ``$XDG_CACHE_HOME/swin_opt``,
+    else ``~/.cache/swin_opt``."""
+    env = os.environ.get("SWIN_OPT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "swin_opt"
+
+
+def clear_cache(directory: Optional[os.PathLike] = None) -> int:
+    """Delete every cached kernel (in ``directory`` or :func:`get_cache_dir`); return how many.
+
+    Kernels already loaded in this process keep working.
+    """
+    root = Path(directory) if directory is not None else get_cache_dir()
+    if not root.is_dir():
+        return 0
+    removed = 0
+    for entry in root.iterdir():
+        if entry.is_dir() and (entry.name.startswith("k-") or entry.name.startswith(".build-")):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += entry.name.startswith("k-")
+    return removed
+
+
+@functools.lru_cache(maxsize=None)
+def _host_cpu() -> str:
+    """A fingerprint of this machine's CPU (model and feature flags)."""
+    parts = [platform.machine(), platform.processor()]
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key = line.split(":", 1)[0].strip()
+                if key in ("model name", "flags", "Features", "CPU implementer", "CPU part"):
+                    parts.append(line.strip())
+                elif not line.strip() and len(parts) > 2:
+                    break  # first processor block is enough
+    except OSError:
+        pass
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _cache_key(cfg: KernelConfig, table_bytes: Optional[bytes], info: _ToolInfo) -> str:
+    payload = {
+        "format": _CACHE_FORMAT,
+        "args": cfg.aot_args(),
+        "table_sha256": hashlib.sha256(table_bytes).hexdigest() if table_bytes is not None else None,
+        "tool_version": info.version,
+        "tool_size": info.size,
+        "tool_mtime_ns": info.mtime_ns,
+        # Code generated for the build machine's CPU must not be reused on another
+        # machine sharing the cache directory.
+        "host_cpu": _host_cpu() if cfg.cpu in (None, "native") else None,
+    }
+    blob = json.dumps(payload, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _build(info: _ToolInfo, cfg: KernelConfig, table_bytes: Optional[bytes], root: Path,
+           final: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    try:
+        cmd = [str(info.path), *cfg.aot_args()]
+        if table_bytes is not None:
+            table_file = tmp / "table.f32"
+            table_file.write_bytes(table_bytes)
+            cmd.append(f"--table={table_file}")
+        cmd += ["--emit=so", "-o", str(tmp / _LIB_FILE)]
+        start = time.perf_counter()
+        proc = _run_tool(cmd)
+        if proc.returncode != 0:
+            raise CompileError(
+                f"swin-aot rejected {describe(cfg)} (exit {proc.returncode}): "
+                f"{_last_line(proc.stderr or proc.stdout)}",
+                command=cmd, returncode=proc.returncode, stderr=proc.stderr,
+            )
+        for produced in (_LIB_FILE, _HEADER_FILE):
+            if not (tmp / produced).is_file():
+                raise CompileError(f"swin-aot exited 0 but did not write {produced}",
+                                   command=cmd, stderr=proc.stderr)
+        meta = {"config": dataclasses.asdict(cfg), "command": cmd, "tool_version": info.version,
+                "build_seconds": round(time.perf_counter() - start, 3)}
+        (tmp / _META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        try:
+            os.rename(tmp, final)  # atomic publish
+        except OSError:
+            if not (final / _LIB_FILE).is_file():
+                raise
+            # Another process published the same kernel first; use theirs.
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def describe(cfg: KernelConfig) -> str:
+    """Short human-readable description of a configuration."""
+    parts = [f"window={'x'.join(map(str, cfg.window))}", f"heads={cfg.heads}",
+             f"head_dim={cfg.head_dim}", f"dtype={_DTYPE_NAMES[cfg.dtype]}"]
+    if cfg.resolution is not None:
+        parts += [f"resolution={'x'.join(map(str, cfg.resolution))}",
+                  f"shift={_csv(cfg.shift)}"]
+    if cfg.padding:
+        parts.append(f"padding={cfg.padding}")
+    if cfg.layout != "windows":
+        parts.append(f"layout={cfg.layout}")
+    if cfg.scale is not None:
+        parts.append(f"scale={cfg.scale!r}")
+    return " ".join(parts)
+
+
+def compile(  # noqa: A001 - the public name is part of the API
+    window,
+    heads: int,
+    head_dim: int,
+    *,
+    scale: Optional[float] = None,
+    resolution=None,
+    shift=None,
+    padding: Optional[str] = None,
+    layout: str = "windows",
+    dtype: Any = "float32",
+    target: str = "cpu",
+    table=None,
+    name: Optional[str] = None,
+    cpu: Optional[str] = None,
+    parallel: bool = True,
+    cache_dir: Optional[os.PathLike] = None,
+) -> "Kernel":
+    """Compile (or fetch from the cache) a window-attention kernel.
+
+    Parameters
+    ----------
+    window:
+        ``(Wh, Ww)`` or ``(Wd, Wh, Ww)``; an int means a square 2-D window.
+    heads, head_dim:
+        Attention heads and per-head channels.
+    scale:
+        Factor applied to q before ``q @ k^T``; default ``head_dim ** -0.5``.
+    resolution, shift:
+        Feature-map size and cyclic shift (int or per-axis) for shifted-window
+        blocks: the kernel then builds and applies Swin's mask itself and
+        ``num_windows`` must be a multiple of ``nW``.  ``shift`` defaults to 0.
+    padding:
+        ``"pad_then_shift"`` (HF/torchvision/Video Swin) or ``"shift_then_pad"``
+        (timm) when ``resolution`` is not divisible by ``window``.  With
+        ``layout="windows"`` the caller partitions the padded map, so the kernel
+        is built for the rounded-up resolution (both conventions mask it the same
+        way).
+    layout:
+        ``"windows"`` (inputs ``[num_windows, heads, N, head_dim]``) or
+        ``"tokens"`` (inputs ``[batch, L, C]``; needs a ``swin-aot`` whose
+        ``--help`` lists ``--layout``, else :class:`NotImplementedError`).
+    dtype:
+        ``float32``, ``float16`` or ``bfloat16`` (q/k/v/table/out storage).
+    target:
+        ``swin-aot --target`` value.
+    table:
+        ``[prod(2W-1), heads]`` bias table to bake into the kernel (rounded to
+        float32); the kernel then takes no table argument.
+    name:
+        Name of the C symbol (default ``swin_window_attention``).
+    cpu:
+        ``swin-aot --cpu`` (e.g. ``"x86-64-v3"``); default: the tool's default,
+        ``native``.  Kernels for ``native`` are cached per host CPU.
+    parallel:
+        ``False`` passes ``--no-parallel`` (single-threaded kernel, no OpenMP).
+    cache_dir:
+        Override the cache directory (default :func:`get_cache_dir`).
+
+    Raises
+    ------
+    SwinAotNotFoundError
+        ``swin-aot`` is not available.
+    CompileError
+        ``swin-aot`` rejected the configuration (its one-line error is included).
+    """
+    cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
+                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
+                      cpu=cpu, parallel=parallel)
+    baked = None
+    table_bytes = None
+    if table is not None:
+        baked = _to_numpy_f32(table, "table")
+        if baked.shape != (cfg.table_rows, cfg.heads):
+            raise ValueError(f"table must have shape [{cfg.table_rows}, {cfg.heads}] for "
+                             f"window {cfg.window}, got {tuple(baked.shape)}")
+        baked = np.ascontiguousarray(baked, dtype="<f4")
+        baked.setflags(write=False)
+        table_bytes = baked.tobytes()
+
+    info = _tool_info(find_swin_aot())
+    for flag, used in (("--cpu", cfg.cpu is not None), ("--no-parallel", not cfg.parallel)):
+        if used and not _supports_flag(info, flag):
+            raise NotImplementedError(f"{info.path} does not support {flag}")
+    if cfg.layout == "tokens":
+        if not _supports_flag(info, "--layout"):
+            raise NotImplementedError(
+                f"layout='tokens' is not supported by {info.path} (no --layout in its --help); "
+                "use layout='windows' and partition with swin_opt.reference helpers")
+        if cfg.padding is not None and not _supports_flag(info, "--padding"):
+            raise NotImplementedError(f"padding is not supported by {info.path} for layout='tokens'")
+
+    root = Path(cache_dir) if cache_dir is not None else get_cache_dir()
+    final = root / f"k-{_cache_key(cfg, table_bytes, info)[:40]}"
+    if not (final / _LIB_FILE).is_file():
+        _build(info, cfg, table_bytes, root, final)
+    return Kernel(cfg, final / _LIB_FILE, final / _HEADER_FILE, baked)
+
+
+def _to_numpy_f32(x, what: str) -> np.ndarray:
+    if _is_torch(x):
+        x = x.detach().cpu().float().numpy()
+    arr = np.asarray(x)
+    if arr.dtype == np.uint16:
+        raise TypeError(f"{what}: pass real values (float32), not raw bfloat16 bits")
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"{what} must be numeric, got dtype {arr.dtype}")
+    return arr.astype(np.float32)
+
+
+# --------------------------------------------------------------------------- #
+# Calling kernels
+# --------------------------------------------------------------------------- #
+def _is_torch(x) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _torch_dtype(code: str):
+    import torch  # only reached when a tensor was passed, so torch is importable
+
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[code]
+
+
+@dataclasses.dataclass
+class _Buffer:
+    obj: Any  # keeps the memory alive
+    ptr: int
+    shape: Tuple[int, ...]
+
+
+def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc: str = "", *,
+            allow_f32: bool = False) -> _Buffer:
+    """Validate an argument (kind, dtype, shape, then layout) and return its data pointer.
+
+    Never copies: a wrong dtype or a non-contiguous array is an error.
+    """
+    doc = f"{doc} = " if doc else ""
+    if _is_torch(x):
+        want = _torch_dtype("f32" if allow_f32 else code)
+        if x.device.type != "cpu":
+            raise ValueError(f"{name} must be a CPU tensor, got device {x.device}")
+        if x.dtype != want:
+            raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
+        if tuple(x.shape) != shape:
+            raise ValueError(f"{name} must have shape {doc}{shape}, got {tuple(x.shape)}")
+        if not x.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (call .contiguous())")
+        return _Buffer(x, x.data_ptr() if x.numel() else 0, tuple(x.shape))
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
+    want = np.dtype(np.float32) if allow_f32 else _STORAGE[code]
+    ok = x.dtype == want or (code == "bf16" and not allow_f32 and x.dtype.name == "bfloat16")
+    if not ok:
+        hint = " (raw bfloat16 bits; see float32_to_bf16_bits)" if want == np.uint16 else ""
+        raise TypeError(f"{name} must have dtype {want}{hint}, got {x.dtype}")
+    if not x.dtype.isnative:
+        raise TypeError(f"{name} must be in native byte order")
+    if x.shape != shape:
+        raise ValueError(f"{name} must have shape {doc}{shape}, got {x.shape}")
+    if not x.flags.c_contiguous or not x.flags.aligned:
+        raise ValueError(f"{name} must be C-contiguous and aligned (use numpy.ascontiguousarray)")
+    return _Buffer(x, x.ctypes.data if x.size else 0, x.shape)
+
+
+class Kernel:
+    """A compiled window-attention kernel.
+
+    Call it as ``kernel(q, k, v, table)`` (``table`` omitted for kernels with a
+    baked table); see :meth:`__call__`.  The shared library is loaded lazily on
+    the first call.
+    """
+
+    def __init__(self, config: KernelConfig, library: Path, header: Path,
+                 table: Optional[np.ndarray] = None):
+        self.config = config
+        self.library = Path(library)
+        self.header = Path(header)
+        #: The baked table as float32 ``[T, heads]`` (read-only), or ``None``.
+        self.table = table
+        self._lock = threading.Lock()
+        self._fn = None
+
+    def __repr__(self) -> str:
+        baked = " baked-table" if self.table is not None else ""
+        return f"<swin_opt.Kernel {self.config.name}: {describe(self.config)}{baked} at {self.library}>"
+
+    @property
+    def cfunc(self):
+        """The raw :mod:`ctypes` function (loads the library). No argument checking!"""
+        if self._fn is None:
+            with self._lock:
+                if self._fn is None:
+                    try:
+                        lib = ctypes.CDLL(str(self.library))
+                    except OSError as exc:
+                        raise OSError(f"cannot load kernel library for "
+                                      f"{describe(self.config)}: {exc}") from exc
+                    try:
+                        fn = getattr(lib, self.config.name)
+                    except AttributeError:
+                        raise RuntimeError(
+                            f"{self.library} does not export {self.config.name!r}") from None
+                    fn.restype = ctypes.c_int
+                    argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64]
+                    if self.config.layout == "tokens":
+                        argtypes.append(ctypes.c_void_p)
+                    fn.argtypes = argtypes
+                    self._lib = lib
+                    self._fn = fn
+        return self._fn
+
+    # Shapes -------------------------------------------------------------- #
+    def input_shape(self, n: int) -> Tuple[int, ...]:
+        """Shape of q/k/v for ``n`` windows (window layout) or ``n`` images (token layout)."""
+        c = self.config
+        if c.layout == "tokens":
+            return (n, math.prod(c.resolution), c.channels)
+        return (n, c.heads, c.tokens_per_window, c.head_dim)
+
+    def output_shape(self, n: int) -> Tuple[int, ...]:
+        """Shape of the output for ``n`` windows / images."""
+        c = self.config
+        if c.layout == "tokens":
+            return (n, math.prod(c.resolution), c.channels)
+        return (n, c.tokens_per_window, c.channels)
+
+    @property
+    def table_shape(self) -> Tuple[int, int]:
+        return (self.config.table_rows, self.config.heads)
+
+    # Call ---------------------------------------------------------------- #
+    def __call__(self, q, k, v, table=None, pad_qkv=None, *, out=None):
+        """Run the kernel and return ``out``.
+
+        ``q, k, v``: ``[num_windows, heads, N, head_dim]`` (token layout:
+        ``[batch, L, heads*head_dim]``), C-contiguous, of the kernel's storage
+        dtype: ``float32``, ``float16``, or ``uint16`` bfloat16 bits (CPU torch
+        tensors of the matching dtype are used without copies).  ``table``:
+        ``[prod(2W-1), heads]`` of the same dtype; must be omitted when the
+        table is baked.  ``pad_qkv`` (token layout with padding only):
+        ``[3, C]`` float32, default zeros.  ``out`` optionally supplies the
+        output buffer.  The result has the kind (numpy/torch) of ``q``.
+        """
+        cfg = self.config
+        code = cfg.dtype
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if not (_is_torch(x) or isinstance(x, np.ndarray)):
+                raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, "
+                                f"got {type(x).__name__}")
+        torch_io = _is_torch(q)
+        if _is_torch(k) != torch_io or _is_torch(v) != torch_io:
+            raise TypeError("q, k and v must all be numpy arrays or all torch tensors")
+        doc = self._shape_doc()
+        if len(q.shape) != len(doc.split(",")):
+            raise ValueError(f"q must have shape {doc}, got {tuple(q.shape)}")
+        n = int(q.shape[0])
+        expected = self.input_shape(n)
+        bufs = [_buffer(name, x, code, expected, doc) for name, x in (("q", q), ("k", k), ("v", v))]
+        nw = cfg.windows_per_image
+        if cfg.layout == "windows" and nw is not None and n % nw:
+            raise ValueError(f"num_windows ({n}) must be a multiple of the {nw} windows per "
+                             f"{'x'.join(map(str, cfg.padded_resolution))} image")
+
+        if self.table is not None:
+            if table is not None:
+                raise ValueError("this kernel has a baked-in table; do not pass table")
+            tbuf = None
+        else:
+            if table is None:
+                raise ValueError(f"table [{cfg.table_rows}, {cfg.heads}] is required "
+                                 "(the kernel was compiled without a baked table)")
+            tbuf = _buffer("table", table, code, self.table_shape, "[prod(2W-1), heads]")
+
+        pbuf = None
+        if cfg.layout == "tokens":
+            if pad_qkv is None:
+                pad_qkv = np.zeros((3, cfg.channels), dtype=np.float32)
+            pbuf = _buffer("pad_qkv", pad_qkv, code, (3, cfg.channels), allow_f32=True)
+        elif pad_qkv is not None:
+            raise ValueError("pad_qkv is only accepted by layout='tokens' kernels")
+
+        out_shape = self.output_shape(n)
+        if out is None:
+            if torch_io:
+                import torch
+
+                out = torch.empty(out_shape, dtype=q.dtype)
+            else:
+                out = np.empty(out_shape, dtype=q.dtype)
+        elif _is_torch(out) != torch_io:
+            raise TypeError("out must be of the same kind (numpy/torch) as q")
+        obuf = _buffer("out", out, code, out_shape)
+        if not torch_io and not out.flags.writeable:
+            raise ValueError("out must be writeable")
+        if n == 0:
+            return out
+
+        args = [bufs[0].ptr, bufs[1].ptr, bufs[2].ptr, tbuf.ptr if tbuf else None, obuf.ptr, n]
+        if cfg.layout == "tokens":
+            args.append(pbuf.ptr)
+        rc = self.cfunc(*args)
+        if rc != 0:
+            raise RuntimeError(f"kernel {cfg.name} returned {rc} (invalid arguments: "
+                               f"{'batch' if cfg.layout == 'tokens' else 'num_windows'}={n})")
+        return out
+
+    def _shape_doc(self) -> str:
+        if self.config.layout == "tokens":
+            return "[batch, L, C]"
+        return "[num_windows, heads, N, head_dim]"

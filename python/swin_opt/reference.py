@@ -1,0 +1,535 @@
+"""Independent NumPy reference for Swin window attention with relative position bias.
+
+Everything here is written directly from the Swin / Video Swin formulas and is
+deliberately independent of the compiler: it is the oracle all kernel tests are
+compared against.  All arithmetic that produces attention outputs is done in
+float64.
+
+Conventions (2-D shown; 3-D windows ``(Wd, Wh, Ww)`` work the same way with one
+more leading axis, and so does any other rank):
+
+* Tokens inside a window are row-major: ``t = r * Ww + c``.
+* ``relative_index(window)[i, j] = (r_i - r_j + Wh - 1) * (2 Ww - 1) + (c_i - c_j + Ww - 1)``.
+* The bias table is Swin's ``relative_position_bias_table`` of shape
+  ``[prod(2 W - 1), heads]`` and ``bias[h, i, j] = table[idx[i, j], h]``.
+* Feature maps are ``[batch, *spatial, channels]``; windows are enumerated
+  row-major over the image and batched image-major (``b = img * nW + w``).
+* Window attention inputs are ``[num_windows, heads, N, head_dim]`` and the
+  output is ``[num_windows, N, heads * head_dim]``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+__all__ = [
+    "MASK_VALUE",
+    "PADDING_CONVENTIONS",
+    "normalize_window",
+    "normalize_shift",
+    "normalize_padding",
+    "window_tokens",
+    "table_rows",
+    "windows_per_image",
+    "padded_resolution",
+    "relative_index",
+    "lookup",
+    "window_partition",
+    "window_reverse",
+    "cyclic_shift",
+    "reverse_cyclic_shift",
+    "pad_spatial",
+    "shift_mask",
+    "shift_mask_closed_form",
+    "attention_weights",
+    "window_attention",
+    "swin_block_attention_tokens",
+    "swinv2_relative_coords_table",
+    "swinv2_cpb_table",
+]
+
+#: Value Swin writes into the shifted-window mask between tokens of different
+#: regions (it is *not* ``-inf``).
+MASK_VALUE = -100.0
+
+#: Canonical padding convention names, see :func:`normalize_padding`.
+PADDING_CONVENTIONS = ("pad_then_shift", "shift_then_pad")
+
+_PADDING_ALIASES = {
+    "pad_then_shift": "pad_then_shift",
+    "hf": "pad_then_shift",
+    "huggingface": "pad_then_shift",
+    "transformers": "pad_then_shift",
+    "torchvision": "pad_then_shift",
+    "video_swin": "pad_then_shift",
+    "shift_then_pad": "shift_then_pad",
+    "timm": "shift_then_pad",
+}
+
+Shape = Tuple[int, ...]
+IntOrSeq = Union[int, Sequence[int]]
+
+
+# --------------------------------------------------------------------------- #
+# Argument normalisation
+# --------------------------------------------------------------------------- #
+def _int_tuple(value: IntOrSeq, what: str) -> Shape:
+    if isinstance(value, numbers.Integral):
+        return (int(value),)
+    try:
+        out = tuple(int(v) for v in value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {value!r}") from None
+    for v_in, v in zip(value, out):
+        if v != v_in:
+            raise TypeError(f"{what} must contain integers, got {value!r}")
+    return out
+
+
+def normalize_window(window: IntOrSeq) -> Shape:
+    """Return the window as a tuple of positive ints; an int means a square 2-D window."""
+    if isinstance(window, numbers.Integral):
+        window = (window, window)
+    w = _int_tuple(window, "window")
+    if not w or any(x < 1 for x in w):
+        raise ValueError(f"window must be non-empty with positive extents, got {window!r}")
+    return w
+
+
+def normalize_shift(shift: Optional[IntOrSeq], rank: int) -> Shape:
+    """Return the shift as a ``rank``-tuple; an int (or ``None`` = 0) applies to every axis."""
+    if shift is None:
+        shift = 0
+    if isinstance(shift, numbers.Integral):
+        s = (int(shift),) * rank
+    else:
+        s = _int_tuple(shift, "shift")
+    if len(s) != rank:
+        raise ValueError(f"shift {shift!r} must have {rank} entries (one per window axis)")
+    if any(x < 0 for x in s):
+        raise ValueError(f"shift must be non-negative, got {shift!r}")
+    return s
+
+
+def normalize_padding(padding: Optional[str]) -> Optional[str]:
+    """Map a padding convention name (or alias) to ``"pad_then_shift"``/``"shift_then_pad"``.
+
+    ``pad_then_shift`` is what HuggingFace transformers, torchvision and Video
+    Swin do (pad bottom/right, roll the padded map, build the mask at the padded
+    size, crop after the reverse roll).  ``shift_then_pad`` is timm (roll at the
+    unpadded size, pad, mask at the rounded-up size, crop, roll back).  Aliases:
+    ``hf``, ``huggingface``, ``transformers``, ``torchvision``, ``video_swin``,
+    ``timm``; dashes are accepted in place of underscores.
+    """
+    if padding is None:
+        return None
+    if not isinstance(padding, str):
+        raise TypeError(f"padding must be a string or None, got {padding!r}")
+    key = padding.strip().lower().replace("-", "_")
+    try:
+        return _PADDING_ALIASES[key]
+    except KeyError:
+        raise ValueError(
+            f"unknown padding convention {padding!r}; expected one of "
+            f"{sorted(_PADDING_ALIASES)}"
+        ) from None
+
+
+def _check_rank(resolution: Shape, window: Shape) -> None:
+    if len(resolution) != len(window):
+        raise ValueError(
+            f"resolution {resolution} and window {window} must have the same number of axes"
+        )
+
+
+def _check_shift(shift: Shape, window: Shape) -> None:
+    if any(ss >= ww for ss, ww in zip(shift, window)):
+        raise ValueError(f"shift {shift} must be smaller than the window {window} on every axis")
+
+
+def window_tokens(window: IntOrSeq) -> int:
+    """Number of tokens ``N`` in one window."""
+    return math.prod(normalize_window(window))
+
+
+def table_rows(window: IntOrSeq) -> int:
+    """Rows of the relative position bias table: ``prod(2 * W - 1)``."""
+    return math.prod(2 * w - 1 for w in normalize_window(window))
+
+
+def padded_resolution(resolution: IntOrSeq, window: IntOrSeq) -> Shape:
+    """Resolution rounded up to a multiple of the window on every axis."""
+    w = normalize_window(window)
+    r = _int_tuple(resolution, "resolution")
+    _check_rank(r, w)
+    return tuple(-(-n // ww) * ww for n, ww in zip(r, w))
+
+
+def windows_per_image(resolution: IntOrSeq, window: IntOrSeq) -> int:
+    """``nW``: windows per image (of the padded resolution if it is not divisible)."""
+    w = normalize_window(window)
+    return math.prod(p // ww for p, ww in zip(padded_resolution(resolution, w), w))
+
+
+# --------------------------------------------------------------------------- #
+# Relative position index / bias
+# --------------------------------------------------------------------------- #
+def _window_coords(window: Shape) -> np.ndarray:
+    """``[rank, N]`` integer coordinates of the tokens of a window, row-major."""
+    grids = np.meshgrid(*[np.arange(w) for w in window], indexing="ij")
+    return np.stack(grids).reshape(len(window), -1)
+
+
+def relative_index(window: IntOrSeq) -> np.ndarray:
+    """Swin's ``relative_position_index``: int64 ``[N, N]`` rows into the bias table.
+
+    Each coordinate delta ``a_i - a_j`` is shifted by ``W_a - 1`` into
+    ``[0, 2 W_a - 2]`` and the deltas are combined in mixed radix
+    ``(2 W_0 - 1, 2 W_1 - 1, ...)`` with the first axis most significant.
+    """
+    w = normalize_window(window)
+    coords = _window_coords(w)
+    rel = coords[:, :, None] - coords[:, None, :]  # [rank, N, N]: i - j
+    idx = np.zeros(rel.shape[1:], dtype=np.int64)
+    for axis, size in enumerate(w):
+        idx = idx * (2 * size - 1) + (rel[axis] + size - 1)
+    return idx
+
+
+def lookup(table: np.ndarray, window: IntOrSeq) -> np.ndarray:
+    """Gather the bias ``[heads, N, N]`` from a table ``[prod(2W-1), heads]``."""
+    table = np.asarray(table)
+    rows = table_rows(window)
+    if table.ndim != 2 or table.shape[0] != rows:
+        raise ValueError(
+            f"table must have shape [{rows}, heads] for window {normalize_window(window)}, "
+            f"got {table.shape}"
+        )
+    return np.ascontiguousarray(table[relative_index(window)].transpose(2, 0, 1))
+
+
+# --------------------------------------------------------------------------- #
+# Partition / reverse / roll / pad
+# --------------------------------------------------------------------------- #
+def window_partition(x: np.ndarray, window: IntOrSeq) -> np.ndarray:
+    """Split ``[B, *spatial, C]`` into windows ``[B * nW, N, C]``.
+
+    Windows are ordered row-major over the image and image-major over the batch;
+    tokens inside a window are row-major.  (Swin returns ``[B*nW, Wh, Ww, C]``;
+    this is the same memory with the window axes flattened.)
+    """
+    w = normalize_window(window)
+    x = np.asarray(x)
+    rank = len(w)
+    if x.ndim != rank + 2:
+        raise ValueError(f"expected [batch, {rank} spatial axes, channels], got shape {x.shape}")
+    spatial = x.shape[1:-1]
+    if any(n % ww for n, ww in zip(spatial, w)):
+        raise ValueError(f"spatial shape {spatial} is not divisible by window {w}")
+    split = [x.shape[0]]
+    for n, ww in zip(spatial, w):
+        split += [n // ww, ww]
+    split.append(x.shape[-1])
+    y = x.reshape(split)
+    # [B, n0, w0, n1, w1, ..., C] -> [B, n0, n1, ..., w0, w1, ..., C]
+    perm = [0] + [1 + 2 * a for a in range(rank)] + [2 + 2 * a for a in range(rank)] + [2 * rank + 1]
+    y = y.transpose(perm)
+    return y.reshape(-1, math.prod(w), x.shape[-1])
+
+
+def window_reverse(windows: np.ndarray, window: IntOrSeq, resolution: IntOrSeq) -> np.ndarray:
+    """Inverse of :func:`window_partition`: ``[B * nW, N, C]`` (or ``[B*nW, *window, C]``)
+    back to ``[B, *resolution, C]``."""
+    w = normalize_window(window)
+    r = _int_tuple(resolution, "resolution")
+    _check_rank(r, w)
+    rank = len(w)
+    if any(n % ww for n, ww in zip(r, w)):
+        raise ValueError(f"resolution {r} is not divisible by window {w}")
+    windows = np.asarray(windows)
+    counts = [n // ww for n, ww in zip(r, w)]
+    nw = math.prod(counts)
+    c = windows.shape[-1]
+    if windows.size % (nw * math.prod(w) * c):
+        raise ValueError(f"windows of shape {windows.shape} do not tile resolution {r}")
+    y = windows.reshape([-1] + counts + list(w) + [c])
+    # [B, n0, n1, ..., w0, w1, ..., C] -> [B, n0, w0, n1, w1, ..., C]
+    perm = [0]
+    for a in range(rank):
+        perm += [1 + a, 1 + rank + a]
+    perm.append(2 * rank + 1)
+    return y.transpose(perm).reshape([-1] + list(r) + [c])
+
+
+def cyclic_shift(x: np.ndarray, shift: IntOrSeq) -> np.ndarray:
+    """Swin's cyclic shift of ``[B, *spatial, C]``: roll by ``-shift`` on the spatial axes."""
+    x = np.asarray(x)
+    s = normalize_shift(shift, x.ndim - 2)
+    return np.roll(x, tuple(-v for v in s), axis=tuple(range(1, x.ndim - 1)))
+
+
+def reverse_cyclic_shift(x: np.ndarray, shift: IntOrSeq) -> np.ndarray:
+    """Undo :func:`cyclic_shift`: roll by ``+shift`` on the spatial axes."""
+    x = np.asarray(x)
+    s = normalize_shift(shift, x.ndim - 2)
+    return np.roll(x, s, axis=tuple(range(1, x.ndim - 1)))
+
+
+def pad_spatial(x: np.ndarray, resolution: Sequence[int], fill=0.0) -> np.ndarray:
+    """Pad ``[B, *spatial, C]`` at the end of every spatial axis up to ``resolution``.
+
+    ``fill`` is a scalar or a ``[C]`` vector written into every padded token.
+    """
+    x = np.asarray(x)
+    target = tuple(resolution)
+    if len(target) != x.ndim - 2 or any(t < n for t, n in zip(target, x.shape[1:-1])):
+        raise ValueError(f"cannot pad spatial shape {x.shape[1:-1]} to {target}")
+    out = np.empty((x.shape[0],) + target + (x.shape[-1],), dtype=np.result_type(x, np.asarray(fill)))
+    out[...] = fill
+    out[(slice(None),) + tuple(slice(0, n) for n in x.shape[1:-1])] = x
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# Shifted-window mask
+# --------------------------------------------------------------------------- #
+def shift_mask(resolution: IntOrSeq, window: IntOrSeq, shift: IntOrSeq) -> np.ndarray:
+    """Shifted-window attention mask ``[nW, N, N]`` built exactly as the Swin code does.
+
+    An ``img_mask`` of the (already padded) resolution is filled region by
+    region, iterating per axis over ``slice(0, -w), slice(-w, -s), slice(-s, None)``
+    with a running counter; it is partitioned into windows, and token pairs
+    with different region ids get ``-100``.  With ``s == 0`` on an axis these
+    slices degenerate (``slice(-w, -0)`` is empty and ``slice(-0, None)`` is the
+    whole axis), which — as in Swin — means no masking along that axis.
+    """
+    w = normalize_window(window)
+    r = _int_tuple(resolution, "resolution")
+    _check_rank(r, w)
+    s = normalize_shift(shift, len(w))
+    _check_shift(s, w)
+    img_mask = np.zeros((1,) + r + (1,))
+    per_axis = [(slice(0, -ww), slice(-ww, -ss), slice(-ss, None)) for ww, ss in zip(w, s)]
+    cnt = 0
+    for region in itertools.product(*per_axis):
+        img_mask[(slice(None),) + region + (slice(None),)] = cnt
+        cnt += 1
+    mask_windows = window_partition(img_mask, w).reshape(-1, math.prod(w))
+    diff = mask_windows[:, None, :] - mask_windows[:, :, None]
+    return np.where(diff != 0, MASK_VALUE, 0.0)
+
+
+def shift_mask_closed_form(resolution: IntOrSeq, window: IntOrSeq, shift: IntOrSeq) -> np.ndarray:
+    """Same mask from the closed-form region labels (valid for ``shift > 0``).
+
+    On an axis of length ``n`` with window ``w`` and shift ``s`` the label of
+    position ``p`` is 0 on ``[0, n-w)``, 1 on ``[n-w, n-s)`` and 2 on
+    ``[n-s, n)``; the token label is the base-3 number of its axis labels.
+    """
+    w = normalize_window(window)
+    r = _int_tuple(resolution, "resolution")
+    _check_rank(r, w)
+    s = normalize_shift(shift, len(w))
+    _check_shift(s, w)
+    label = np.zeros(r, dtype=np.int64)
+    for axis, (n, ww, ss) in enumerate(zip(r, w, s)):
+        p = np.arange(n)
+        axis_label = np.where(p < n - ww, 0, np.where(p < n - ss, 1, 2))
+        shape = [1] * len(r)
+        shape[axis] = n
+        label = label * 3 + axis_label.reshape(shape)
+    lw = window_partition(label[None, ..., None], w)[..., 0]  # [nW, N]
+    return np.where(lw[:, :, None] != lw[:, None, :], MASK_VALUE, 0.0)
+
+
+# --------------------------------------------------------------------------- #
+# Attention
+# --------------------------------------------------------------------------- #
+def _check_qkv(q, k, v):
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    if q.ndim != 4:
+        raise ValueError(f"q must be [num_windows, heads, N, head_dim], got {q.shape}")
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
+    return q, k, v
+
+
+def attention_weights(q, k, bias=None, mask=None, scale=None) -> np.ndarray:
+    """Softmax attention probabilities ``[B, heads, N, N]`` in float64.
+
+    ``logits = (q * scale) @ k^T + bias + mask`` where ``scale`` defaults to
+    ``head_dim ** -0.5``, ``bias`` is ``[heads, N, N]`` (never scaled) and
+    ``mask`` is ``[nW, N, N]`` with window ``b`` using ``mask[b % nW]``.
+    """
+    q, k, _ = _check_qkv(q, k, k)
+    b, heads, n, d = q.shape
+    if scale is None:
+        scale = d ** -0.5
+    logits = (q * scale) @ np.swapaxes(k, -1, -2)
+    if bias is not None:
+        bias = np.asarray(bias, dtype=np.float64)
+        if bias.shape != (heads, n, n):
+            raise ValueError(f"bias must be [{heads}, {n}, {n}], got {bias.shape}")
+        logits = logits + bias[None]
+    if mask is not None:
+        mask = np.asarray(mask, dtype=np.float64)
+        nw = mask.shape[0]
+        if mask.shape != (nw, n, n) or b % nw:
+            raise ValueError(
+                f"mask must be [nW, {n}, {n}] with num_windows ({b}) a multiple of nW, "
+                f"got {mask.shape}"
+            )
+        logits = (logits.reshape(b // nw, nw, heads, n, n) + mask[None, :, None]).reshape(
+            b, heads, n, n
+        )
+    logits -= logits.max(axis=-1, keepdims=True)
+    p = np.exp(logits)
+    p /= p.sum(axis=-1, keepdims=True)
+    return p
+
+
+def window_attention(q, k, v, bias=None, mask=None, scale=None) -> np.ndarray:
+    """Window attention in float64.
+
+    ``q, k, v``: ``[num_windows, heads, N, head_dim]``; returns
+    ``[num_windows, N, heads * head_dim]`` (Swin's layout before the output
+    projection).  See :func:`attention_weights` for ``bias``/``mask``/``scale``.
+    """
+    q, k, v = _check_qkv(q, k, v)
+    p = attention_weights(q, k, bias=bias, mask=mask, scale=scale)
+    out = p @ v  # [B, heads, N, d]
+    b, heads, n, d = out.shape
+    return out.transpose(0, 2, 1, 3).reshape(b, n, heads * d)
+
+
+def swin_block_attention_tokens(
+    q,
+    k,
+    v,
+    table,
+    *,
+    resolution: IntOrSeq,
+    window: IntOrSeq,
+    shift: Optional[IntOrSeq] = 0,
+    scale: Optional[float] = None,
+    padding: Optional[str] = None,
+    pad_qkv=None,
+    heads: Optional[int] = None,
+) -> np.ndarray:
+    """Attention part of a (shifted) Swin block on token-layout q, k, v.
+
+    ``q, k, v``: ``[batch, prod(resolution), heads * head_dim]`` in image order
+    (Swin's qkv projection output, split).  The result has the same shape: the
+    attention output rolled back into image order, before the output
+    projection.  ``table`` is ``[prod(2W-1), heads]`` (``None`` = no bias, then
+    ``heads`` is required).
+
+    If ``resolution`` is not divisible by ``window`` a ``padding`` convention
+    is required (see :func:`normalize_padding`).  Padded tokens take q/k/v
+    values ``pad_qkv[0/1/2]`` (shape ``[3, C]``, default zeros — in Swin it is
+    the qkv bias since the padded input is zero) and are not masked beyond the
+    regular shift mask.
+    """
+    w = normalize_window(window)
+    rank = len(w)
+    res = _int_tuple(resolution, "resolution")
+    _check_rank(res, w)
+    s = normalize_shift(shift, rank)
+    convention = normalize_padding(padding)
+    if table is not None:
+        table = np.asarray(table, dtype=np.float64)
+        if heads is not None and table.ndim == 2 and table.shape[1] != heads:
+            raise ValueError(f"table has {table.shape[1]} heads, expected {heads}")
+        heads = table.shape[1] if table.ndim == 2 else heads
+    if heads is None:
+        raise ValueError("heads is required when table is None")
+
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    if q.ndim != 3 or q.shape[1] != math.prod(res) or q.shape[2] % heads:
+        raise ValueError(
+            f"q must be [batch, {math.prod(res)}, heads*head_dim] with heads={heads}, got {q.shape}"
+        )
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
+    batch, _, c = q.shape
+    head_dim = c // heads
+
+    padded = padded_resolution(res, w)
+    if padded != res and convention is None:
+        raise ValueError(
+            f"resolution {res} is not divisible by window {w}; pass padding="
+            "'pad_then_shift' or 'shift_then_pad'"
+        )
+    if pad_qkv is None:
+        pad_qkv = np.zeros((3, c))
+    pad_qkv = np.asarray(pad_qkv, dtype=np.float64)
+    if pad_qkv.shape != (3, c):
+        raise ValueError(f"pad_qkv must be [3, {c}], got {pad_qkv.shape}")
+
+    shifted = any(s)
+    bias = lookup(table, w) if table is not None else None
+    mask = shift_mask(padded, w, s) if shifted else None
+
+    def to_windows(t, fill):
+        x = t.reshape((batch,) + res + (c,))
+        if convention == "shift_then_pad":
+            x = pad_spatial(cyclic_shift(x, s), padded, fill)
+        else:  # pad_then_shift (or no padding needed: both coincide)
+            x = cyclic_shift(pad_spatial(x, padded, fill), s)
+        xw = window_partition(x, w)  # [B*nW, N, C]
+        return xw.reshape(xw.shape[0], xw.shape[1], heads, head_dim).transpose(0, 2, 1, 3)
+
+    qw, kw, vw = (to_windows(t, pad_qkv[i]) for i, t in enumerate((q, k, v)))
+    out = window_attention(qw, kw, vw, bias=bias, mask=mask, scale=scale)
+    x = window_reverse(out, w, padded)
+    crop = (slice(None),) + tuple(slice(0, n) for n in res) + (slice(None),)
+    if convention == "shift_then_pad":
+        x = reverse_cyclic_shift(x[crop], s)
+    else:
+        x = reverse_cyclic_shift(x, s)[crop]
+    return np.ascontiguousarray(x).reshape(batch, math.prod(res), c)
+
+
+# --------------------------------------------------------------------------- #
+# SwinV2 continuous position bias (optional helpers)
+# --------------------------------------------------------------------------- #
+def swinv2_relative_coords_table(
+    window: IntOrSeq, pretrained_window: Optional[IntOrSeq] = None
+) -> np.ndarray:
+    """SwinV2 log-spaced relative coordinates ``[prod(2W-1), rank]``.
+
+    Rows are in the order of the bias table (so :func:`relative_index` applies).
+    Each delta ``d in [-(W-1), W-1]`` is normalised by ``Wp - 1`` (``Wp`` the
+    pretrained window, default ``W``), multiplied by 8 and mapped to
+    ``sign(x) * log2(|x| + 1) / log2(8)``.
+    """
+    w = normalize_window(window)
+    pw = w if pretrained_window is None else normalize_window(pretrained_window)
+    if len(pw) != len(w):
+        raise ValueError("pretrained_window must have the same rank as window")
+    axes = []
+    for size, psize in zip(w, pw):
+        d = np.arange(-(size - 1), size, dtype=np.float64)
+        axes.append(d / (psize - 1) if psize > 1 else d)
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(w)) * 8.0
+    return np.sign(grid) * np.log2(np.abs(grid) + 1.0) / np.log2(8.0)
+
+
+def swinv2_cpb_table(coords, w1, b1, w2) -> np.ndarray:
+    """SwinV2 continuous position bias table ``16 * sigmoid(MLP(coords))`` ``[T, heads]``.
+
+    ``MLP(x) = relu(x @ w1.T + b1) @ w2.T`` with ``w1 [hidden, rank]``,
+    ``b1 [hidden]`` and ``w2 [heads, hidden]`` (PyTorch ``Linear`` layout).
+    The sigmoid is element-wise, so applying it to the table before
+    :func:`lookup` equals SwinV2 applying it after.  (SwinV2's cosine
+    attention itself is not modelled here.)
+    """
+    coords = np.asarray(coords, dtype=np.float64)
+    hidden = np.maximum(coords @ np.asarray(w1, dtype=np.float64).T + np.asarray(b1, dtype=np.float64), 0.0)
+    logits = hidden @ np.asarray(w2, dtype=np.float64).T
+    return 16.0 / (1.0 + np.exp(-logits))

@@ -1,0 +1,147 @@
+"""Helpers shared by the tests, ``python -m swin_opt verify`` and the examples.
+
+They generate random inputs for a kernel configuration, compute the float64
+reference for them with :mod:`swin_opt.reference`, and compare.
+
+Tolerances (``max|out - ref| <= TOLERANCE[dtype] * max(1, max|ref|)``):
+
+* float32: ``1e-5``. The kernel computes in float32 (unit roundoff 6e-8);
+  logits, the softmax normalisation and the ``p @ v`` sums each lose a few ulps.
+* float16: ``2e-3``. Inputs are rounded to float16 *before* computing the
+  reference, so only the kernel's own rounding counts: the output is stored as
+  float16 (half an ulp = 2**-11 ~ 4.9e-4 relative) and kernels may keep the
+  probabilities in float16 as well (another ~2**-11 of ``max|v|``); 2e-3 is about
+  4 float16 ulps at 1.0.
+* bfloat16: ``1.6e-2``, the same reasoning with bfloat16's 8-bit significand
+  (half an ulp = 2**-9 ~ 3.9e-3): about 4 bfloat16 ulps at 1.0.
+
+The output of attention is a convex combination of rows of ``v``, so
+``max|ref|`` bounds the magnitude of every output and the error budget scales
+with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import reference as ref
+from .compiler import (Kernel, KernelConfig, _is_torch, bf16_bits_to_float32,
+                       float32_to_bf16_bits)
+
+__all__ = [
+    "TOLERANCE",
+    "Inputs",
+    "to_float64",
+    "to_storage",
+    "round_to_dtype",
+    "random_table",
+    "random_inputs",
+    "reference_output",
+    "compare",
+]
+
+#: Relative tolerance per kernel dtype, see the module docstring.
+TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}
+
+
+def to_storage(x32, code: str) -> np.ndarray:
+    """Convert real values to the kernel's NumPy storage (``uint16`` bits for bf16)."""
+    x32 = np.asarray(x32, dtype=np.float32)
+    if code == "f32":
+        return np.ascontiguousarray(x32)
+    if code == "f16":
+        return np.ascontiguousarray(x32.astype(np.float16))
+    if code == "bf16":
+        return float32_to_bf16_bits(x32)
+    raise ValueError(f"unknown dtype code {code!r}")
+
+
+def to_float64(x, code: str) -> np.ndarray:
+    """Decode kernel storage (NumPy or torch) to float64."""
+    if _is_torch(x):
+        return x.detach().cpu().double().numpy()
+    x = np.asarray(x)
+    if code == "bf16" and (x.dtype == np.uint16 or x.dtype.name == "bfloat16"):
+        return bf16_bits_to_float32(x).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def round_to_dtype(x32, code: str) -> np.ndarray:
+    """float32 values rounded to ``code`` and widened back to float32 (exact in both)."""
+    return to_float64(to_storage(x32, code), code).astype(np.float32)
+
+
+def random_table(config: KernelConfig, *, seed: int = 0, std: float = 1.0) -> np.ndarray:
+    """A float32 bias table whose values are exactly representable in the kernel dtype.
+
+    (So it does not matter whether a kernel rounds a baked float32 table to its
+    storage type.)  ``std=1`` is much larger than trained Swin tables, which makes
+    indexing mistakes visible.
+    """
+    rng = np.random.default_rng(seed + 7919)
+    t = (rng.standard_normal(config.table_rows * config.heads) * std).astype(np.float32)
+    return round_to_dtype(t.reshape(config.table_rows, config.heads), config.dtype)
+
+
+@dataclasses.dataclass
+class Inputs:
+    """Kernel arguments plus their exact float64 values."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    table: Optional[np.ndarray]  # kernel storage, None for baked tables
+    table64: np.ndarray
+    pad_qkv: Optional[np.ndarray] = None  # float32 [3, C] (token layout only)
+
+    def args(self) -> tuple:
+        return (self.q, self.k, self.v) if self.table is None else (self.q, self.k, self.v, self.table)
+
+
+def random_inputs(kernel: Kernel, n: int, *, seed: int = 0) -> Inputs:
+    """Random q/k/v (standard normal, rounded to the kernel dtype) for ``n`` windows/images."""
+    cfg = kernel.config
+    rng = np.random.default_rng(seed)
+    shape = kernel.input_shape(n)
+    q, k, v = (to_storage(rng.standard_normal(shape, dtype=np.float32), cfg.dtype) for _ in range(3))
+    if kernel.table is not None:
+        table, table64 = None, kernel.table.astype(np.float64)
+    else:
+        t32 = random_table(cfg, seed=seed)
+        table, table64 = to_storage(t32, cfg.dtype), t32.astype(np.float64)
+    pad = None
+    if cfg.layout == "tokens":
+        pad = rng.standard_normal((3, cfg.channels), dtype=np.float32)
+        pad = round_to_dtype(pad, cfg.dtype)
+    return Inputs(q, k, v, table, table64, pad)
+
+
+def reference_output(config: KernelConfig, q, k, v, table64, pad_qkv=None) -> np.ndarray:
+    """Float64 reference for a kernel configuration (inputs in kernel storage)."""
+    q64, k64, v64 = (to_float64(t, config.dtype) for t in (q, k, v))
+    if config.layout == "tokens":
+        return ref.swin_block_attention_tokens(
+            q64, k64, v64, table64, resolution=config.resolution, window=config.window,
+            shift=config.shift, scale=config.scale, padding=config.padding,
+            pad_qkv=None if pad_qkv is None else np.asarray(pad_qkv, dtype=np.float64))
+    bias = ref.lookup(table64, config.window)
+    mask = None
+    if config.resolution is not None and any(config.shift):
+        mask = ref.shift_mask(config.padded_resolution, config.window, config.shift)
+    return ref.window_attention(q64, k64, v64, bias=bias, mask=mask, scale=config.scale)
+
+
+def compare(out, expected: np.ndarray, code: str) -> Tuple[float, float]:
+    """Return ``(max_abs_error, allowed)`` for a kernel output vs the float64 reference."""
+    got = to_float64(out, code)
+    if got.shape != expected.shape:
+        raise AssertionError(f"output shape {got.shape} != reference shape {expected.shape}")
+    err = float(np.max(np.abs(got - expected))) if got.size else 0.0
+    if math.isnan(err) or not np.all(np.isfinite(got)):
+        err = math.inf
+    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    return err, TOLERANCE[code] * scale

@@ -1,0 +1,277 @@
+"""Driver tests (cache, ctypes calls, argument checking, CLI) against the fake swin-aot.
+
+tests/fake_swin_aot.py implements the swin-aot contract with a naive C kernel,
+so these tests run everywhere a C compiler exists.  The numerics of the real
+compiler are tested in test_kernel.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import swin_opt
+from swin_opt import compiler as C
+from swin_opt import testing as T
+
+PYTHON_DIR = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def fake(fake_aot, monkeypatch, tmp_path):
+    """Point SWIN_AOT at the fake; return a dict with the cache dir and a build log."""
+    log = tmp_path / "builds.log"
+    monkeypatch.setenv("SWIN_AOT", str(fake_aot))
+    monkeypatch.setenv("FAKE_SWIN_AOT_LOG", str(log))
+    monkeypatch.delenv("FAKE_SWIN_AOT_TOKENS", raising=False)
+    monkeypatch.delenv("FAKE_SWIN_AOT_VERSION", raising=False)
+    cache = tmp_path / "cache"
+
+    def builds() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    def compile_(*args, **kwargs):
+        return swin_opt.compile(*args, cache_dir=cache, **kwargs)
+
+    return dict(cache=cache, builds=builds, compile=compile_, path=fake_aot)
+
+
+def _check(kernel, n, seed=0):
+    inp = T.random_inputs(kernel, n, seed=seed)
+    out = kernel(*inp.args(), pad_qkv=inp.pad_qkv)
+    want = T.reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64, inp.pad_qkv)
+    err, tol = T.compare(out, want, kernel.config.dtype)
+    assert err <= tol, f"{kernel}: max error {err:.3g} > {tol:.3g}"
+    return out
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(window=(3, 3), heads=2, head_dim=8),
+        dict(window=(4, 6), heads=2, head_dim=8, resolution=(8, 12), shift=(2, 3)),
+        dict(window=(7, 7), heads=3, head_dim=16, resolution=(14, 14), shift=3, dtype="float16"),
+        dict(window=(3, 3), heads=2, head_dim=8, resolution=(9, 6), shift=1, dtype="bfloat16"),
+        dict(window=(2, 4, 4), heads=2, head_dim=8, resolution=(4, 8, 8), shift=(1, 2, 2)),
+        dict(window=(4, 6), heads=2, head_dim=8, resolution=(9, 13), shift=(2, 3), padding="hf"),
+    ],
+    ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()).replace(" ", ""),
+)
+def test_fake_kernels_match_reference(fake, kwargs):
+    kernel = fake["compile"](**kwargs)
+    nw = kernel.config.windows_per_image or 3
+    _check(kernel, nw)
+    _check(kernel, 2 * nw, seed=1)
+    assert kernel(*T.random_inputs(kernel, 0).args()).shape == kernel.output_shape(0)
+
+
+def test_cache_hits_and_keys(fake):
+    k1 = fake["compile"]((3, 3), 2, 8)
+    assert fake["builds"]() == 1
+    k2 = fake["compile"]((3, 3), 2, 8)
+    assert fake["builds"]() == 1 and k2.library == k1.library
+    assert (k1.library.parent / "config.json").is_file() and k1.header.is_file()
+    fake["compile"]((3, 3), 2, 8, scale=0.5)
+    assert fake["builds"]() == 2
+    t = np.ones((25, 2), np.float32)
+    kt = fake["compile"]((3, 3), 2, 8, table=t)
+    fake["compile"]((3, 3), 2, 8, table=t.astype(np.float64))  # same float32 bytes
+    assert fake["builds"]() == 3
+    kt2 = fake["compile"]((3, 3), 2, 8, table=t * 2)
+    assert fake["builds"]() == 4 and kt2.library != kt.library
+    # a rebuilt binary (new mtime) invalidates the cache
+    st = fake["path"].stat()
+    os.utime(fake["path"], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    fake["compile"]((3, 3), 2, 8)
+    assert fake["builds"]() == 5
+    assert not list(fake["cache"].glob(".build-*"))  # temporaries are cleaned up
+
+
+def test_cache_key_includes_version(fake, monkeypatch):
+    fake["compile"]((2, 2), 1, 8)
+    monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", "fake-swin-aot 9.9")
+    C._tool_cache.clear()  # version is memoised per (path, size, mtime)
+    fake["compile"]((2, 2), 1, 8)
+    assert fake["builds"]() == 2
+
+
+def test_clear_cache(fake):
+    fake["compile"]((2, 2), 1, 8)
+    kernel = fake["compile"]((2, 2), 1, 16)
+    _check(kernel, 2)  # load before clearing: keeps working afterwards
+    assert swin_opt.clear_cache(fake["cache"]) == 2
+    assert not any(fake["cache"].iterdir())
+    _check(kernel, 2)
+    fake["compile"]((2, 2), 1, 8)
+    assert fake["builds"]() == 3
+
+
+def test_default_cache_dir_from_env(fake, monkeypatch, tmp_path):
+    monkeypatch.setenv("SWIN_OPT_CACHE_DIR", str(tmp_path / "envcache"))
+    kernel = swin_opt.compile((2, 2), 1, 8)
+    assert kernel.library.parent.parent == tmp_path / "envcache"
+    assert swin_opt.clear_cache() == 1
+
+
+def test_concurrent_builds_of_one_kernel(fake):
+    results, errors = [], []
+
+    def work():
+        try:
+            results.append(fake["compile"]((3, 3), 1, 8, scale=0.3).library)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(results)) == 1
+    assert not list(fake["cache"].glob(".build-*"))
+
+
+def test_bad_config_reports_tool_error(fake):
+    with pytest.raises(swin_opt.CompileError, match="shift must satisfy") as info:
+        fake["compile"]((7, 7), 3, 32, resolution=(14, 14), shift=7)
+    assert info.value.returncode != 0 and "swin-aot" in str(info.value)
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_baked_table_and_name(fake):
+    cfg_table = T.random_table(swin_opt.make_config((4, 6), 2, 8))
+    kernel = fake["compile"]((4, 6), 2, 8, resolution=(8, 12), shift=(2, 3), table=cfg_table,
+                             name="my_attn")
+    assert "my_attn" in kernel.header.read_text()
+    np.testing.assert_array_equal(kernel.table, cfg_table)
+    _check(kernel, 4)
+    inp = T.random_inputs(kernel, 4)
+    with pytest.raises(ValueError, match="baked-in table"):
+        kernel(inp.q, inp.k, inp.v, cfg_table)
+    with pytest.raises(ValueError, match=r"table must have shape \[77, 2\]"):
+        fake["compile"]((4, 6), 2, 8, table=np.zeros((77, 3)))
+
+
+def test_argument_errors(fake):
+    kernel = fake["compile"]((4, 6), 2, 8, resolution=(8, 12), shift=(2, 3))
+    inp = T.random_inputs(kernel, 4)
+    q, k, v, t = inp.args()
+    with pytest.raises(ValueError, match="q must have shape"):
+        kernel(q[:, :1], k, v, t)
+    with pytest.raises(ValueError, match="k must have shape"):
+        kernel(q, np.ascontiguousarray(k[:3]), v, t)
+    with pytest.raises(ValueError, match="v must have shape"):
+        kernel(q, k, v.reshape(4, 2, 8, 24), t)
+    with pytest.raises(ValueError, match="q must have shape"):
+        kernel(q.reshape(4, 2, -1), k, v, t)
+    with pytest.raises(TypeError, match="float32"):
+        kernel(q.astype(np.float64), k, v, t)
+    with pytest.raises(TypeError, match="numpy.ndarray or torch.Tensor"):
+        kernel(q.tolist(), k, v, t)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        kernel(np.asfortranarray(q), k, v, t)
+    with pytest.raises(ValueError, match=r"table \[77, 2\] is required"):
+        kernel(q, k, v)
+    with pytest.raises(ValueError, match="table must have shape"):
+        kernel(q, k, v, np.zeros((77, 3), np.float32))
+    with pytest.raises(ValueError, match="multiple of the 4 windows"):
+        kernel(q[:3].copy(), k[:3].copy(), v[:3].copy(), t)
+    with pytest.raises(ValueError, match="pad_qkv"):
+        kernel(q, k, v, t, pad_qkv=np.zeros((3, 16), np.float32))
+    out = np.empty(kernel.output_shape(4), np.float32)
+    assert kernel(q, k, v, t, out=out) is out
+    with pytest.raises(ValueError, match="out must have shape"):
+        kernel(q, k, v, t, out=np.empty((4, 24, 15), np.float32))
+    # The C function itself rejects a bad window count without writing anything.
+    sentinel = np.full(kernel.output_shape(3), 7.0, np.float32)
+    rc = kernel.cfunc(q.ctypes.data, k.ctypes.data, v.ctypes.data, t.ctypes.data,
+                      sentinel.ctypes.data, 3)
+    assert rc != 0 and np.all(sentinel == 7.0)
+
+
+def test_half_precision_dtypes(fake):
+    k16 = fake["compile"]((3, 3), 2, 8, dtype="float16")
+    inp = T.random_inputs(k16, 2)
+    assert inp.q.dtype == np.float16
+    assert _check(k16, 2).dtype == np.float16
+    with pytest.raises(TypeError, match="float16"):
+        k16(inp.q.astype(np.float32), inp.k, inp.v, inp.table)
+    kb = fake["compile"]((3, 3), 2, 8, dtype="bfloat16")
+    assert _check(kb, 2).dtype == np.uint16
+    with pytest.raises(TypeError, match="bfloat16 bits"):
+        kb(inp.q, inp.k, inp.v, inp.table)
+
+
+def test_layout_tokens_not_supported_by_tool(fake):
+    with pytest.raises(NotImplementedError, match="--layout"):
+        fake["compile"]((7, 7), 3, 8, resolution=(14, 14), shift=3, layout="tokens")
+
+
+@pytest.mark.parametrize("padding", [None, "pad_then_shift", "shift_then_pad"])
+def test_layout_tokens_when_supported(fake, monkeypatch, padding):
+    monkeypatch.setenv("FAKE_SWIN_AOT_TOKENS", "1")
+    C._tool_cache.clear()  # the help text is memoised
+    res = (14, 14) if padding is None else (9, 13)
+    win = (7, 7) if padding is None else (4, 6)
+    kernel = fake["compile"](win, 2, 8, resolution=res, shift=(3, 3) if padding is None else (2, 3),
+                             layout="tokens", padding=padding)
+    assert kernel.input_shape(2) == (2, res[0] * res[1], 16)
+    _check(kernel, 2)
+    inp = T.random_inputs(kernel, 1)
+    with pytest.raises(ValueError, match=r"pad_qkv must have shape \(3, 16\)"):
+        kernel(*inp.args(), pad_qkv=np.zeros((2, 16), np.float32))
+    C._tool_cache.clear()
+
+
+def test_torch_tensors(fake):
+    torch = pytest.importorskip("torch")
+    kernel = fake["compile"]((3, 3), 2, 8, resolution=(6, 6), shift=1)
+    inp = T.random_inputs(kernel, 8)
+    tq, tk, tv, tt = (torch.from_numpy(a) for a in inp.args())
+    out = kernel(tq, tk, tv, tt)
+    assert isinstance(out, torch.Tensor) and out.shape == kernel.output_shape(8)
+    np.testing.assert_array_equal(out.numpy(), kernel(*inp.args()))
+    with pytest.raises(TypeError, match="torch.float32"):
+        kernel(tq.double(), tk, tv, tt)
+    with pytest.raises(ValueError, match="contiguous"):
+        kernel(tq.transpose(2, 3), tk, tv, tt)
+    kb = fake["compile"]((3, 3), 2, 8, dtype="bfloat16")
+    x = torch.randn(2, 2, 9, 8, dtype=torch.bfloat16)
+    table = torch.randn(25, 2, dtype=torch.bfloat16)
+    out = kb(x, x, x, table)
+    assert out.dtype == torch.bfloat16
+    ref = T.reference_output(kb.config, x, x, x, table.double().numpy())
+    err, tol = T.compare(out, ref, "bf16")
+    assert err <= tol
+
+
+def _run_cli(fake, *args):
+    env = dict(os.environ, SWIN_OPT_CACHE_DIR=str(fake["cache"]),
+               PYTHONPATH=str(PYTHON_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "swin_opt", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_cli_compile_verify_bench(fake, tmp_path):
+    out = tmp_path / "out" / "attn.so"
+    r = _run_cli(fake, "compile", "--window=4,6", "--heads=2", "--head-dim=8",
+                 "--resolution=8,12", "--shift=2,3", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.is_file() and out.with_suffix(".h").is_file()
+    r = _run_cli(fake, "verify", "--window=3,3", "--heads=2", "--head-dim=8", "--dtype=f16",
+                 "--resolution=6,6", "--shift=1", "--batch=2")
+    assert r.returncode == 0, r.stderr
+    assert "max abs error" in r.stdout and "PASS" in r.stdout
+    r = _run_cli(fake, "bench", "--window=3,3", "--heads=2", "--head-dim=8", "--batch=8",
+                 "--repeat=2", "--warmup=1")
+    assert r.returncode == 0, r.stderr
+    assert "reference" in r.stdout and "kernel" in r.stdout
+    r = _run_cli(fake, "verify", "--window=7,7", "--heads=2", "--head-dim=8",
+                 "--resolution=14,14", "--shift=9")
+    assert r.returncode != 0 and "shift must satisfy" in r.stderr

@@ -1,0 +1,68 @@
+// RUN: swin-opt %s --rpe-fuse-bias-softmax -split-input-file | FileCheck %s
+// RUN: swin-opt %s --rpe-fuse-bias-softmax=max-scratch-bytes=1024 -split-input-file | FileCheck %s --check-prefix=SMALL
+
+// A lookup and a shift mask fuse: the table and the shift become operands
+// and attributes of one op; nothing N x N is left.
+// CHECK-LABEL: func @lookup_and_shift_mask
+// CHECK-SAME: (%[[Q:.*]]: tensor<?x3x49x32xf32>, %[[K:.*]]: tensor<?x3x49x32xf32>, %[[V:.*]]: tensor<?x3x49x32xf32>, %[[T:.*]]: tensor<169x3xf32>)
+// CHECK: %[[N:.*]] = tensor.dim %[[Q]], %c0
+// CHECK: %[[INIT:.*]] = tensor.empty(%[[N]]) : tensor<?x49x96xf32>
+// CHECK: %[[R:.*]] = rpe.fused_window_attention ins(%[[Q]], %[[K]], %[[V]], %[[T]] : {{.*}}) outs(%[[INIT]] : tensor<?x49x96xf32>)
+// CHECK-SAME: resolution = array<i64: 14, 14>, scale = 0.176776692 : f32, shift = array<i64: 3, 3>, window = array<i64: 7, 7>
+// CHECK: return %[[R]]
+// CHECK-NOT: rpe.lookup
+// CHECK-NOT: rpe.shift_mask
+// SMALL-LABEL: func @lookup_and_shift_mask
+// SMALL: rpe.window_attention
+func.func @lookup_and_shift_mask(%q: tensor<?x3x49x32xf32>, %k: tensor<?x3x49x32xf32>, %v: tensor<?x3x49x32xf32>,
+                                 %t: tensor<169x3xf32>) -> tensor<?x49x96xf32> {
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+  %m = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 3>} : tensor<4x49x49xf32>
+  %0 = rpe.window_attention ins(%q, %k, %v : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<4x49x49xf32>) -> tensor<?x49x96xf32>
+  return %0 : tensor<?x49x96xf32>
+}
+
+// -----
+
+// Without a mask (and with a mask of shift 0, which is no mask).
+// CHECK-LABEL: func @lookup_only
+// CHECK: rpe.fused_window_attention ins({{.*}}) outs(%{{.*}} : tensor<4x2x24x8xf16>) {scale = 5.000000e-01 : f32, window = array<i64: 4, 6>} -> tensor<4x2x24x8xf16>
+// CHECK: rpe.fused_window_attention
+// CHECK-NOT: resolution
+// CHECK-SAME: -> tensor<4x2x24x8xf16>
+func.func @lookup_only(%q: tensor<4x2x24x8xf16>, %t: tensor<77x2xf16>) -> (tensor<4x2x24x8xf16>, tensor<4x2x24x8xf16>) {
+  %b = rpe.lookup %t {window = array<i64: 4, 6>} : tensor<77x2xf16> -> tensor<2x24x24xf16>
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<4x2x24x8xf16>, tensor<4x2x24x8xf16>, tensor<4x2x24x8xf16>)
+         bias(%b : tensor<2x24x24xf16>) {scale = 0.5 : f32} -> tensor<4x2x24x8xf16>
+  %m = rpe.shift_mask {resolution = array<i64: 8, 12>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<4x24x24xf32>
+  %1 = rpe.window_attention ins(%q, %q, %q : tensor<4x2x24x8xf16>, tensor<4x2x24x8xf16>, tensor<4x2x24x8xf16>)
+         bias(%b : tensor<2x24x24xf16>) mask(%m : tensor<4x24x24xf32>) -> tensor<4x2x24x8xf16>
+  return %0, %1 : tensor<4x2x24x8xf16>, tensor<4x2x24x8xf16>
+}
+
+// -----
+
+// A bias that is not a lookup of the compact table does not fuse.
+// CHECK-LABEL: func @arbitrary_bias
+// CHECK-NOT: rpe.fused_window_attention
+// CHECK: rpe.window_attention
+func.func @arbitrary_bias(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) -> tensor<?x3x49x32xf32> {
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) -> tensor<?x3x49x32xf32>
+  return %0 : tensor<?x3x49x32xf32>
+}
+
+// -----
+
+// Nor does a mask that is not Swin's shift mask.
+// CHECK-LABEL: func @arbitrary_mask
+// CHECK-NOT: rpe.fused_window_attention
+// CHECK: rpe.lookup
+// CHECK: rpe.window_attention
+func.func @arbitrary_mask(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %m: tensor<4x49x49xf32>) -> tensor<?x3x49x32xf32> {
+  %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
+         bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<4x49x49xf32>) -> tensor<?x3x49x32xf32>
+  return %0 : tensor<?x3x49x32xf32>
+}

@@ -1,0 +1,87 @@
+// RUN: swin-opt %s --rpe-lower-fused-attention --mlir-print-elementsattrs-with-hex-if-larger=-1 -split-input-file | FileCheck %s
+// RUN: swin-opt %s --rpe-lower-fused-attention=vector-width=16 -split-input-file | FileCheck %s --check-prefix=W16
+
+// Swin-T stage 1 with a shifted window: 7x7 window, keys padded per window
+// row to 8 lanes (N' = 56), region labels as a constant [nW, N'] table.
+// CHECK: memref.global "private" constant @__rpe_region_labels : memref<4x56xi32> = dense<
+// Window 0 (top left) is one region; the padding lane of each key row is -1.
+// CHECK-SAME: {{\[}}[0, 0, 0, 0, 0, 0, 0, -1, 0,
+// Window 3 (bottom right), last key row: rows label 2, columns 1 then 2.
+// CHECK-SAME: 7, 7, 7, 7, 8, 8, 8, -1]]>
+// CHECK-LABEL: func @stage1
+// CHECK-SAME: (%[[Q:.*]]: memref<?x3x49x32xf32>, %[[K:.*]]: memref<?x3x49x32xf32>, %[[V:.*]]: memref<?x3x49x32xf32>, %[[T:.*]]: memref<169x3xf32>, %[[O:.*]]: memref<?x49x96xf32>)
+// CHECK-DAG: %[[PAD:.*]] = arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000]> : vector<8xf32>
+// CHECK-DAG: %[[MASKV:.*]] = arith.constant dense<-1.000000e+02> : vector<8xf32>
+// The table, reversed per head (plus one vector of padding), once per call.
+// CHECK: %[[R:.*]] = memref.alloca() : memref<3x177xf32>
+// CHECK: memref.load %[[T]][%{{.*}}, %{{.*}}] : memref<169x3xf32>
+// CHECK: %[[LABELS:.*]] = memref.get_global @__rpe_region_labels : memref<4x56xi32>
+// CHECK: scf.parallel (%[[W:.*]], %[[H:.*]]) = ({{.*}}) to (%{{.*}}, %c3)
+// CHECK: memref.alloca_scope
+// CHECK: %[[KT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<32x56xf32>
+// CHECK: %[[S:.*]] = memref.alloca() {alignment = 64 : i64} : memref<49x56xf32>
+// Pack: kᵀ scaled.
+// CHECK: memref.load %[[K]]
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: memref.store %{{.*}}, %[[KT]]
+// Scores: 2 rows x 7 vectors of accumulators.
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK: vector.load %[[KT]]
+// CHECK: vector.fma
+// Bias: one contiguous load of the reversed table per key row; mask from
+// labels; -inf on the padding lane; running max.
+// CHECK: vector.load %[[R]][%[[H]], %{{.*}}] : memref<3x177xf32>, vector<8xf32>
+// CHECK: vector.load %[[LABELS]]
+// CHECK: arith.cmpi ne
+// CHECK: arith.select %{{.*}}, %[[MASKV]]
+// CHECK: arith.addf %{{.*}}, %[[PAD]]
+// CHECK: arith.maxnumf
+// CHECK: vector.reduction <maxnumf>
+// exp is a polynomial, not a call.
+// CHECK-NOT: math.exp
+// CHECK: vector.reduction <add>
+// Output: P · v, normalized once per row, into the merged-heads layout.
+// CHECK: vector.load %[[V]]
+// CHECK: vector.fma
+// CHECK: vector.store %{{.*}}, %[[O]]
+// CHECK-NOT: rpe.fused_window_attention
+// W16-LABEL: func @stage1
+// W16: memref.alloca() {alignment = 64 : i64} : memref<32x112xf32>
+func.func @stage1(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>, %v: memref<?x3x49x32xf32>,
+                  %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
+  rpe.fused_window_attention ins(%q, %k, %v, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+    outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 0.125 : f32, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>}
+  return
+}
+
+// -----
+
+// 8x8 window: rows need no padding, no mask: neither pad lanes nor labels.
+// f16 storage is widened on load and narrowed on store; a head_dim of 12
+// ends in a masked vector.
+// CHECK-LABEL: func @unpadded_f16
+// CHECK-NOT: 0xFF800000]
+// CHECK-NOT: memref.get_global
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<12x64xf32>
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: vector.maskedload %{{.*}} : memref<5x2x64x12xf16>, vector<8xi1>, vector<8xf16> into vector<8xf16>
+// CHECK: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK: vector.maskedstore
+func.func @unpadded_f16(%q: memref<5x2x64x12xf16>, %t: memref<225x2xf16>, %o: memref<5x2x64x12xf16>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<5x2x64x12xf16>, memref<5x2x64x12xf16>, memref<5x2x64x12xf16>, memref<225x2xf16>)
+    outs(%o : memref<5x2x64x12xf16>) {window = array<i64: 8, 8>, scale = 0.25 : f32}
+  return
+}
+
+// -----
+
+// Large windows (24x24, N = 576) score query rows in blocks that fit L1:
+// 32 KiB / (576 * 4) = 14 rows.
+// CHECK-LABEL: func @large_window
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<14x576xf32>
+// CHECK: scf.for %{{.*}} = %c0 to %c576 step %c14
+func.func @large_window(%q: memref<?x1x576x32xf32>, %t: memref<2209x1xf32>, %o: memref<?x576x32xf32>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x1x576x32xf32>, memref<?x1x576x32xf32>, memref<?x1x576x32xf32>, memref<2209x1xf32>)
+    outs(%o : memref<?x576x32xf32>) {window = array<i64: 24, 24>, scale = 0.25 : f32}
+  return
+}
