@@ -50,12 +50,17 @@ if os.path.exists(ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
 
-try:
-    import numpy  # noqa: F401
+# The execution tests run the NumPy reference with the configured Python,
+# which need not be the one running lit.
+import subprocess
 
+if (
+    subprocess.run(
+        [config.python_executable, "-c", "import numpy"], capture_output=True
+    ).returncode
+    == 0
+):
     config.available_features.add("numpy")
-except ImportError:
-    pass
 
 config.excludes.append("Inputs")
 tool_dirs = [config.swin_tools_dir, config.llvm_tools_dir]

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Execution tests of rpe window attention through mlir-runner.
+
+`emit` writes an MLIR module whose `main` builds inputs (dense constants
+from a seeded generator), runs rpe.lookup / rpe.shift_mask /
+rpe.window_attention and prints the result with printMemrefF32.
+`check` regenerates the same inputs, computes the expected output with the
+independent NumPy reference of python/swin_opt (float64, from the formulas)
+and compares it with the numbers mlir-runner printed.
+
+Tolerance: f32 max |error| <= 1e-5 * max(1, max |ref|) (float32 rounding of
+scores, exp and the sums over 49..64 keys stays well below it); f16 storage
+2e-3 (a few f16 ulps at 1.0: inputs are rounded to f16 before the reference
+runs, the output is rounded once more).
+"""
+
+import argparse
+import re
+import sys
+
+import numpy as np
+
+from swin_opt import reference as ref
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["emit", "check"])
+    p.add_argument("--window", required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--head-dim", type=int, required=True)
+    p.add_argument("--windows", type=int, required=True)
+    p.add_argument("--resolution")
+    p.add_argument("--shift")
+    p.add_argument("--dtype", default="f32", choices=["f32", "f16"])
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def ints(text):
+    return [int(x) for x in text.split(",")] if text else None
+
+
+def make_inputs(a):
+    window = ints(a.window)
+    n = int(np.prod(window))
+    rows = int(np.prod([2 * w - 1 for w in window]))
+    rng = np.random.default_rng(a.seed)
+    shape = (a.windows, a.heads, n, a.head_dim)
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    table = rng.standard_normal((rows, a.heads)).astype(np.float32)
+    if a.dtype == "f16":
+        q, k, v, table = (x.astype(np.float16).astype(np.float32) for x in (q, k, v, table))
+    return window, n, rows, q, k, v, table
+
+
+def dense(x, elt):
+    body = np.array2string(
+        x, separator=", ", threshold=sys.maxsize, floatmode="unique",
+        max_line_width=sys.maxsize)
+    dims = "x".join(str(d) for d in x.shape)
+    return f"arith.constant dense<{body}> : tensor<{dims}x{elt}>"
+
+
+def emit(a):
+    window, n, rows, q, k, v, table = make_inputs(a)
+    elt = a.dtype
+    b, h, d = a.windows, a.heads, a.head_dim
+    qkv = f"tensor<{b}x{h}x{n}x{d}x{elt}>"
+    out_t = f"tensor<{b}x{n}x{h * d}x{elt}>"
+    win = ", ".join(map(str, window))
+    lines = [
+        "func.func private @printMemrefF32(memref<*xf32>) attributes {llvm.emit_c_interface}",
+        "func.func @main() {",
+        f"  %q = {dense(q, elt)}",
+        f"  %k = {dense(k, elt)}",
+        f"  %v = {dense(v, elt)}",
+        f"  %t = {dense(table, elt)}",
+        f"  %b = rpe.lookup %t {{window = array<i64: {win}>}} : tensor<{rows}x{h}x{elt}> -> tensor<{h}x{n}x{n}x{elt}>",
+    ]
+    mask = ""
+    if a.resolution:
+        res, shift = ints(a.resolution), ints(a.shift)
+        nw = ref.windows_per_image(res, window)
+        lines.append(
+            f"  %m = rpe.shift_mask {{resolution = array<i64: {', '.join(map(str, res))}>, "
+            f"window = array<i64: {win}>, shift = array<i64: {', '.join(map(str, shift))}>}} "
+            f": tensor<{nw}x{n}x{n}xf32>")
+        mask = f" mask(%m : tensor<{nw}x{n}x{n}xf32>)"
+    lines += [
+        f"  %o = rpe.window_attention ins(%q, %k, %v : {qkv}, {qkv}, {qkv}) "
+        f"bias(%b : tensor<{h}x{n}x{n}x{elt}>){mask} -> {out_t}",
+    ]
+    if elt != "f32":
+        f32_t = f"tensor<{b}x{n}x{h * d}xf32>"
+        lines += [
+            f"  %e = tensor.empty() : {f32_t}",
+            f"  %w = linalg.generic {{indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, "
+            f"affine_map<(a, b, c) -> (a, b, c)>], iterator_types = [\"parallel\", \"parallel\", \"parallel\"]}} "
+            f"ins(%o : {out_t}) outs(%e : {f32_t}) {{",
+            f"  ^bb0(%x: {elt}, %y: f32):",
+            f"    %z = arith.extf %x : {elt} to f32",
+            "    linalg.yield %z : f32",
+            f"  }} -> {f32_t}",
+        ]
+        result, result_t = "%w", f32_t
+    else:
+        result, result_t = "%o", out_t
+    memref_t = result_t.replace("tensor", "memref")
+    lines += [
+        f"  %mem = bufferization.to_buffer {result} : {result_t} to {memref_t}",
+        f"  %u = memref.cast %mem : {memref_t} to memref<*xf32>",
+        "  call @printMemrefF32(%u) : (memref<*xf32>) -> ()",
+        "  return",
+        "}",
+    ]
+    print("\n".join(lines))
+
+
+def check(a):
+    window, n, rows, q, k, v, table = make_inputs(a)
+    bias = ref.lookup(table, window)
+    mask = None
+    if a.resolution:
+        mask = ref.shift_mask(ints(a.resolution), window, ints(a.shift))
+    expected = ref.window_attention(q, k, v, bias=bias, mask=mask)
+    text = sys.stdin.read()
+    if "data =" not in text:
+        sys.exit(f"no memref printed; runner output:\n{text[:2000]}")
+    numbers = re.findall(r"[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf)",
+                         text.split("data =", 1)[1])
+    got = np.array([float(x) for x in numbers])
+    if got.size != expected.size:
+        sys.exit(f"printed {got.size} numbers, expected {expected.size}")
+    got = got.reshape(expected.shape)
+    tolerance = (1e-5 if a.dtype == "f32" else 2e-3) * max(1.0, np.abs(expected).max())
+    error = np.abs(got - expected).max()
+    print(f"max |error| = {error:.3g} (tolerance {tolerance:.3g})")
+    if not error <= tolerance:
+        sys.exit("MISMATCH")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    args = parse_args(sys.argv[1:])
+    emit(args) if args.mode == "emit" else check(args)
