@@ -20,6 +20,7 @@ config.substitutions.append(("%llvm_lib_dir", config.llvm_lib_dir))
 config.substitutions.append(("%cuda_toolkit", config.cuda_toolkit))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%swin_src_root", config.swin_src_root))
+config.substitutions.append(("%swin_obj_root", config.swin_obj_root))
 # Shared libraries mlir-runner needs for printing and OpenMP.
 config.substitutions.append(
     (

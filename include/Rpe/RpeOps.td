@@ -184,6 +184,91 @@ def Rpe_WindowAttentionOp : Rpe_Op<"window_attention",
 }
 
 //===----------------------------------------------------------------------===//
+// rpe.window_partition, rpe.window_reverse
+//===----------------------------------------------------------------------===//
+
+class Rpe_FeatureMapOp<string mnemonic, list<Trait> traits = []>
+    : Rpe_Op<mnemonic, !listconcat([Pure], traits)> {
+  code featureMapDeclarations = [{
+    /// True for timm's order (roll, then pad), false for pad, then roll.
+    bool isShiftThenPad() { return getPadding() == "shift_then_pad"; }
+  }];
+}
+
+def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
+  let summary = "Shift, pad and partition a token-layout feature map into windows";
+  let description = [{
+    Swin's `roll(-shift)`, padding and `window_partition`, plus the split of
+    channels into heads, as one op. `input` is `[batch, L, C]` with
+    `L = prod(resolution)` tokens in image order (row-major, depth
+    outermost); the result is `[batch * nW, heads, N, C / heads]`, windows
+    row-major over the padded map and image-major over the batch (window
+    `b = image * nW + w`).
+
+    When `resolution` is not a multiple of `window`, the map is padded at
+    the end of each axis to `ceil(resolution / window) * window`. `padding`
+    selects the order of the two data movements, as Swin implementations
+    differ:
+
+    * `"pad_then_shift"` (HF transformers, torchvision, Video Swin): pad,
+      then roll the padded map;
+    * `"shift_then_pad"` (timm): roll the map, then pad it.
+
+    Padded tokens take the value `pad` (`[C]`; zeros when absent): in Swin
+    they are the qkv projection of a zero vector, the projection's bias.
+
+    Example:
+
+    ```mlir
+    %qw = rpe.window_partition %q pad(%qbias : tensor<96xf32>)
+            {resolution = array<i64: 54, 54>, window = array<i64: 7, 7>,
+             shift = array<i64: 3, 3>, padding = "pad_then_shift"}
+            : tensor<?x2916x96xf32> -> tensor<?x3x49x32xf32>
+    ```
+  }];
+  let arguments = (ins Rpe_FloatTensor:$input,
+                       Optional<Rpe_FloatTensor>:$pad,
+                       DenseI64ArrayAttr:$resolution,
+                       DenseI64ArrayAttr:$window,
+                       DenseI64ArrayAttr:$shift,
+                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding);
+  let results = (outs Rpe_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`pad` `(` $pad^ `:` type($pad) `)`)? attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let extraClassDeclaration = featureMapDeclarations;
+  let hasVerifier = 1;
+}
+
+def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
+  let summary = "Reverse a window partition: windows back to a token-layout map";
+  let description = [{
+    The inverse of `rpe.window_partition` with the same attributes, on the
+    merged-heads attention output: `input` is `[batch * nW, N, C]`, the
+    result `[batch, L, C]` in image order. Swin's `window_reverse`, the crop
+    of the padding and `roll(+shift)`, in the order `padding` names.
+
+    Example:
+
+    ```mlir
+    %x = rpe.window_reverse %o {resolution = array<i64: 54, 54>,
+           window = array<i64: 7, 7>, shift = array<i64: 3, 3>}
+           : tensor<?x49x96xf32> -> tensor<?x2916x96xf32>
+    ```
+  }];
+  let arguments = (ins Rpe_FloatTensor:$input,
+                       DenseI64ArrayAttr:$resolution,
+                       DenseI64ArrayAttr:$window,
+                       DenseI64ArrayAttr:$shift,
+                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding);
+  let results = (outs Rpe_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let extraClassDeclaration = featureMapDeclarations;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // rpe.fused_window_attention
 //===----------------------------------------------------------------------===//
 
@@ -207,13 +292,25 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
     No bias, index or mask tensor exists: the lowering reads the compact
     table at addresses that are index arithmetic on the loop variables,
     and derives the mask from per-token region labels of the window's
-    position in the image (`b mod nW`). It is produced by
-    `rpe-fuse-bias-softmax` and lowered, after bufferization, by
-    `rpe-lower-fused-attention`.
+    position in the image (`b mod nW`). The mask applies when `shift` has a
+    non-zero entry.
 
-    The op is in destination-passing style: `outs` is the `B_ x N x (H*d)`
-    (or `B_ x H x N x d`) destination. On tensors it returns the result; on
-    memrefs it writes `outs` and has no result.
+    Two layouts:
+
+    * windows (no `image`): `q`, `k`, `v` are `[B_, H, N, d]`, the
+      destination `[B_, N, H*d]` or `[B_, H, N, d]`;
+    * tokens (`image` given): `q`, `k`, `v` and the destination are
+      `[batch, L, H*d]` feature maps in image order, `L = prod(image)`. The
+      kernel applies the shift, the padding to `resolution` (in the order
+      `padding` names), the window partition, and their inverses, by
+      addressing alone: it is `rpe.window_reverse` of the attention of
+      `rpe.window_partition`s. `padding_values`, when given, are the three
+      `[H*d]` rows (q, k, v) that padded tokens take; zeros otherwise.
+
+    It is produced by `rpe-fuse-bias-softmax` and lowered, after
+    bufferization, by `rpe-lower-fused-attention`. The op is in
+    destination-passing style: on tensors it returns the result; on memrefs
+    it writes `outs` and has no result.
 
     Example:
 
@@ -228,25 +325,35 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
     ```
   }];
   let arguments = (ins AnyShaped:$query, AnyShaped:$key, AnyShaped:$value,
-                       AnyShaped:$table, AnyShaped:$init,
+                       AnyShaped:$table, Variadic<AnyShaped>:$padding_values,
+                       AnyShaped:$init,
                        DenseI64ArrayAttr:$window, F32Attr:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$resolution,
                        OptionalAttr<DenseI64ArrayAttr>:$shift,
-                       DefaultValuedAttr<F64Attr, "-100.0">:$mask_value);
+                       DefaultValuedAttr<F64Attr, "-100.0">:$mask_value,
+                       OptionalAttr<DenseI64ArrayAttr>:$image,
+                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `,` $table `:` type($query) `,`
       type($key) `,` type($value) `,` type($table) `)`
+    (`pads` `(` $padding_values^ `:` type($padding_values) `)`)?
     `outs` `(` $init `:` type($init) `)`
     attr-dict (`->` type($result)^)?
   }];
   let extraClassDeclaration = [{
     MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
     ShapedType getQueryType() { return cast<ShapedType>(getQuery().getType()); }
-    int64_t getNumHeads() { return getQueryType().getDimSize(1); }
-    int64_t getNumTokens() { return getQueryType().getDimSize(2); }
-    int64_t getHeadDim() { return getQueryType().getDimSize(3); }
-    bool hasShiftMask() { return getResolution().has_value(); }
+    int64_t getNumHeads() {
+      return cast<ShapedType>(getTable().getType()).getDimSize(1);
+    }
+    int64_t getNumTokens();
+    int64_t getHeadDim();
+    /// q, k, v and the destination are token-layout feature maps.
+    bool hasTokenLayout() { return getImage().has_value(); }
+    /// The shifted-window mask applies: a non-zero shift.
+    bool hasShiftMask();
+    bool isShiftThenPad() { return getPadding() == "shift_then_pad"; }
     bool hasMergedHeadsResult() {
       return cast<ShapedType>(getInit().getType()).getRank() == 3;
     }

@@ -62,6 +62,19 @@ std::optional<std::string> checkShift(llvm::ArrayRef<int64_t> resolution,
                                       llvm::ArrayRef<int64_t> window,
                                       llvm::ArrayRef<int64_t> shift);
 
+/// ceil(resolution / window) * window per axis: the map Swin partitions
+/// after padding.
+llvm::SmallVector<int64_t> getPaddedResolution(llvm::ArrayRef<int64_t> resolution,
+                                               llvm::ArrayRef<int64_t> window);
+
+/// Checks the geometry of a token-layout feature map: the window, the
+/// resolution (positive, any size: it is padded), 0 <= shift < window and
+/// the padding convention ("pad_then_shift" or "shift_then_pad").
+std::optional<std::string> checkFeatureMap(llvm::ArrayRef<int64_t> resolution,
+                                           llvm::ArrayRef<int64_t> window,
+                                           llvm::ArrayRef<int64_t> shift,
+                                           llvm::StringRef padding);
+
 } // namespace mlir::rpe
 
 #endif // RPE_WINDOWGEOMETRY_H

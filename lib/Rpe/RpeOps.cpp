@@ -322,8 +322,119 @@ void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
 }
 
 //===----------------------------------------------------------------------===//
+// WindowPartitionOp, WindowReverseOp
+//===----------------------------------------------------------------------===//
+
+/// Verifies the feature-map attributes and returns [batch, L, C] checks'
+/// common facts: the windows per image and the tokens per window.
+static LogicalResult verifyFeatureMap(Operation *op,
+                                      ArrayRef<int64_t> resolution,
+                                      ArrayRef<int64_t> window,
+                                      ArrayRef<int64_t> shift,
+                                      StringRef padding,
+                                      RankedTensorType mapType) {
+  if (auto error = checkFeatureMap(resolution, window, shift, padding))
+    return op->emitOpError() << *error;
+  int64_t tokens = 1;
+  for (int64_t n : resolution)
+    tokens *= n;
+  if (mapType.getRank() != 3 || mapType.getDimSize(1) != tokens ||
+      ShapedType::isDynamic(mapType.getDimSize(2)))
+    return op->emitOpError()
+           << "expects a feature map of shape [batch, " << tokens
+           << ", channels] with static channels, got "
+           << formatShape(mapType.getShape());
+  return success();
+}
+
+/// Checks that `windows` is `batch * nW` (either may be dynamic).
+static LogicalResult verifyWindowCount(Operation *op, int64_t batch,
+                                       int64_t windows, int64_t perImage) {
+  if (ShapedType::isDynamic(batch) != ShapedType::isDynamic(windows) ||
+      (!ShapedType::isDynamic(batch) && batch * perImage != windows))
+    return op->emitOpError()
+           << "expects " << perImage << " windows per image: "
+           << (ShapedType::isDynamic(batch) ? std::string("?")
+                                            : std::to_string(batch))
+           << " images and "
+           << (ShapedType::isDynamic(windows) ? std::string("?")
+                                              : std::to_string(windows))
+           << " windows";
+  return success();
+}
+
+LogicalResult WindowPartitionOp::verify() {
+  RankedTensorType inputType = getInput().getType();
+  if (failed(verifyFeatureMap(*this, getResolution(), getWindow(), getShift(),
+                              getPadding(), inputType)))
+    return failure();
+  int64_t channels = inputType.getDimSize(2);
+  if (Value pad = getPad()) {
+    auto padType = cast<RankedTensorType>(pad.getType());
+    if (failed(verifyStaticShape(*this, "pad", padType, {channels})))
+      return failure();
+    if (padType.getElementType() != inputType.getElementType())
+      return emitOpError() << "expects pad of the input's element type, got "
+                           << padType.getElementType();
+  }
+  RankedTensorType resultType = getResult().getType();
+  int64_t n = rpe::getNumTokens(getWindow());
+  if (resultType.getRank() != 4 || resultType.getDimSize(2) != n ||
+      ShapedType::isDynamic(resultType.getDimSize(1)) ||
+      ShapedType::isDynamic(resultType.getDimSize(3)) ||
+      resultType.getDimSize(1) * resultType.getDimSize(3) != channels)
+    return emitOpError() << "expects a result of shape [windows, heads, " << n
+                         << ", head_dim] with heads * head_dim = " << channels
+                         << ", got " << formatShape(resultType.getShape());
+  if (resultType.getElementType() != inputType.getElementType())
+    return emitOpError() << "expects the result to have the input's element "
+                            "type";
+  int64_t perImage = rpe::getNumWindows(
+      getPaddedResolution(getResolution(), getWindow()), getWindow());
+  return verifyWindowCount(*this, inputType.getDimSize(0),
+                           resultType.getDimSize(0), perImage);
+}
+
+LogicalResult WindowReverseOp::verify() {
+  RankedTensorType resultType = getResult().getType();
+  if (failed(verifyFeatureMap(*this, getResolution(), getWindow(), getShift(),
+                              getPadding(), resultType)))
+    return failure();
+  RankedTensorType inputType = getInput().getType();
+  int64_t n = rpe::getNumTokens(getWindow());
+  int64_t channels = resultType.getDimSize(2);
+  if (inputType.getRank() != 3 || inputType.getDimSize(1) != n ||
+      inputType.getDimSize(2) != channels)
+    return emitOpError() << "expects an input of shape [windows, " << n << ", "
+                         << channels << "], got "
+                         << formatShape(inputType.getShape());
+  if (resultType.getElementType() != inputType.getElementType())
+    return emitOpError() << "expects the result to have the input's element "
+                            "type";
+  int64_t perImage = rpe::getNumWindows(
+      getPaddedResolution(getResolution(), getWindow()), getWindow());
+  return verifyWindowCount(*this, resultType.getDimSize(0),
+                           inputType.getDimSize(0), perImage);
+}
+
+//===----------------------------------------------------------------------===//
 // FusedWindowAttentionOp
 //===----------------------------------------------------------------------===//
+
+int64_t FusedWindowAttentionOp::getNumTokens() {
+  return rpe::getNumTokens(getWindow());
+}
+
+int64_t FusedWindowAttentionOp::getHeadDim() {
+  ShapedType qType = getQueryType();
+  return hasTokenLayout() ? qType.getDimSize(2) / getNumHeads()
+                          : qType.getDimSize(3);
+}
+
+bool FusedWindowAttentionOp::hasShiftMask() {
+  std::optional<ArrayRef<int64_t>> shift = getShift();
+  return shift && llvm::any_of(*shift, [](int64_t s) { return s != 0; });
+}
 
 LogicalResult FusedWindowAttentionOp::verify() {
   auto qType = cast<ShapedType>(getQuery().getType());
@@ -337,35 +448,86 @@ LogicalResult FusedWindowAttentionOp::verify() {
   if (onTensors != (getNumResults() == 1) || getNumResults() > 1)
     return emitOpError() << "expects one result on tensors and none on "
                             "memrefs";
-  if (failed(verifyWindowAttr(*this, getWindow())) ||
-      failed(verifyQueryKeyValue(*this, qType,
-                                 cast<ShapedType>(getKey().getType()),
-                                 cast<ShapedType>(getValue().getType()))))
+  if (failed(verifyWindowAttr(*this, getWindow())))
     return failure();
-  int64_t n = getNumTokens(), heads = getNumHeads();
-  if (n != rpe::getNumTokens(getWindow()))
-    return emitOpError() << "expects " << rpe::getNumTokens(getWindow())
-                         << " tokens for window " << formatShape(getWindow())
-                         << ", got " << n;
   auto tableType = cast<ShapedType>(getTable().getType());
-  SmallVector<int64_t> tableShape = {getNumTableRows(getWindow()), heads};
-  if (tableType.getShape() != ArrayRef<int64_t>(tableShape))
+  if (tableType.getRank() != 2 ||
+      tableType.getDimSize(0) != getNumTableRows(getWindow()) ||
+      ShapedType::isDynamic(tableType.getDimSize(1)) ||
+      tableType.getDimSize(1) < 1)
     return emitOpError() << "expects a table of shape "
-                         << formatShape(tableShape) << ", got "
-                         << formatShape(tableType.getShape());
+                         << getNumTableRows(getWindow())
+                         << "x<heads>, got " << formatShape(tableType.getShape());
   if (!isa<FloatType>(tableType.getElementType()))
     return emitOpError() << "expects a floating-point table";
+  int64_t heads = getNumHeads(), n = getNumTokens();
   auto initType = cast<ShapedType>(getInit().getType());
-  if (failed(verifyAttentionResult(*this, qType, initType, "destination")))
-    return failure();
   if (onTensors && getResult().front().getType() != initType)
     return emitOpError() << "expects the result type to be the destination's";
   if (getResolution().has_value() != getShift().has_value())
     return emitOpError() << "expects resolution and shift together";
-  if (hasShiftMask())
-    if (auto error = checkShift(*getResolution(), getWindow(), *getShift()))
-      return emitOpError() << *error;
-  return verifyScale(*this, getScale());
+  if (failed(verifyScale(*this, getScale())))
+    return failure();
+
+  if (!hasTokenLayout()) {
+    if (!getPaddingValues().empty())
+      return emitOpError() << "expects padding values only in the token "
+                              "layout";
+    if (failed(verifyQueryKeyValue(*this, qType,
+                                   cast<ShapedType>(getKey().getType()),
+                                   cast<ShapedType>(getValue().getType()))))
+      return failure();
+    if (qType.getDimSize(1) != heads || qType.getDimSize(2) != n)
+      return emitOpError() << "expects query of shape [windows, " << heads
+                           << ", " << n << ", head_dim], got "
+                           << formatShape(qType.getShape());
+    if (failed(verifyAttentionResult(*this, qType, initType, "destination")))
+      return failure();
+    if (getResolution())
+      if (auto error = checkShift(*getResolution(), getWindow(), *getShift()))
+        return emitOpError() << *error;
+    return success();
+  }
+
+  // Token layout: [batch, L, H*d] maps on both sides.
+  if (!getResolution())
+    return emitOpError() << "expects resolution and shift with an image";
+  ArrayRef<int64_t> image = *getImage();
+  if (auto error =
+          checkFeatureMap(image, getWindow(), *getShift(), getPadding()))
+    return emitOpError() << *error;
+  SmallVector<int64_t> padded = getPaddedResolution(image, getWindow());
+  if (*getResolution() != ArrayRef<int64_t>(padded))
+    return emitOpError() << "expects resolution " << formatShape(padded)
+                         << ", the image padded to whole windows, got "
+                         << formatShape(*getResolution());
+  int64_t tokens = 1;
+  for (int64_t extent : image)
+    tokens *= extent;
+  for (Value map : {getQuery(), getKey(), getValue(), getInit()}) {
+    auto type = cast<ShapedType>(map.getType());
+    if (type.getRank() != 3 || type.getDimSize(1) != tokens ||
+        ShapedType::isDynamic(type.getDimSize(2)) ||
+        type.getDimSize(2) % heads != 0 || type.getDimSize(2) == 0 ||
+        failed(verifyCompatibleShape(type.getShape(), qType.getShape())) ||
+        type.getElementType() != qType.getElementType())
+      return emitOpError() << "expects query, key, value and destination of "
+                              "shape [batch, "
+                           << tokens << ", " << heads
+                           << " * head_dim] and one element type, got "
+                           << formatShape(type.getShape());
+  }
+  if (!getPaddingValues().empty() && getPaddingValues().size() != 3)
+    return emitOpError() << "expects three padding values (q, k, v) or none";
+  for (Value pad : getPaddingValues()) {
+    auto type = cast<ShapedType>(pad.getType());
+    if (type.getShape() != ArrayRef<int64_t>{qType.getDimSize(2)} ||
+        type.getElementType() != qType.getElementType())
+      return emitOpError() << "expects padding values of shape ["
+                           << qType.getDimSize(2)
+                           << "] and the query's element type";
+  }
+  return success();
 }
 
 void FusedWindowAttentionOp::getEffects(
@@ -413,12 +575,15 @@ LogicalResult FusedWindowAttentionOp::bufferize(
     buffers.push_back(*buffer);
   }
   rewriter.setInsertionPoint(*this);
+  // Operands: q, k, v, table, padding values..., init (last).
   auto bufferized = FusedWindowAttentionOp::create(
       rewriter, getLoc(), TypeRange{}, buffers[0], buffers[1], buffers[2],
-      buffers[3], buffers[4], getWindowAttr(), getScaleAttr(),
-      getResolutionAttr(), getShiftAttr(), getMaskValueAttr());
+      buffers[3], ArrayRef<Value>(buffers).slice(4, buffers.size() - 5),
+      buffers.back(), getWindowAttr(), getScaleAttr(), getResolutionAttr(),
+      getShiftAttr(), getMaskValueAttr(), getImageAttr(), getPaddingAttr());
   (void)bufferized;
-  bufferization::replaceOpWithBufferizedValues(rewriter, *this, buffers[4]);
+  bufferization::replaceOpWithBufferizedValues(rewriter, *this,
+                                               buffers.back());
   return success();
 }
 

@@ -149,3 +149,42 @@ std::optional<std::string> mlir::rpe::checkShift(ArrayRef<int64_t> resolution,
   }
   return std::nullopt;
 }
+
+SmallVector<int64_t>
+mlir::rpe::getPaddedResolution(ArrayRef<int64_t> resolution,
+                               ArrayRef<int64_t> window) {
+  SmallVector<int64_t> padded;
+  for (auto [n, w] : llvm::zip_equal(resolution, window))
+    padded.push_back((n + w - 1) / w * w);
+  return padded;
+}
+
+std::optional<std::string>
+mlir::rpe::checkFeatureMap(ArrayRef<int64_t> resolution,
+                           ArrayRef<int64_t> window, ArrayRef<int64_t> shift,
+                           llvm::StringRef padding) {
+  if (auto error = checkWindow(window))
+    return error;
+  if (resolution.size() != window.size() || shift.size() != window.size())
+    return llvm::formatv("resolution ({0} extents), window ({1}) and shift "
+                         "({2}) must have the same rank",
+                         resolution.size(), window.size(), shift.size())
+        .str();
+  constexpr int64_t kMaxExtent = 1 << 16;
+  for (size_t axis = 0; axis < window.size(); ++axis) {
+    if (resolution[axis] <= 0 || resolution[axis] > kMaxExtent)
+      return llvm::formatv("resolution {0} along axis {1} must be in [1, {2}]",
+                           resolution[axis], axis, kMaxExtent)
+          .str();
+    if (shift[axis] < 0 || shift[axis] >= window[axis])
+      return llvm::formatv("shift {0} along axis {1} must be in [0, {2})",
+                           shift[axis], axis, window[axis])
+          .str();
+  }
+  if (padding != "pad_then_shift" && padding != "shift_then_pad")
+    return llvm::formatv("padding must be \"pad_then_shift\" or "
+                         "\"shift_then_pad\", got \"{0}\"",
+                         padding)
+        .str();
+  return std::nullopt;
+}

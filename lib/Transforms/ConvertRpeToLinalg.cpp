@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FeatureMapAddressing.h"
 #include "Rpe/Passes.h"
 #include "Rpe/WindowGeometry.h"
 
@@ -152,6 +153,93 @@ struct LowerLookup : public OpRewritePattern<LookupOp> {
                                            ValueRange{row, head});
         });
     rewriter.replaceOp(op, bias);
+    return success();
+  }
+};
+
+/// rpe.window_partition -> linalg.generic over the windows that gathers
+/// each token from where the shift and the padding put it (or the padding
+/// value).
+struct LowerWindowPartition : public OpRewritePattern<WindowPartitionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(WindowPartitionOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    FeatureMap map(op.getResolution(), op.getWindow(), op.getShift(),
+                   op.isShiftThenPad());
+    RankedTensorType resultType = op.getResult().getType();
+    int64_t headDim = resultType.getDimSize(3);
+    SmallVector<Value> dynamicSizes;
+    if (resultType.isDynamicDim(0))
+      dynamicSizes.push_back(arith::MulIOp::create(
+          b, tensor::DimOp::create(b, op.getInput(), 0),
+          arith::ConstantIndexOp::create(b, map.windowsPerImage())));
+    Value init = tensor::EmptyOp::create(b, resultType, dynamicSizes);
+    Value input = op.getInput(), pad = op.getPad();
+    GenericBuilder g{b, 4}; // (window, head, token, channel of head)
+    Value windows = g.build(
+        {}, {}, init, {0, 1, 2, 3}, {kPar, kPar, kPar, kPar},
+        [&](OpBuilder &nb, Location loc, ValueRange) -> Value {
+          Value window = linalg::IndexOp::create(nb, loc, 0);
+          Value head = linalg::IndexOp::create(nb, loc, 1);
+          Value token = linalg::IndexOp::create(nb, loc, 2);
+          Value channel = arith::AddIOp::create(
+              nb, loc,
+              arith::MulIOp::create(
+                  nb, loc, head,
+                  arith::ConstantIndexOp::create(nb, loc, headDim)),
+              linalg::IndexOp::create(nb, loc, 3));
+          TokenSource source = locateToken(nb, loc, map, window, token);
+          Value value = tensor::ExtractOp::create(
+              nb, loc, input, ValueRange{source.image, source.position, channel});
+          if (!source.valid)
+            return value;
+          Value padValue =
+              pad ? tensor::ExtractOp::create(nb, loc, pad, ValueRange{channel})
+                        .getResult()
+                  : arith::ConstantOp::create(
+                        nb, loc, nb.getFloatAttr(value.getType(), 0.0))
+                        .getResult();
+          return arith::SelectOp::create(nb, loc, source.valid, value,
+                                         padValue);
+        });
+    rewriter.replaceOp(op, windows);
+    return success();
+  }
+};
+
+/// rpe.window_reverse -> linalg.generic over the feature map that gathers
+/// each real token from its window (padding is never read: cropped).
+struct LowerWindowReverse : public OpRewritePattern<WindowReverseOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(WindowReverseOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    FeatureMap map(op.getResolution(), op.getWindow(), op.getShift(),
+                   op.isShiftThenPad());
+    RankedTensorType resultType = op.getResult().getType();
+    SmallVector<Value> dynamicSizes;
+    if (resultType.isDynamicDim(0))
+      dynamicSizes.push_back(arith::DivUIOp::create(
+          b, tensor::DimOp::create(b, op.getInput(), 0),
+          arith::ConstantIndexOp::create(b, map.windowsPerImage())));
+    Value init = tensor::EmptyOp::create(b, resultType, dynamicSizes);
+    Value input = op.getInput();
+    GenericBuilder g{b, 3}; // (image, position, channel)
+    Value result = g.build(
+        {}, {}, init, {0, 1, 2}, {kPar, kPar, kPar},
+        [&](OpBuilder &nb, Location loc, ValueRange) -> Value {
+          Value image = linalg::IndexOp::create(nb, loc, 0);
+          Value position = linalg::IndexOp::create(nb, loc, 1);
+          auto [window, token] =
+              locateWindowToken(nb, loc, map, image, position);
+          return tensor::ExtractOp::create(
+              nb, loc, input,
+              ValueRange{window, token, linalg::IndexOp::create(nb, loc, 2)});
+        });
+    rewriter.replaceOp(op, result);
     return success();
   }
 };
@@ -309,7 +397,8 @@ struct ConvertRpeToLinalgPass
     MLIRContext *context = &getContext();
     RewritePatternSet patterns(context);
     patterns.add<FoldToConstant<RelativeIndexOp>, FoldToConstant<ShiftMaskOp>,
-                 LowerLookup, LowerWindowAttention>(context);
+                 LowerLookup, LowerWindowAttention, LowerWindowPartition,
+                 LowerWindowReverse>(context);
     ConversionTarget target(*context);
     target.addIllegalDialect<RpeDialect>();
     // The fused op is lowered after bufferization.

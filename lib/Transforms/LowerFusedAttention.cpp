@@ -20,8 +20,16 @@
 // coordinates, bias(i, j) = R_h[P(r, 0) - P(i) + (T - 1) / 2 + x]. No N x N
 // index, bias or mask exists anywhere.
 //
+// q, k, v and out are read and written through flat views, one row (the
+// head_dim channels of one token and head) at a time: the windows layout
+// addresses rows as [b, h, t] (or [b, t, h] for out), the token layout as
+// the image position that the shift, padding and partition give window
+// token (b, t) (FeatureMapAddressing.h). Padding tokens read their padding
+// value row and write nowhere.
+//
 //===----------------------------------------------------------------------===//
 
+#include "FeatureMapAddressing.h"
 #include "Rpe/Passes.h"
 #include "Rpe/WindowGeometry.h"
 
@@ -143,23 +151,131 @@ private:
   /// P(t) for a token index `t`.
   Value tableOffset(Value token);
 
+  //===--- rows of q, k, v and out ------------------------------------===//
+  /// A token's head_dim channels: element e at `memref[offset + e]`.
+  struct Row {
+    Value memref, offset;
+  };
+  enum class Input { Query = 0, Key = 1, Value = 2 };
+  /// Flat views and, for the token layout, padding rows; once per call.
+  void emitFlatViews();
+  Row inputRow(Input which, Value w, Value h, Value token);
+  Row outputRow(Value w, Value h, Value token, Value discard);
+  Value loadElement(Row row, Value e) {
+    return toF32(memref::LoadOp::create(b, row.memref, add(row.offset, e)));
+  }
+
   //===--- the steps --------------------------------------------------===//
   Value emitReversedTables();
+  Value emitPackValues(Value w, Value h, Value scratch);
   Value emitRegionLabels();
   void emitPackKeys(Value w, Value h, Value kt);
   void emitScores(Value w, Value h, Value kt, Value scores, Value qb,
                   Value rows);
   void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
                        Value scores, Value invSums, Value qb, Value rows);
-  void emitOutput(Value w, Value h, Value scores, Value invSums, Value qb,
-                  Value rows);
+  void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,
+                  Value valueBase, Value discard, Value qb, Value rows);
 
   ImplicitLocOpBuilder &b;
   FusedWindowAttentionOp op;
   const KernelGeometry &g;
   Type f32;
   VectorType vecType;
+  /// 1-D views of q, k, v, out; padding value rows (token layout).
+  SmallVector<Value, 3> flatInputs, paddingRows;
+  Value flatOutput;
+  std::optional<FeatureMap> featureMap;
 };
+
+/// A 1-D view of a contiguous memref.
+static Value flatten(OpBuilder &b, Location loc, Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  ReassociationIndices all =
+      llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+  Value flat = memref::CollapseShapeOp::create(b, loc, memref,
+                                               ArrayRef<ReassociationIndices>{all});
+  auto dynamic = MemRefType::get({ShapedType::kDynamic}, type.getElementType());
+  return memref::CastOp::create(b, loc, dynamic, flat);
+}
+
+void FusedKernelEmitter::emitFlatViews() {
+  for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
+    flatInputs.push_back(flatten(b, b.getLoc(), input));
+  flatOutput = flatten(b, b.getLoc(), op.getInit());
+  if (!op.hasTokenLayout())
+    return;
+  featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
+                     op.isShiftThenPad());
+  if (!featureMap->isPadded())
+    return;
+  if (!op.getPaddingValues().empty()) {
+    for (Value pad : op.getPaddingValues())
+      paddingRows.push_back(flatten(b, b.getLoc(), pad));
+    return;
+  }
+  // No padding values: padded tokens are zeros.
+  Type element = getElementTypeOrSelf(op.getQuery().getType());
+  int64_t channels = g.heads * g.headDim;
+  Value zeros =
+      memref::AllocaOp::create(b, MemRefType::get({channels}, element));
+  Value zero = arith::ConstantOp::create(b, b.getFloatAttr(element, 0.0));
+  forLoop(index(0), index(channels), 1, {}, [&](Value c, ValueRange) {
+    memref::StoreOp::create(b, zero, zeros, ValueRange{c});
+    return SmallVector<Value>{};
+  });
+  Value row = flatten(b, b.getLoc(), zeros);
+  paddingRows.assign(3, row);
+}
+
+FusedKernelEmitter::Row FusedKernelEmitter::inputRow(Input which, Value w,
+                                                     Value h, Value token) {
+  Value flat = flatInputs[static_cast<int>(which)];
+  if (!featureMap) // [b, h, t, e]
+    return {flat, mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens),
+                               token),
+                           g.headDim)};
+  // [image, position, h * d + e]
+  TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
+  Value channel = mulConst(h, g.headDim);
+  Value offset = add(mulConst(add(mulConst(source.image,
+                                           featureMap->tokensPerImage()),
+                                  source.position),
+                              g.heads * g.headDim),
+                     channel);
+  if (!source.valid)
+    return {flat, offset};
+  return {arith::SelectOp::create(b, source.valid, flat,
+                                  paddingRows[static_cast<int>(which)]),
+          arith::SelectOp::create(b, source.valid, offset, channel)};
+}
+
+FusedKernelEmitter::Row FusedKernelEmitter::outputRow(Value w, Value h,
+                                                      Value token,
+                                                      Value discard) {
+  if (!featureMap) {
+    if (op.hasMergedHeadsResult()) // [b, t, h * d + e]
+      return {flatOutput,
+              add(mulConst(add(mulConst(w, g.tokens), token),
+                           g.heads * g.headDim),
+                  mulConst(h, g.headDim))};
+    return {flatOutput, // [b, h, t, e]
+            mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens),
+                         token),
+                     g.headDim)};
+  }
+  TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
+  Value offset = add(mulConst(add(mulConst(source.image,
+                                           featureMap->tokensPerImage()),
+                                  source.position),
+                              g.heads * g.headDim),
+                     mulConst(h, g.headDim));
+  if (!source.valid)
+    return {flatOutput, offset};
+  // Padding tokens are cropped: their rows go to a scratch row.
+  return {arith::SelectOp::create(b, source.valid, flatOutput, discard),
+          arith::SelectOp::create(b, source.valid, offset, index(0))};
+}
 
 Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
                                      int64_t validLanes) {
@@ -308,13 +424,12 @@ Value FusedKernelEmitter::emitRegionLabels() {
 
 /// Kt[e, j'] = scale * k[w, h, j, e]; padding columns are zero.
 void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
-  Value key = op.getKey();
   Value scale = arith::ConstantOp::create(b, op.getScaleAttr());
   forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
     Value jp = paddedPosition(j);
+    Row key = inputRow(Input::Key, w, h, j);
     forLoop(index(0), index(g.headDim), 1, {}, [&](Value e, ValueRange) {
-      Value scaled =
-          arith::MulFOp::create(b, loadScalar(key, {w, h, j, e}), scale);
+      Value scaled = arith::MulFOp::create(b, loadElement(key, e), scale);
       memref::StoreOp::create(b, scaled, kt, ValueRange{e, jp});
       return SmallVector<Value>{};
     });
@@ -347,9 +462,11 @@ void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
   // 16 vector registers: mr * nc accumulators and mr broadcasts.
   int64_t chunk = g.keyVectors <= 7 ? g.keyVectors : 4;
   int64_t blockRows = g.keyVectors <= 7 ? 2 : 3;
-  Value query = op.getQuery();
   forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
     Value i = add(qb, lr);
+    SmallVector<Row> queries;
+    for (int64_t m = 0; m < mr; ++m)
+      queries.push_back(inputRow(Input::Query, w, h, add(i, index(m))));
     for (int64_t c0 = 0; c0 < g.keyVectors; c0 += chunk) {
       int64_t nc = std::min(chunk, g.keyVectors - c0);
       SmallVector<Value> init(mr * nc, splat(0.0));
@@ -358,8 +475,7 @@ void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
             SmallVector<Value> next(acc);
             SmallVector<Value> qs;
             for (int64_t m = 0; m < mr; ++m)
-              qs.push_back(
-                  broadcast(loadScalar(query, {w, h, add(i, index(m)), e})));
+              qs.push_back(broadcast(loadElement(queries[m], e)));
             for (int64_t c = 0; c < nc; ++c) {
               Value keys = vector::LoadOp::create(
                   b, vecType, kt, ValueRange{e, index((c0 + c) * g.lanes)});
@@ -469,15 +585,34 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
   });
 }
 
+/// Copies the value rows of (w, h) into contiguous f32 scratch, [N, d]:
+/// the token layout's rows are scattered over the map (and some are
+/// padding), while the output micro-kernel streams them in order.
+Value FusedKernelEmitter::emitPackValues(Value w, Value h, Value scratch) {
+  int64_t tailLanes = g.headDim - (g.valueVectors - 1) * g.lanes;
+  forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
+    Row row = inputRow(Input::Value, w, h, j);
+    Value base = mulConst(j, g.headDim);
+    for (int64_t c = 0; c < g.valueVectors; ++c) {
+      int64_t lanes = c == g.valueVectors - 1 ? tailLanes : g.lanes;
+      Value values = loadVector(row.memref, {add(row.offset, index(c * g.lanes))},
+                                lanes);
+      storeVector(values, scratch, {add(base, index(c * g.lanes))}, lanes);
+    }
+    return SmallVector<Value>{};
+  });
+  return scratch;
+}
+
 /// out[w, i, h*d + e] = (sum_j P[i, j'] * v[w, h, j, e]) / l_i: micro-kernel
 /// over blocks of `mr` rows x `nc` vectors of head channels, reduced over
-/// the (unpadded) keys.
+/// the (unpadded) keys. Value row j is at `values[valueBase + j * d]`.
 void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
-                                    Value invSums, Value qb, Value rows) {
+                                    Value invSums, Value values,
+                                    Value valueBase, Value discard, Value qb,
+                                    Value rows) {
   int64_t chunk = std::min<int64_t>(g.valueVectors, 4);
   int64_t blockRows = std::min<int64_t>(4, 16 / (chunk + 1));
-  Value value = op.getValue(), out = op.getInit();
-  bool merged = op.hasMergedHeadsResult();
   int64_t tailLanes = g.headDim - (g.valueVectors - 1) * g.lanes;
   forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
     Value i = add(qb, lr);
@@ -491,32 +626,30 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
           index(0), index(g.tokens), 1, init, [&](Value j, ValueRange acc) {
             SmallVector<Value> next(acc);
             Value jp = paddedPosition(j);
+            Value rowBase = add(valueBase, mulConst(j, g.headDim));
             SmallVector<Value> ps;
             for (int64_t m = 0; m < mr; ++m)
               ps.push_back(broadcast(memref::LoadOp::create(
                   b, scores, ValueRange{add(lr, index(m)), jp})));
             for (int64_t c = 0; c < nc; ++c) {
-              Value values =
-                  loadVector(value, {w, h, j, index((c0 + c) * g.lanes)},
-                             lanesOf(c));
+              Value v = loadVector(
+                  values, {add(rowBase, index((c0 + c) * g.lanes))},
+                  lanesOf(c));
               for (int64_t m = 0; m < mr; ++m)
                 next[m * nc + c] =
-                    vector::FMAOp::create(b, ps[m], values, next[m * nc + c]);
+                    vector::FMAOp::create(b, ps[m], v, next[m * nc + c]);
             }
             return next;
           });
       for (int64_t m = 0; m < mr; ++m) {
-        Value row = add(i, index(m));
+        Row out = outputRow(w, h, add(i, index(m)), discard);
         Value inv = broadcast(memref::LoadOp::create(
             b, invSums, ValueRange{add(lr, index(m))}));
         for (int64_t c = 0; c < nc; ++c) {
-          Value channel = index((c0 + c) * g.lanes);
           Value result = arith::MulFOp::create(b, acc[m * nc + c], inv);
-          SmallVector<Value> indices =
-              merged ? SmallVector<Value>{w, row,
-                                          add(mulConst(h, g.headDim), channel)}
-                     : SmallVector<Value>{w, h, row, channel};
-          storeVector(result, out, indices, lanesOf(c));
+          storeVector(result, out.memref,
+                      {add(out.offset, index((c0 + c) * g.lanes))},
+                      lanesOf(c));
         }
       }
     }
@@ -524,14 +657,18 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
 }
 
 LogicalResult FusedKernelEmitter::emit() {
+  emitFlatViews();
   Value rtab = emitReversedTables();
   Value labels;
   int64_t imageWindows = 1;
-  if (op.hasShiftMask()) {
-    labels = emitRegionLabels();
+  if (op.getResolution())
     imageWindows = getNumWindows(*op.getResolution(), g.window);
-  }
+  if (op.hasShiftMask())
+    labels = emitRegionLabels();
+  // Windows: q's first extent, or images times windows per image.
   Value windows = memref::DimOp::create(b, op.getQuery(), 0);
+  if (featureMap)
+    windows = mulConst(windows, imageWindows);
   auto parallel = scf::ParallelOp::create(
       b, ValueRange{index(0), index(0)}, ValueRange{windows, index(g.heads)},
       ValueRange{index(1), index(1)});
@@ -555,6 +692,23 @@ LogicalResult FusedKernelEmitter::emit() {
   Value invSums =
       memref::AllocaOp::create(b, MemRefType::get({g.queryBlock}, f32));
   emitPackKeys(w, h, kt);
+  // Values: read in place from the windows layout, packed from a map.
+  Value values = flatInputs[2];
+  Value valueBase = mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
+  Value discard;
+  if (featureMap) {
+    Value scratch = memref::AllocaOp::create(
+        b, MemRefType::get({g.tokens * g.headDim}, f32),
+        b.getI64IntegerAttr(64));
+    values = emitPackValues(w, h, scratch);
+    valueBase = index(0);
+    if (featureMap->isPadded()) {
+      Type element = getElementTypeOrSelf(op.getInit().getType());
+      discard = flatten(b, b.getLoc(),
+                        memref::AllocaOp::create(
+                            b, MemRefType::get({g.headDim}, element)));
+    }
+  }
   Value image = labels ? remConst(w, imageWindows) : Value();
   forLoop(index(0), index(g.tokens), g.queryBlock, {},
           [&](Value qb, ValueRange) {
@@ -563,7 +717,8 @@ LogicalResult FusedKernelEmitter::emit() {
                 arith::SubIOp::create(b, index(g.tokens), qb));
             emitScores(w, h, kt, scores, qb, rows);
             emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows);
-            emitOutput(w, h, scores, invSums, qb, rows);
+            emitOutput(w, h, scores, invSums, values, valueBase, discard, qb,
+                       rows);
             return SmallVector<Value>{};
           });
   memref::AllocaScopeReturnOp::create(b, ValueRange{});

@@ -12,6 +12,10 @@
 // CHECK-SAME: (%[[Q:.*]]: memref<?x3x49x32xf32>, %[[K:.*]]: memref<?x3x49x32xf32>, %[[V:.*]]: memref<?x3x49x32xf32>, %[[T:.*]]: memref<169x3xf32>, %[[O:.*]]: memref<?x49x96xf32>)
 // CHECK-DAG: %[[PAD:.*]] = arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000]> : vector<8xf32>
 // CHECK-DAG: %[[MASKV:.*]] = arith.constant dense<-1.000000e+02> : vector<8xf32>
+// q, k, v and out are addressed by rows of flat views.
+// CHECK: %[[KF:.*]] = memref.collapse_shape %[[K]] {{\[\[}}0, 1, 2, 3]] : memref<?x3x49x32xf32> into memref<?xf32>
+// CHECK: %[[VF:.*]] = memref.collapse_shape %[[V]] {{\[\[}}0, 1, 2, 3]]
+// CHECK: %[[OF:.*]] = memref.collapse_shape %[[O]] {{\[\[}}0, 1, 2]] : memref<?x49x96xf32> into memref<?xf32>
 // The table, reversed per head (plus one vector of padding), once per call.
 // CHECK: %[[R:.*]] = memref.alloca() : memref<3x177xf32>
 // CHECK: memref.load %[[T]][%{{.*}}, %{{.*}}] : memref<169x3xf32>
@@ -21,7 +25,7 @@
 // CHECK: %[[KT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<32x56xf32>
 // CHECK: %[[S:.*]] = memref.alloca() {alignment = 64 : i64} : memref<49x56xf32>
 // Pack: kᵀ scaled.
-// CHECK: memref.load %[[K]]
+// CHECK: memref.load %[[KF]]
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
 // CHECK: memref.store %{{.*}}, %[[KT]]
 // Scores: 2 rows x 7 vectors of accumulators.
@@ -41,9 +45,9 @@
 // CHECK-NOT: math.exp
 // CHECK: vector.reduction <add>
 // Output: P · v, normalized once per row, into the merged-heads layout.
-// CHECK: vector.load %[[V]]
+// CHECK: vector.load %[[VF]]
 // CHECK: vector.fma
-// CHECK: vector.store %{{.*}}, %[[O]]
+// CHECK: vector.store %{{.*}}, %[[OF]]
 // CHECK-NOT: rpe.fused_window_attention
 // W16-LABEL: func @stage1
 // W16: memref.alloca() {alignment = 64 : i64} : memref<32x112xf32>
@@ -64,7 +68,7 @@ func.func @stage1(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>, %v: memr
 // CHECK-NOT: memref.get_global
 // CHECK: memref.alloca() {alignment = 64 : i64} : memref<12x64xf32>
 // CHECK: arith.extf %{{.*}} : f16 to f32
-// CHECK: vector.maskedload %{{.*}} : memref<5x2x64x12xf16>, vector<8xi1>, vector<8xf16> into vector<8xf16>
+// CHECK: vector.maskedload %{{.*}} : memref<{{.*}}xf16>, vector<8xi1>, vector<8xf16> into vector<8xf16>
 // CHECK: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK: vector.maskedstore
 func.func @unpadded_f16(%q: memref<5x2x64x12xf16>, %t: memref<225x2xf16>, %o: memref<5x2x64x12xf16>) {

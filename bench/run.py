@@ -1,0 +1,636 @@
+#!/usr/bin/env python3
+"""Benchmark swin-opt's fused window-attention kernels against four baselines.
+
+One command, one table::
+
+    python3 bench/run.py [--quick] [--repeat N] [--png out.png] [--json out.json]
+
+For every configuration (Swin-T at batch 32 / 224x224, stages 1-4; windows 8,
+12, 16 and 24; with and without the shifted-window mask) it prints the fused
+kernel's time and GFLOP/s and how it compares with
+
+* (a) the unfused lowering of the same compiler (``swin-aot --unfused``),
+* (b) a plain C++ loop (``bench/naive_attention.cpp``, -O3 -march=native,
+  OpenMP over windows x heads),
+* (c) PyTorch eager, Swin's own code path (when ``torch`` is importable),
+* (d) the machine's f32 FMA peak, measured by ``bench/fma_peak.cpp`` in the
+  same run,
+
+plus the speed-up of the parallel kernel over its ``--no-parallel`` build.
+Every implementation's output is checked against the float64 NumPy reference
+(``swin_opt.reference``) once per configuration; the run aborts when one
+differs by more than 1e-4 relative to the largest output.
+
+FLOPs are counted as ``4 * N^2 * d`` per (window, head): ``2 N^2 d`` for
+``q kᵀ`` and ``2 N^2 d`` for ``P v``; scale, bias, mask and softmax are not
+counted.
+
+Each implementation is timed in its own subprocess (``--worker``) so that the
+OpenMP runtimes of the kernels (LLVM libomp) and of PyTorch (GNU libgomp) never
+share a process; times are the median of ``--repeat`` calls after warm-up on
+fixed random inputs.  See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import ctypes
+import dataclasses
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+sys.path.insert(0, str(REPO / "python"))
+
+import swin_opt  # noqa: E402  (needs the path above)
+from swin_opt import reference as ref  # noqa: E402
+
+#: Relative error (max |out - ref| / max |ref|) above which the run aborts.
+TOLERANCE = 1e-4
+#: Implementations in the order they are timed; "torch" only when importable.
+IMPLS = ("fused", "serial", "unfused", "naive", "torch")
+IMPL_TITLES = {
+    "fused": "swin-opt fused (parallel)",
+    "serial": "swin-opt fused --no-parallel",
+    "unfused": "swin-opt --unfused",
+    "naive": "plain C++ loop",
+    "torch": "PyTorch eager",
+}
+
+
+# --------------------------------------------------------------------------- #
+# Configurations
+# --------------------------------------------------------------------------- #
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One benchmark row: a window-attention call on ``batch`` images."""
+
+    name: str
+    window: int       # square window Wh = Ww
+    heads: int
+    head_dim: int
+    resolution: int   # square feature map (per image) the windows tile
+    batch: int        # images; num_windows = batch * nW
+    shift: int        # 0: no mask (W-MSA); > 0: shifted windows (SW-MSA)
+    note: str = ""    # printed under the table (e.g. reduced batch)
+
+    @property
+    def n(self) -> int:
+        return self.window * self.window
+
+    @property
+    def windows_per_image(self) -> int:
+        return (self.resolution // self.window) ** 2
+
+    @property
+    def num_windows(self) -> int:
+        return self.batch * self.windows_per_image
+
+    @property
+    def flops(self) -> float:
+        return 4.0 * self.n * self.n * self.head_dim * self.num_windows * self.heads
+
+    @property
+    def scale(self) -> float:
+        return self.head_dim ** -0.5
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-s{self.shift}".replace(" ", "_")
+
+    @property
+    def label(self) -> str:
+        return self.name + (" SW" if self.shift else "")
+
+    @property
+    def check_windows(self) -> int:
+        """Windows compared with the reference: whole images, at least 64 windows."""
+        nw = self.windows_per_image
+        return min(self.num_windows, nw * max(1, math.ceil(64 / nw)))
+
+
+def configurations(quick: bool) -> List[Config]:
+    """The benchmark's rows.
+
+    Swin-T at 224x224, batch 32: stage s has a (56 / 2^(s-1))^2 feature map,
+    3 * 2^(s-1) heads, 7x7 windows, head_dim 32 and shift 3 in every second
+    block; stage 4 (7x7 map = one window) has no shifted blocks (Swin turns
+    the shift off when the window covers the map, and swin-aot refuses it).
+    Larger windows use Swin(V2)-T stage-1 shapes (3 heads, head_dim 32) with
+    shift W/2; their batch is reduced so one call stays near 1.5-2 GFLOP.
+    """
+    rows = []
+    for stage, (res, heads) in enumerate([(56, 3), (28, 6), (14, 12), (7, 24)], start=1):
+        for shift in (0, 3):
+            if shift and res == 7:
+                continue
+            rows.append(Config(f"Swin-T s{stage}", 7, heads, 32, res, 32, shift))
+    # window, feature map (SwinV2 stage 1 at 256/192/256/384 px), batch
+    for window, res, batch in [(8, 64, 16), (12, 48, 12), (16, 64, 4), (24, 96, 1)]:
+        note = f"batch {batch} (not 32) to bound the run time"
+        for shift in (0, window // 2):
+            rows.append(Config(f"win {window}", window, 3, 32, res, batch, shift, note))
+    if quick:
+        keep = {"Swin-T s1", "Swin-T s3", "Swin-T s4", "win 16"}
+        rows = [c for c in rows if c.name in keep]
+    return rows
+
+
+def make_inputs(cfg: Config, seed: int):
+    """Fixed random q, k, v ``[B_, heads, N, d]`` and table ``[(2W-1)^2, heads]`` (float32)."""
+    rng = np.random.default_rng([seed, zlib.crc32(cfg.key.encode())])
+    shape = (cfg.num_windows, cfg.heads, cfg.n, cfg.head_dim)
+    q, k, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
+    table = rng.standard_normal(((2 * cfg.window - 1) ** 2, cfg.heads), dtype=np.float32)
+    return q, k, v, table
+
+
+def mask_of(cfg: Config) -> Optional[np.ndarray]:
+    """Swin's shifted-window mask ``[nW, N, N]`` (float32), or None without shift."""
+    if not cfg.shift:
+        return None
+    res, win = (cfg.resolution,) * 2, (cfg.window,) * 2
+    return ref.shift_mask(res, win, (cfg.shift,) * 2).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- #
+# Building
+# --------------------------------------------------------------------------- #
+def find_cxx() -> str:
+    for name in ("clang++-22", "clang++", "g++"):
+        path = shutil.which(name)
+        if path:
+            return path
+    sys.exit("bench: no C++ compiler found (tried clang++-22, clang++, g++)")
+
+
+def run_checked(cmd: List[str], what: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"bench: {what} failed (exit {proc.returncode}):\n  {' '.join(map(str, cmd))}\n"
+                 f"{proc.stderr.strip()}")
+    return proc
+
+
+def build_cpp(cxx: str, out: Path) -> Dict[str, Path]:
+    """Compile fma_peak (executable) and naive_attention (shared library)."""
+    flags = ["-O3", "-march=native", "-std=c++17"]
+    fma = out / "fma_peak"
+    naive = out / "naive_attention.so"
+    jobs = [
+        ([cxx, *flags, "-pthread", BENCH_DIR / "fma_peak.cpp", "-o", fma], "building fma_peak"),
+        ([cxx, *flags, "-fopenmp", "-shared", "-fPIC", BENCH_DIR / "naive_attention.cpp",
+          "-o", naive], "building naive_attention"),
+    ]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda job: run_checked(*job), jobs))
+    return {"fma_peak": fma, "naive": naive, "cxx_flags": " ".join(flags + ["-fopenmp"])}
+
+
+def aot_args(cfg: Config) -> List[str]:
+    args = [f"--window={cfg.window},{cfg.window}", f"--heads={cfg.heads}",
+            f"--head-dim={cfg.head_dim}"]
+    if cfg.shift:
+        args += [f"--resolution={cfg.resolution},{cfg.resolution}", f"--shift={cfg.shift}"]
+    return args
+
+
+def build_kernels(cfgs: List[Config], out: Path) -> Dict[str, Dict[str, str]]:
+    """Build fused (through swin_opt.compile), serial and unfused kernels for every config."""
+    aot = swin_opt.find_swin_aot()
+    kdir = out / "kernels"
+    kdir.mkdir(parents=True, exist_ok=True)
+
+    def fused(cfg: Config, parallel: bool) -> str:
+        win = (cfg.window, cfg.window)
+        kw = {}
+        if cfg.shift:
+            kw = {"resolution": (cfg.resolution,) * 2, "shift": cfg.shift}
+        kern = swin_opt.compile(win, cfg.heads, cfg.head_dim, parallel=parallel,
+                                cache_dir=kdir / "cache", **kw)
+        return str(kern.library)
+
+    def unfused(cfg: Config) -> str:
+        # swin_opt.compile has no switch for the unfused lowering: call swin-aot.
+        lib = kdir / f"unfused-{cfg.key}.so"
+        run_checked([aot, *aot_args(cfg), "--unfused", "--emit=so", "-o", lib],
+                    f"swin-aot --unfused for {cfg.label}")
+        return str(lib)
+
+    jobs = {}
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        for cfg in cfgs:
+            jobs[(cfg.key, "fused")] = pool.submit(fused, cfg, True)
+            jobs[(cfg.key, "serial")] = pool.submit(fused, cfg, False)
+            jobs[(cfg.key, "unfused")] = pool.submit(unfused, cfg)
+    libs: Dict[str, Dict[str, str]] = {}
+    for (key, impl), fut in jobs.items():
+        libs.setdefault(key, {})[impl] = fut.result()
+    return libs
+
+
+def measure_peak(exe: Path, threads: int) -> dict:
+    proc = run_checked([exe, "--threads", str(threads)], "fma_peak")
+    return json.loads(proc.stdout)
+
+
+# --------------------------------------------------------------------------- #
+# Worker: times one implementation on every configuration (own process)
+# --------------------------------------------------------------------------- #
+def time_calls(fn, repeat: int, budget_s: float) -> List[float]:
+    """Warm up, then time up to ``repeat`` calls (at least 3 when over ``budget_s``)."""
+    t0 = time.perf_counter()
+    fn()  # warm-up: page faults, thread pool start, caches
+    if time.perf_counter() - t0 < 0.05:
+        fn()
+    times: List[float] = []
+    start = time.perf_counter()
+    for i in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+        if len(times) >= 3 and time.perf_counter() - start > budget_s:
+            break
+    return times
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def make_runner(impl: str, cfg: Config, entry: dict, inputs, out: np.ndarray):
+    """A no-argument callable that runs ``impl`` once, writing ``out``."""
+    q, k, v, table = inputs
+    if impl in ("fused", "serial", "unfused"):
+        lib = ctypes.CDLL(entry["libs"][impl])
+        fn = lib.swin_window_attention
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64]
+        args = (_ptr(q), _ptr(k), _ptr(v), _ptr(table), _ptr(out), cfg.num_windows)
+
+        def run():
+            if fn(*args) != 0:
+                raise RuntimeError(f"{impl} kernel returned an error for {cfg.label}")
+        return run
+
+    if impl == "naive":
+        lib = ctypes.CDLL(entry["naive"])
+        fn = lib.naive_window_attention
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64, ctypes.c_void_p] + \
+            [ctypes.c_int64] * 4 + [ctypes.c_float]
+        index = np.ascontiguousarray(ref.relative_index((cfg.window,) * 2), dtype=np.int64)
+        mask = mask_of(cfg)
+        args = (_ptr(q), _ptr(k), _ptr(v), _ptr(table), _ptr(index),
+                _ptr(mask) if mask is not None else None,
+                mask.shape[0] if mask is not None else 0, _ptr(out), cfg.num_windows,
+                cfg.heads, cfg.n, cfg.head_dim, cfg.scale)
+
+        def run():
+            if fn(*args) != 0:
+                raise RuntimeError(f"naive baseline rejected {cfg.label}")
+        run.keep_alive = (index, mask)  # args only holds their addresses
+        return run
+
+    if impl == "torch":
+        import torch
+
+        tq, tk, tv, ttable = (torch.from_numpy(a) for a in (q, k, v, table))
+        index = torch.from_numpy(ref.relative_index((cfg.window,) * 2))
+        mask = mask_of(cfg)
+        tmask = torch.from_numpy(mask) if mask is not None else None
+        tout = torch.from_numpy(out)
+
+        def run():
+            with torch.inference_mode():
+                tout.copy_(torch_window_attention(tq, tk, tv, ttable, index, tmask, cfg.scale))
+        return run
+
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+def torch_window_attention(q, k, v, table, index, mask, scale):
+    """Swin's WindowAttention.forward after the qkv split (PyTorch eager)."""
+    b_, heads, n, d = q.shape
+    attn = (q * scale) @ k.transpose(-2, -1)
+    bias = table[index.view(-1)].view(n, n, heads).permute(2, 0, 1).contiguous()
+    attn = attn + bias.unsqueeze(0)
+    if mask is not None:
+        nw = mask.shape[0]
+        attn = attn.view(b_ // nw, nw, heads, n, n) + mask.unsqueeze(1).unsqueeze(0)
+        attn = attn.view(-1, heads, n, n)
+    attn = attn.softmax(dim=-1)
+    return (attn @ v).transpose(1, 2).reshape(b_, n, heads * d)
+
+
+def worker(impl: str, plan_path: Path, result_path: Path) -> None:
+    plan = json.loads(plan_path.read_text())
+    info = {}
+    if impl == "torch":
+        import torch
+
+        torch.set_num_threads(plan["threads"])
+        info = {"torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+                "blas": _torch_blas(torch)}
+    results = {}
+    for entry in plan["configs"]:
+        cfg = Config(**entry["config"])
+        inputs = make_inputs(cfg, plan["seed"])
+        out = np.zeros((cfg.num_windows, cfg.n, cfg.heads * cfg.head_dim), dtype=np.float32)
+        run = make_runner(impl, cfg, {**entry, "naive": plan["naive"]}, inputs, out)
+        times = time_calls(run, plan["repeat"], plan["budget_s"])
+        sample = Path(plan["dir"]) / f"out-{impl}-{cfg.key}.npy"
+        np.save(sample, out[: cfg.check_windows])
+        results[cfg.key] = {"times": times, "sample": str(sample)}
+        del inputs, out, run
+    result_path.write_text(json.dumps({"info": info, "results": results}))
+
+
+def _torch_blas(torch) -> str:
+    cfg = torch.__config__.show()
+    for line in cfg.splitlines():
+        if "BLAS_INFO=" in line:
+            return line.split("BLAS_INFO=")[1].split(",")[0]
+    return "unknown"
+
+
+def torch_available() -> bool:
+    try:
+        import importlib.util
+
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------- #
+# Reporting
+# --------------------------------------------------------------------------- #
+def rel_error(out: np.ndarray, expected: np.ndarray) -> float:
+    return float(np.max(np.abs(out.astype(np.float64) - expected)) / np.max(np.abs(expected)))
+
+
+def check_outputs(cfg: Config, seed: int, samples: Dict[str, str]) -> Dict[str, float]:
+    """Relative error of every implementation on the first ``check_windows`` windows."""
+    q, k, v, table = make_inputs(cfg, seed)
+    cw = cfg.check_windows
+    win = (cfg.window,) * 2
+    mask = mask_of(cfg)
+    expected = ref.window_attention(q[:cw], k[:cw], v[:cw], bias=ref.lookup(table, win),
+                                    mask=mask, scale=cfg.scale)
+    return {impl: rel_error(np.load(path), expected) for impl, path in samples.items()}
+
+
+def fmt_ratio(num: Optional[float], den: float) -> str:
+    return f"{num / den:.2f}x" if num else "n/a"
+
+
+def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
+    head = ["config", "N", "windows", "heads", "shift", "fused ms", "GFLOP/s", "%peak",
+            "%ymm pk", "x unfused", "x naive", "x torch", "x 1 thr", "max rel err"]
+    table = []
+    for r in rows:
+        c: Config = r["config"]
+        t = r["ms"]
+        gflops = c.flops / (t["fused"] * 1e-3) * 1e-9
+        table.append([
+            c.name, str(c.n), str(c.num_windows), str(c.heads), str(c.shift) if c.shift else "-",
+            f"{t['fused']:.3f}", f"{gflops:.1f}",
+            f"{100 * gflops / peak['peak_all']:.1f}%",
+            f"{100 * gflops / peak['ymm_all']:.1f}%",
+            fmt_ratio(t.get("unfused"), t["fused"]),
+            fmt_ratio(t.get("naive"), t["fused"]),
+            fmt_ratio(t.get("torch"), t["fused"]),
+            fmt_ratio(t.get("serial"), t["fused"]),
+            f"{r['errors']['fused']:.1e}",
+        ])
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(head)]
+    left = {0}
+    line = lambda cells: "  ".join(  # noqa: E731
+        cell.ljust(w) if i in left else cell.rjust(w) for i, (cell, w) in enumerate(zip(cells, widths)))
+    print(line(head))
+    print(line(["-" * w for w in widths]))
+    for row in table:
+        print(line(row))
+
+
+def plot(rows: List[dict], peak: dict, impls: List[str], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"(matplotlib not importable: no PNG written to {path})")
+        return False
+    labels = [f"{r['config'].label}\nN={r['config'].n}" for r in rows]
+    shown = [i for i in ("fused", "unfused", "naive", "torch", "serial") if i in impls]
+    x = np.arange(len(rows))
+    width = 0.8 / len(shown)
+    fig, ax = plt.subplots(figsize=(max(10, 0.9 * len(rows)), 5.5))
+    for j, impl in enumerate(shown):
+        vals = [r["config"].flops / (r["ms"][impl] * 1e-3) * 1e-9 if r["ms"].get(impl) else 0
+                for r in rows]
+        ax.bar(x + (j - (len(shown) - 1) / 2) * width, vals, width, label=IMPL_TITLES[impl])
+    ax.axhline(peak["peak_all"], color="k", ls="--", lw=1,
+               label=f"FMA peak {peak['peak_isa']} ({peak['peak_all']:.0f})")
+    ax.axhline(peak["ymm_all"], color="gray", ls=":", lw=1,
+               label=f"FMA peak avx2 ({peak['ymm_all']:.0f})")
+    ax.set_yscale("log")
+    ax.set_ylabel(f"GFLOP/s (4·N²·d per window-head), {peak['threads']} threads")
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_title("Swin window attention with relative position bias (f32)")
+    ax.legend(fontsize=8, ncol=3, loc="lower right")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+# --------------------------------------------------------------------------- #
+# Main
+# --------------------------------------------------------------------------- #
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a subset of the rows (about a minute)")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="timed calls per implementation and row (default 7, --quick 3)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for every implementation and the all-core peak (default: all cores)")
+    p.add_argument("--json", type=Path, help="write all measurements to this file")
+    p.add_argument("--png", type=Path, help="write a bar chart (needs matplotlib)")
+    p.add_argument("--build-dir", type=Path,
+                   help="where to build (default: a temporary directory, removed afterwards)")
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--plan", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.repeat is not None and args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.plan, args.result)
+        return 0
+
+    t_start = time.perf_counter()
+    threads = args.threads or len(os.sched_getaffinity(0))
+    repeat = args.repeat or (3 if args.quick else 7)
+    cfgs = configurations(args.quick)
+    impls = [i for i in IMPLS if i != "torch" or (not args.no_torch and torch_available())]
+
+    tmp = None
+    if args.build_dir:
+        out = args.build_dir.resolve()
+        out.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="swin-bench-")
+        out = Path(tmp.name)
+    try:
+        return _run(args, cfgs, impls, threads, repeat, out, t_start)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
+    load = os.getloadavg()[0]
+    cxx = find_cxx()
+    print(f"swin-opt benchmark: {len(cfgs)} configurations, {threads} threads, "
+          f"median of {repeat} calls; build dir {out}")
+    if load > 0.5:
+        print(f"WARNING: load average {load:.2f} before the run: other processes compete "
+              "for the cores, numbers will be noisy")
+    cpp = build_cpp(cxx, out)
+    libs = build_kernels(cfgs, out)
+    t_built = time.perf_counter()
+
+    raw = measure_peak(cpp["fma_peak"], threads)
+    by = {(r["isa"], r["threads"]): r["gflops"] for r in raw["results"]}
+    peak = dict(raw, ymm_1t=by.get(("avx2", 1), raw["peak_1t"]),
+                ymm_all=by.get(("avx2", threads), raw["peak_all"]))
+    print("FMA peak (f32, measured now): " + ", ".join(
+        f"{r['isa']} {r['threads']} thr {r['gflops']:.1f}" for r in raw["results"]) + " GFLOP/s")
+
+    plan = {
+        "threads": threads, "repeat": repeat, "seed": args.seed, "dir": str(out),
+        "budget_s": 2.0 if args.quick else 4.0, "naive": str(cpp["naive"]),
+        "configs": [{"config": dataclasses.asdict(c), "libs": libs[c.key]} for c in cfgs],
+    }
+    plan_path = out / "plan.json"
+    plan_path.write_text(json.dumps(plan))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"),
+                                                      env.get("PYTHONPATH")]))
+    measured: Dict[str, dict] = {}
+    for impl in impls:
+        t0 = time.perf_counter()
+        result = out / f"result-{impl}.json"
+        proc = subprocess.run([sys.executable, __file__, "--worker", impl, "--plan", plan_path,
+                               "--result", result], env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"bench: the {impl} worker failed (exit {proc.returncode}):\n{proc.stderr}",
+                  file=sys.stderr)
+            return 1
+        measured[impl] = json.loads(result.read_text())
+        print(f"  timed {IMPL_TITLES[impl]:<30} {time.perf_counter() - t0:6.1f} s")
+
+    rows, failures = [], []
+    for cfg in cfgs:
+        res = {impl: measured[impl]["results"][cfg.key] for impl in impls}
+        errors = check_outputs(cfg, args.seed, {impl: r["sample"] for impl, r in res.items()})
+        for impl, err in errors.items():
+            if not err <= TOLERANCE:
+                failures.append(f"{cfg.label}: {IMPL_TITLES[impl]} differs from the NumPy "
+                                f"reference by {err:.2e} (relative) > {TOLERANCE:g}")
+        rows.append({
+            "config": cfg,
+            "ms": {impl: 1e3 * statistics.median(r["times"]) for impl, r in res.items()},
+            "times_s": {impl: r["times"] for impl, r in res.items()},
+            "errors": errors,
+        })
+    if failures:
+        print("\nMISMATCH - aborting:\n  " + "\n  ".join(failures), file=sys.stderr)
+        return 1
+
+    torch_info = measured.get("torch", {}).get("info", {})
+    print()
+    print_table(rows, peak, impls)
+    print()
+    print(f"fused ms: median wall time of one call over all windows; GFLOP/s counts 4*N^2*d "
+          f"per window-head.\n%peak: of the measured {threads}-thread {peak['peak_isa']} FMA peak "
+          f"({peak['peak_all']:.1f} GFLOP/s); %ymm pk: of the 8-lane avx2 FMA peak "
+          f"({peak['ymm_all']:.1f}).\nx unfused / x naive / x torch: that implementation's time "
+          f"divided by the fused time (>1: fused is faster); x 1 thr: --no-parallel time / "
+          f"parallel time.\nnaive: {cxx} {cpp['cxx_flags']}, OpenMP over windows x heads, "
+          f"{threads} threads.")
+    if "torch" in impls:
+        print(f"torch: {torch_info.get('torch')} eager, {torch_info.get('torch_threads')} "
+              f"threads, BLAS {torch_info.get('blas')}.")
+    else:
+        print("torch: not importable (or --no-torch): x torch is n/a.")
+    notes = sorted({f"{c.name}: {c.note}" for c in cfgs if c.note})
+    for note in notes:
+        print(f"note: {note}")
+    if not any(c.name == "Swin-T s4" and c.shift for c in cfgs) and \
+            any(c.name == "Swin-T s4" for c in cfgs):
+        print("note: Swin-T s4 has no shifted row (7x7 map = one window: Swin disables the shift)")
+    worst = max(e for r in rows for e in r["errors"].values())
+    print(f"all outputs match the NumPy float64 reference (worst relative error {worst:.1e}).")
+
+    if args.png and plot(rows, peak, impls, args.png):
+        print(f"wrote {args.png}")
+    if args.json:
+        doc = {
+            "machine": {"cpu": _cpu_model(), "threads": threads, "platform": platform.platform(),
+                        "load_before": load},
+            "peak": peak, "compiler": cxx, "torch": torch_info, "repeat": repeat,
+            "build_seconds": round(t_built - t_start, 1),
+            "rows": [{**dataclasses.asdict(r["config"]), "n": r["config"].n,
+                      "num_windows": r["config"].num_windows, "flops": r["config"].flops,
+                      "ms": r["ms"], "times_s": r["times_s"], "rel_errors": r["errors"],
+                      "gflops": {i: r["config"].flops / (ms * 1e-3) * 1e-9
+                                 for i, ms in r["ms"].items()}}
+                     for r in rows],
+        }
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    print(f"total {time.perf_counter() - t_start:.0f} s")
+    return 0
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+//===- FeatureMapAddressing.cpp - tokens of windows in a feature map -----===//
+//
+// Per axis, with p the position in the rolled and padded map that windows
+// tile (p = window coordinate * window + token coordinate):
+//
+//   pad, then shift (HF, torchvision, Video Swin):
+//     u = (p + s) mod padded,  real iff u < image
+//   shift, then pad (timm):
+//     real iff p < image,      u = (p + s) mod image
+//
+// and the inverse on real tokens p = (u - s) mod padded (resp. image).
+//
+//===----------------------------------------------------------------------===//
+
+#include "FeatureMapAddressing.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::rpe;
+
+FeatureMap::FeatureMap(ArrayRef<int64_t> image, ArrayRef<int64_t> window,
+                       ArrayRef<int64_t> shift, bool shiftThenPad)
+    : image(image), window(window), shift(shift), shiftThenPad(shiftThenPad) {
+  for (auto [n, w] : llvm::zip_equal(image, window))
+    padded.push_back((n + w - 1) / w * w);
+}
+
+int64_t FeatureMap::tokensPerImage() const {
+  int64_t count = 1;
+  for (int64_t n : image)
+    count *= n;
+  return count;
+}
+
+int64_t FeatureMap::windowsPerImage() const {
+  int64_t count = 1;
+  for (auto [n, w] : llvm::zip_equal(padded, window))
+    count *= n / w;
+  return count;
+}
+
+namespace {
+/// Index arithmetic with constants folded in as they are created.
+struct IndexMath {
+  OpBuilder &b;
+  Location loc;
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value addConst(Value x, int64_t v) { return v ? add(x, c(v)) : x; }
+  Value mulConst(Value x, int64_t v) {
+    return v == 1 ? x : arith::MulIOp::create(b, loc, x, c(v)).getResult();
+  }
+  Value div(Value x, int64_t v) {
+    return v == 1 ? x : arith::DivUIOp::create(b, loc, x, c(v)).getResult();
+  }
+  Value rem(Value x, int64_t v) {
+    return v == 1 ? c(0) : arith::RemUIOp::create(b, loc, x, c(v)).getResult();
+  }
+  Value less(Value x, int64_t v) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, c(v));
+  }
+  /// Row-major coordinates of `linear` over `extents` (first outermost).
+  SmallVector<Value> delinearize(Value linear, ArrayRef<int64_t> extents) {
+    SmallVector<Value> coords(extents.size());
+    for (int64_t a = extents.size() - 1; a >= 0; --a) {
+      coords[a] = a == 0 ? linear : rem(linear, extents[a]);
+      if (a > 0)
+        linear = div(linear, extents[a]);
+    }
+    return coords;
+  }
+  Value linearize(ArrayRef<Value> coords, ArrayRef<int64_t> extents) {
+    Value linear = c(0);
+    int64_t stride = 1;
+    for (int64_t a = extents.size() - 1; a >= 0; --a) {
+      linear = add(linear, mulConst(coords[a], stride));
+      stride *= extents[a];
+    }
+    return linear;
+  }
+};
+} // namespace
+
+TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
+                                   const FeatureMap &map, Value window,
+                                   Value token) {
+  IndexMath m{b, loc};
+  int64_t rank = map.window.size();
+  SmallVector<int64_t> grid;
+  for (int64_t a = 0; a < rank; ++a)
+    grid.push_back(map.padded[a] / map.window[a]);
+  int64_t perImage = map.windowsPerImage();
+  TokenSource source;
+  source.image = m.div(window, perImage);
+  SmallVector<Value> windowCoord = m.delinearize(m.rem(window, perImage), grid);
+  SmallVector<Value> tokenCoord = m.delinearize(token, map.window);
+  SmallVector<Value> position(rank);
+  for (int64_t a = 0; a < rank; ++a) {
+    Value p = m.add(m.mulConst(windowCoord[a], map.window[a]), tokenCoord[a]);
+    Value shifted = m.addConst(p, map.shift[a]);
+    Value valid;
+    if (map.shiftThenPad) {
+      position[a] = m.rem(shifted, map.image[a]);
+      if (map.padded[a] != map.image[a])
+        valid = m.less(p, map.image[a]);
+    } else {
+      position[a] = m.rem(shifted, map.padded[a]);
+      if (map.padded[a] != map.image[a])
+        valid = m.less(position[a], map.image[a]);
+    }
+    if (valid)
+      source.valid = source.valid ? arith::AndIOp::create(b, loc, source.valid,
+                                                          valid)
+                                          .getResult()
+                                  : valid;
+  }
+  source.position = m.linearize(position, map.image);
+  if (source.valid)
+    source.position =
+        arith::SelectOp::create(b, loc, source.valid, source.position, m.c(0));
+  return source;
+}
+
+std::pair<Value, Value> mlir::rpe::locateWindowToken(OpBuilder &b,
+                                                     Location loc,
+                                                     const FeatureMap &map,
+                                                     Value image,
+                                                     Value position) {
+  IndexMath m{b, loc};
+  int64_t rank = map.window.size();
+  SmallVector<Value> u = m.delinearize(position, map.image);
+  SmallVector<Value> windowCoord(rank), tokenCoord(rank);
+  SmallVector<int64_t> grid;
+  for (int64_t a = 0; a < rank; ++a) {
+    int64_t period = map.shiftThenPad ? map.image[a] : map.padded[a];
+    Value p = m.rem(m.addConst(u[a], period - map.shift[a]), period);
+    windowCoord[a] = m.div(p, map.window[a]);
+    tokenCoord[a] = m.rem(p, map.window[a]);
+    grid.push_back(map.padded[a] / map.window[a]);
+  }
+  Value window = m.add(m.mulConst(image, map.windowsPerImage()),
+                       m.linearize(windowCoord, grid));
+  return {window, m.linearize(tokenCoord, map.window)};
+}

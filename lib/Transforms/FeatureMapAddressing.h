@@ -1,0 +1,54 @@
+//===- FeatureMapAddressing.h - tokens of windows in a feature map -*- C++ -*-===//
+//
+// Index arithmetic between a token-layout feature map ([batch, L, C] in
+// image order) and Swin's windows of its shifted, padded version. Shared by
+// the unfused lowering of rpe.window_partition / rpe.window_reverse and by
+// the fused kernel, which reads and writes the map where it lies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RPE_TRANSFORMS_FEATUREMAPADDRESSING_H
+#define RPE_TRANSFORMS_FEATUREMAPADDRESSING_H
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir::rpe {
+
+/// A feature map of `image` tokens per axis, padded to `padded` (whole
+/// windows), rolled by `shift`, cut into `window`s.
+struct FeatureMap {
+  SmallVector<int64_t> image, window, shift, padded;
+  /// timm's order: roll the map, then pad it (else pad, then roll).
+  bool shiftThenPad = false;
+
+  FeatureMap(ArrayRef<int64_t> image, ArrayRef<int64_t> window,
+             ArrayRef<int64_t> shift, bool shiftThenPad);
+
+  int64_t tokensPerImage() const;
+  int64_t windowsPerImage() const;
+  /// Whether some window tokens are padding.
+  bool isPadded() const { return image != padded; }
+};
+
+/// Where a window token comes from.
+struct TokenSource {
+  Value image;    // b / nW
+  Value position; // linear position in image order; 0 for padding
+  Value valid;    // i1, false for padding; null when the map is not padded
+};
+
+/// Locates token `token` of window `window` (b = image * nW + w) in the
+/// feature map.
+TokenSource locateToken(OpBuilder &b, Location loc, const FeatureMap &map,
+                        Value window, Value token);
+
+/// The inverse on real tokens: the window and token that image position
+/// `position` of image `image` lands in.
+std::pair<Value, Value> locateWindowToken(OpBuilder &b, Location loc,
+                                          const FeatureMap &map, Value image,
+                                          Value position);
+
+} // namespace mlir::rpe
+
+#endif // RPE_TRANSFORMS_FEATUREMAPADDRESSING_H
