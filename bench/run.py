@@ -16,7 +16,8 @@ kernel's time and GFLOP/s and how it compares with
 * (d) the machine's f32 FMA peak, measured by ``bench/fma_peak.cpp`` in the
   same run,
 
-plus the speed-up of the parallel kernel over its ``--no-parallel`` build.
+plus the parallel speed-up of the fused kernel (the same kernel on one
+thread, and its ``--no-parallel`` build).
 Every implementation's output is checked against the float64 NumPy reference
 (``swin_opt.reference``) once per configuration; the run aborts when one
 differs by more than 1e-4 relative to the largest output.
@@ -25,9 +26,10 @@ FLOPs are counted as ``4 * N^2 * d`` per (window, head): ``2 N^2 d`` for
 ``q kᵀ`` and ``2 N^2 d`` for ``P v``; scale, bias, mask and softmax are not
 counted.
 
-Each implementation is timed in its own subprocess (``--worker``) so that the
+Each implementation runs in its own worker process (``--worker``) so that the
 OpenMP runtimes of the kernels (LLVM libomp) and of PyTorch (GNU libgomp) never
-share a process; times are the median of ``--repeat`` calls after warm-up on
+share a process; the rows are timed one after the other, all implementations of
+a row back to back.  Times are the median of ``--repeat`` calls after warm-up on
 fixed random inputs.  See bench/README.md.
 """
 
@@ -63,9 +65,10 @@ from swin_opt import reference as ref  # noqa: E402
 #: Relative error (max |out - ref| / max |ref|) above which the run aborts.
 TOLERANCE = 1e-4
 #: Implementations in the order they are timed; "torch" only when importable.
-IMPLS = ("fused", "serial", "unfused", "naive", "torch")
+IMPLS = ("fused", "fused1t", "serial", "unfused", "naive", "torch")
 IMPL_TITLES = {
     "fused": "swin-opt fused (parallel)",
+    "fused1t": "swin-opt fused, 1 thread",
     "serial": "swin-opt fused --no-parallel",
     "unfused": "swin-opt --unfused",
     "naive": "plain C++ loop",
@@ -132,7 +135,8 @@ def configurations(quick: bool) -> List[Config]:
     block; stage 4 (7x7 map = one window) has no shifted blocks (Swin turns
     the shift off when the window covers the map, and swin-aot refuses it).
     Larger windows use Swin(V2)-T stage-1 shapes (3 heads, head_dim 32) with
-    shift W/2; their batch is reduced so one call stays near 1.5-2 GFLOP.
+    shift W/2; for N >= 144 the batch is reduced so that one call stays at
+    3-4 GFLOP (see the notes printed under the table).
     """
     rows = []
     for stage, (res, heads) in enumerate([(56, 3), (28, 6), (14, 12), (7, 24)], start=1):
@@ -141,8 +145,8 @@ def configurations(quick: bool) -> List[Config]:
                 continue
             rows.append(Config(f"Swin-T s{stage}", 7, heads, 32, res, 32, shift))
     # window, feature map (SwinV2 stage 1 at 256/192/256/384 px), batch
-    for window, res, batch in [(8, 64, 16), (12, 48, 12), (16, 64, 4), (24, 96, 1)]:
-        note = f"batch {batch} (not 32) to bound the run time"
+    for window, res, batch in [(8, 64, 32), (12, 48, 16), (16, 64, 8), (24, 96, 2)]:
+        note = f"batch {batch} (not 32) to bound the run time" if batch != 32 else ""
         for shift in (0, window // 2):
             rows.append(Config(f"win {window}", window, 3, 32, res, batch, shift, note))
     if quick:
@@ -276,8 +280,8 @@ def _ptr(a: np.ndarray) -> int:
 def make_runner(impl: str, cfg: Config, entry: dict, inputs, out: np.ndarray):
     """A no-argument callable that runs ``impl`` once, writing ``out``."""
     q, k, v, table = inputs
-    if impl in ("fused", "serial", "unfused"):
-        lib = ctypes.CDLL(entry["libs"][impl])
+    if impl in ("fused", "fused1t", "serial", "unfused"):
+        lib = ctypes.CDLL(entry["libs"]["fused" if impl == "fused1t" else impl])
         fn = lib.swin_window_attention
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64]
@@ -338,17 +342,27 @@ def torch_window_attention(q, k, v, table, index, mask, scale):
     return (attn @ v).transpose(1, 2).reshape(b_, n, heads * d)
 
 
-def worker(impl: str, plan_path: Path, result_path: Path) -> None:
+def worker(impl: str, plan_path: Path) -> None:
+    """Serve timing requests for one implementation (``--worker IMPL``).
+
+    Protocol (one JSON object per line): the worker first writes
+    ``{"info": {...}}``; then, for each ``{"key": CONFIG_KEY}`` read from
+    stdin, it times the configuration, saves the first ``check_windows``
+    output windows to an .npy file and answers ``{"times": [...], "sample":
+    PATH}``.  End of input ends it.  Nothing else may go to stdout.
+    """
     plan = json.loads(plan_path.read_text())
+    entries = {Config(**e["config"]).key: e for e in plan["configs"]}
     info = {}
     if impl == "torch":
         import torch
 
-        torch.set_num_threads(plan["threads"])
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", plan["threads"])))
         info = {"torch": torch.__version__, "torch_threads": torch.get_num_threads(),
                 "blas": _torch_blas(torch)}
-    results = {}
-    for entry in plan["configs"]:
+    print(json.dumps({"info": info}), flush=True)
+    for line in sys.stdin:
+        entry = entries[json.loads(line)["key"]]
         cfg = Config(**entry["config"])
         inputs = make_inputs(cfg, plan["seed"])
         out = np.zeros((cfg.num_windows, cfg.n, cfg.heads * cfg.head_dim), dtype=np.float32)
@@ -356,9 +370,68 @@ def worker(impl: str, plan_path: Path, result_path: Path) -> None:
         times = time_calls(run, plan["repeat"], plan["budget_s"])
         sample = Path(plan["dir"]) / f"out-{impl}-{cfg.key}.npy"
         np.save(sample, out[: cfg.check_windows])
-        results[cfg.key] = {"times": times, "sample": str(sample)}
         del inputs, out, run
-    result_path.write_text(json.dumps({"info": info, "results": results}))
+        print(json.dumps({"times": times, "sample": str(sample)}), flush=True)
+
+
+class Workers:
+    """One persistent worker process per implementation, driven one at a time.
+
+    Every implementation lives in its own process, so the OpenMP runtimes of
+    the kernels (LLVM libomp) and of PyTorch (GNU libgomp) never share one;
+    the rows are still timed interleaved (all implementations of a
+    configuration back to back), so a change in background load affects all
+    columns of a row alike.
+    """
+
+    #: Pause after each timing so that the previous implementation's OpenMP
+    #: threads stop spin-waiting (LLVM libomp spins for KMP_BLOCKTIME = 200 ms).
+    SETTLE_S = 0.25
+
+    def __init__(self, impls: List[str], plan_path: Path, threads: int, out: Path):
+        self.procs: Dict[str, subprocess.Popen] = {}
+        self.logs: Dict[str, Path] = {}
+        self.info: Dict[str, dict] = {}
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"),
+                                                          env.get("PYTHONPATH")]))
+        for impl in impls:
+            env["OMP_NUM_THREADS"] = "1" if impl == "fused1t" else str(threads)
+            self.logs[impl] = out / f"worker-{impl}.log"
+            with open(self.logs[impl], "w") as log:
+                self.procs[impl] = subprocess.Popen(
+                    [sys.executable, __file__, "--worker", impl, "--plan", str(plan_path)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                    env=env, preexec_fn=_raise_stack_limit if impl == "serial" else None)
+        for impl in impls:
+            self.info[impl] = self._read(impl)["info"]
+
+    def _read(self, impl: str) -> dict:
+        line = self.procs[impl].stdout.readline()
+        if not line:
+            code = self.procs[impl].wait()
+            log = self.logs[impl].read_text().strip()
+            raise RuntimeError(f"the {IMPL_TITLES[impl]} worker died (exit {code}):\n{log}")
+        return json.loads(line)
+
+    def time(self, impl: str, cfg: Config) -> dict:
+        proc = self.procs[impl]
+        proc.stdin.write(json.dumps({"key": cfg.key}) + "\n")
+        proc.stdin.flush()
+        reply = self._read(impl)
+        time.sleep(self.SETTLE_S)
+        return reply
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.stdin and not proc.stdin.closed:
+                proc.stdin.close()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _torch_blas(torch) -> str:
@@ -402,7 +475,7 @@ def fmt_ratio(num: Optional[float], den: float) -> str:
 
 def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
     head = ["config", "N", "windows", "heads", "shift", "fused ms", "GFLOP/s", "%peak",
-            "%ymm pk", "x unfused", "x naive", "x torch", "x 1 thr", "max rel err"]
+            "%ymm pk", "x unfused", "x naive", "x torch", "x 1thr", "x nopar", "max rel err"]
     table = []
     for r in rows:
         c: Config = r["config"]
@@ -416,6 +489,7 @@ def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
             fmt_ratio(t.get("unfused"), t["fused"]),
             fmt_ratio(t.get("naive"), t["fused"]),
             fmt_ratio(t.get("torch"), t["fused"]),
+            fmt_ratio(t.get("fused1t"), t["fused"]),
             fmt_ratio(t.get("serial"), t["fused"]),
             f"{r['errors']['fused']:.1e}",
         ])
@@ -439,10 +513,10 @@ def plot(rows: List[dict], peak: dict, impls: List[str], path: Path) -> bool:
         print(f"(matplotlib not importable: no PNG written to {path})")
         return False
     labels = [f"{r['config'].label}\nN={r['config'].n}" for r in rows]
-    shown = [i for i in ("fused", "unfused", "naive", "torch", "serial") if i in impls]
+    shown = [i for i in ("fused", "unfused", "naive", "torch", "fused1t") if i in impls]
     x = np.arange(len(rows))
     width = 0.8 / len(shown)
-    fig, ax = plt.subplots(figsize=(max(10, 0.9 * len(rows)), 5.5))
+    fig, ax = plt.subplots(figsize=(max(10, 0.9 * len(rows)), 6))
     for j, impl in enumerate(shown):
         vals = [r["config"].flops / (r["ms"][impl] * 1e-3) * 1e-9 if r["ms"].get(impl) else 0
                 for r in rows]
@@ -452,10 +526,11 @@ def plot(rows: List[dict], peak: dict, impls: List[str], path: Path) -> bool:
     ax.axhline(peak["ymm_all"], color="gray", ls=":", lw=1,
                label=f"FMA peak avx2 ({peak['ymm_all']:.0f})")
     ax.set_yscale("log")
+    ax.set_ylim(bottom=1)
     ax.set_ylabel(f"GFLOP/s (4·N²·d per window-head), {peak['threads']} threads")
     ax.set_xticks(x, labels, fontsize=8)
-    ax.set_title("Swin window attention with relative position bias (f32)")
-    ax.legend(fontsize=8, ncol=3, loc="lower right")
+    ax.set_title("Swin window attention with relative position bias (f32); SW = shifted windows")
+    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -482,7 +557,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--plan", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.repeat is not None and args.repeat < 1:
         p.error("--repeat must be at least 1")
@@ -492,7 +566,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.worker:
-        worker(args.worker, args.plan, args.result)
+        worker(args.worker, args.plan)
         return 0
 
     t_start = time.perf_counter()
@@ -541,41 +615,27 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
     }
     plan_path = out / "plan.json"
     plan_path.write_text(json.dumps(plan))
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"),
-                                                      env.get("PYTHONPATH")]))
-    measured: Dict[str, dict] = {}
-    for impl in impls:
-        t0 = time.perf_counter()
-        result = out / f"result-{impl}.json"
-        proc = subprocess.run([sys.executable, __file__, "--worker", impl, "--plan", plan_path,
-                               "--result", result], env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"bench: the {impl} worker failed (exit {proc.returncode}):\n{proc.stderr}",
-                  file=sys.stderr)
-            return 1
-        measured[impl] = json.loads(result.read_text())
-        print(f"  timed {IMPL_TITLES[impl]:<30} {time.perf_counter() - t0:6.1f} s")
+    workers = Workers(impls, plan_path, threads, out)
+    rows = []
+    try:
+        for i, cfg in enumerate(cfgs, start=1):
+            res = {impl: workers.time(impl, cfg) for impl in impls}
+            errors = check_outputs(cfg, args.seed, {impl: r["sample"] for impl, r in res.items()})
+            ms = {impl: 1e3 * statistics.median(r["times"]) for impl, r in res.items()}
+            print(f"  [{i:2}/{len(cfgs)}] {cfg.label:<13} " + "  ".join(
+                f"{impl} {ms[impl]:.1f} ms" for impl in impls), flush=True)
+            failures = [f"{cfg.label}: {IMPL_TITLES[impl]} differs from the NumPy reference "
+                        f"by {err:.2e} (relative) > {TOLERANCE:g}"
+                        for impl, err in errors.items() if not err <= TOLERANCE]
+            if failures:
+                print("\nMISMATCH - aborting:\n  " + "\n  ".join(failures), file=sys.stderr)
+                return 1
+            rows.append({"config": cfg, "ms": ms, "errors": errors,
+                         "times_s": {impl: r["times"] for impl, r in res.items()}})
+    finally:
+        workers.close()
 
-    rows, failures = [], []
-    for cfg in cfgs:
-        res = {impl: measured[impl]["results"][cfg.key] for impl in impls}
-        errors = check_outputs(cfg, args.seed, {impl: r["sample"] for impl, r in res.items()})
-        for impl, err in errors.items():
-            if not err <= TOLERANCE:
-                failures.append(f"{cfg.label}: {IMPL_TITLES[impl]} differs from the NumPy "
-                                f"reference by {err:.2e} (relative) > {TOLERANCE:g}")
-        rows.append({
-            "config": cfg,
-            "ms": {impl: 1e3 * statistics.median(r["times"]) for impl, r in res.items()},
-            "times_s": {impl: r["times"] for impl, r in res.items()},
-            "errors": errors,
-        })
-    if failures:
-        print("\nMISMATCH - aborting:\n  " + "\n  ".join(failures), file=sys.stderr)
-        return 1
-
-    torch_info = measured.get("torch", {}).get("info", {})
+    torch_info = workers.info.get("torch", {})
     print()
     print_table(rows, peak, impls)
     print()
@@ -583,15 +643,15 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
           f"per window-head.\n%peak: of the measured {threads}-thread {peak['peak_isa']} FMA peak "
           f"({peak['peak_all']:.1f} GFLOP/s); %ymm pk: of the 8-lane avx2 FMA peak "
           f"({peak['ymm_all']:.1f}).\nx unfused / x naive / x torch: that implementation's time "
-          f"divided by the fused time (>1: fused is faster); x 1 thr: --no-parallel time / "
-          f"parallel time.\nnaive: {cxx} {cpp['cxx_flags']}, OpenMP over windows x heads, "
+          f"divided by the fused time (>1: fused is faster).\nx 1thr: the same fused kernel with "
+          f"OMP_NUM_THREADS=1 / with {threads}; x nopar: the --no-parallel build / parallel.\nnaive: {cxx} {cpp['cxx_flags']}, OpenMP over windows x heads, "
           f"{threads} threads.")
     if "torch" in impls:
         print(f"torch: {torch_info.get('torch')} eager, {torch_info.get('torch_threads')} "
               f"threads, BLAS {torch_info.get('blas')}.")
     else:
         print("torch: not importable (or --no-torch): x torch is n/a.")
-    notes = sorted({f"{c.name}: {c.note}" for c in cfgs if c.note})
+    notes = list(dict.fromkeys(f"{c.name}: {c.note}" for c in cfgs if c.note))
     for note in notes:
         print(f"note: {note}")
     if not any(c.name == "Swin-T s4" and c.shift for c in cfgs) and \
@@ -619,6 +679,21 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
         print(f"wrote {args.json}")
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
+
+
+def _raise_stack_limit() -> None:
+    """Lift the stack limit of the --no-parallel worker (runs in the child before exec).
+
+    The --no-parallel kernels of this swin-aot allocate their per-(window, head)
+    scratch tiles on the stack inside the loop without releasing them (no
+    stacksave/stackrestore; the OpenMP build has them), so one call needs about
+    4 * (N*d + N*N) bytes of stack per window-head and overflows the default
+    8 MiB at a few hundred window-heads.
+    """
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    resource.setrlimit(resource.RLIMIT_STACK, (hard, hard))
 
 
 def _cpu_model() -> str:

@@ -11,7 +11,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LLVM_PREFIX=/usr/lib/llvm-22
 APT_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
-  liblld-22-dev libomp-22-dev
+  liblld-22-dev libomp-22-dev libclang-rt-22-dev
   cmake ninja-build ccache
 )
 

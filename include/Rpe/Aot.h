@@ -28,6 +28,16 @@ namespace mlir::rpe {
 
 enum class ElementKind { F32, F16, BF16 };
 
+/// Where q, k, v and the output live.
+enum class Layout {
+  /// [num_windows, heads, N, head_dim] in, [num_windows, N, C] out: the
+  /// caller has shifted and partitioned the map.
+  Windows,
+  /// [batch, L, C] feature maps in image order: the kernel shifts, pads and
+  /// partitions by addressing.
+  Tokens,
+};
+
 /// A Swin window-attention layer as the kernel sees it.
 struct KernelConfig {
   llvm::SmallVector<int64_t> window;
@@ -35,10 +45,15 @@ struct KernelConfig {
   int64_t headDim = 0;
   /// Applied to q; head_dim ** -0.5 when unset.
   std::optional<float> scale;
-  /// Both empty, or both of the window's rank: the kernel applies the
-  /// shifted-window mask of this feature map itself.
+  /// Both empty, or both of the window's rank. Windows layout: the map the
+  /// shifted-window mask is built for (a multiple of the window). Tokens
+  /// layout: the feature map, padded to whole windows as `shiftThenPad`
+  /// says.
   llvm::SmallVector<int64_t> resolution;
   llvm::SmallVector<int64_t> shift;
+  Layout layout = Layout::Windows;
+  /// timm's padding order (roll, then pad) rather than pad, then roll.
+  bool shiftThenPad = false;
   /// A table baked into the kernel, [T, heads] row-major, as f32.
   std::optional<std::vector<float>> table;
   ElementKind elementKind = ElementKind::F32;
@@ -51,13 +66,27 @@ struct KernelConfig {
   /// reference lowering, for comparison).
   bool fuse = true;
 
-  bool hasShiftMask() const { return !resolution.empty(); }
+  bool hasResolution() const { return !resolution.empty(); }
+  /// A non-zero shift: the kernel applies Swin's shifted-window mask.
+  bool isShifted() const;
   int64_t numTokens() const;
   int64_t numTableRows() const;
-  /// Windows per image of the mask; 1 without a mask.
-  int64_t numMaskWindows() const;
+  int64_t channels() const { return heads * headDim; }
+  /// The map the windows tile: the resolution padded to whole windows.
+  llvm::SmallVector<int64_t> paddedResolution() const;
+  /// Tokens layout on a map that needs padding.
+  bool isPadded() const;
+  /// Windows per image; 1 without a resolution.
+  int64_t windowsPerImage() const;
+  /// Tokens per image (L); tokens layout only.
+  int64_t tokensPerImage() const;
   float effectiveScale() const;
 };
+
+/// Swin's rule for small maps: along an axis where the resolution is not
+/// larger than the window, the window shrinks to the resolution and the
+/// shift is 0 (the table must then be the effective window's).
+void applySmallMapRule(KernelConfig &config);
 
 /// Checks a configuration; the error is one line naming the bad option.
 llvm::Error validate(const KernelConfig &config);
@@ -68,8 +97,9 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context,
                                         const KernelConfig &config);
 
 /// Lowers the module of buildKernelModule to the LLVM dialect and adds the
-/// C ABI entry point `int <name>(q, k, v, table, out, num_windows)`; every
-/// other function becomes internal.
+/// C ABI entry point `int <name>(q, k, v, table, out, num_windows)` (tokens
+/// layout: `int <name>(q, k, v, table, out, batch, pad_qkv)`); every other
+/// function becomes internal.
 LogicalResult lowerToLLVMDialect(ModuleOp module, const KernelConfig &config);
 
 /// Translates the LLVM-dialect module to optimized (O3) LLVM IR for the

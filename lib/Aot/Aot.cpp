@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -44,8 +45,35 @@ using namespace mlir::rpe;
 
 int64_t KernelConfig::numTokens() const { return getNumTokens(window); }
 int64_t KernelConfig::numTableRows() const { return getNumTableRows(window); }
-int64_t KernelConfig::numMaskWindows() const {
-  return hasShiftMask() ? getNumWindows(resolution, window) : 1;
+bool KernelConfig::isShifted() const {
+  return llvm::any_of(shift, [](int64_t s) { return s != 0; });
+}
+SmallVector<int64_t> KernelConfig::paddedResolution() const {
+  return getPaddedResolution(resolution, window);
+}
+bool KernelConfig::isPadded() const {
+  return layout == Layout::Tokens && paddedResolution() != resolution;
+}
+int64_t KernelConfig::windowsPerImage() const {
+  return hasResolution() ? getNumWindows(paddedResolution(), window) : 1;
+}
+int64_t KernelConfig::tokensPerImage() const {
+  int64_t count = 1;
+  for (int64_t n : resolution)
+    count *= n;
+  return count;
+}
+
+void mlir::rpe::applySmallMapRule(KernelConfig &config) {
+  if (config.resolution.size() != config.window.size() ||
+      config.shift.size() != config.window.size())
+    return;
+  for (size_t axis = 0; axis < config.window.size(); ++axis)
+    if (config.resolution[axis] > 0 &&
+        config.resolution[axis] <= config.window[axis]) {
+      config.window[axis] = config.resolution[axis];
+      config.shift[axis] = 0;
+    }
 }
 float KernelConfig::effectiveScale() const {
   return scale ? *scale : 1.0f / std::sqrt(static_cast<float>(headDim));
@@ -69,16 +97,19 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     return configError("--scale must be finite and non-zero");
   if (config.shift.empty() != config.resolution.empty())
     return configError("--shift and --resolution go together");
-  if (config.hasShiftMask()) {
-    if (auto error = checkShift(config.resolution, config.window, config.shift))
+  if (config.layout == Layout::Tokens) {
+    if (!config.hasResolution())
+      return configError("--layout=tokens needs --resolution (the feature "
+                         "map)");
+    if (auto error = checkFeatureMap(config.resolution, config.window,
+                                     config.shift,
+                                     config.shiftThenPad ? "shift_then_pad"
+                                                         : "pad_then_shift"))
       return configError("--resolution/--shift: " + *error);
-    for (size_t axis = 0; axis < config.window.size(); ++axis)
-      if (config.shift[axis] != 0 &&
-          config.resolution[axis] == config.window[axis])
-        return configError(llvm::formatv(
-            "--shift: the resolution equals the window along axis {0}, where "
-            "Swin turns the shift off; pass a shift of 0 there",
-            axis));
+  } else if (config.hasResolution()) {
+    if (auto error = checkShift(config.resolution, config.window, config.shift))
+      return configError("--resolution/--shift: " + *error +
+                         " (--layout=tokens pads the map)");
   }
   if (config.table &&
       static_cast<int64_t>(config.table->size()) !=
@@ -117,7 +148,8 @@ static Type getElementType(MLIRContext &context, ElementKind kind) {
 OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
                                                    const KernelConfig &config) {
   context.loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
-                      func::FuncDialect, memref::MemRefDialect, RpeDialect,
+                      func::FuncDialect, linalg::LinalgDialect,
+                      memref::MemRefDialect, RpeDialect,
                       tensor::TensorDialect>();
   OpBuilder b(&context);
   Location loc = NameLoc::get(b.getStringAttr(config.name));
@@ -126,15 +158,22 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
 
   Type element = getElementType(context, config.elementKind);
   int64_t h = config.heads, n = config.numTokens(), d = config.headDim;
+  int64_t c = config.channels();
   int64_t rows = config.numTableRows();
   int64_t dyn = ShapedType::kDynamic;
-  auto qkvType = MemRefType::get({dyn, h, n, d}, element);
+  bool tokens = config.layout == Layout::Tokens;
+  auto mapType = MemRefType::get({dyn, config.tokensPerImage(), c}, element);
+  auto qkvType = tokens ? mapType : MemRefType::get({dyn, h, n, d}, element);
+  auto outType = tokens ? mapType : MemRefType::get({dyn, n, c}, element);
   auto tableType = MemRefType::get({rows, h}, element);
-  auto outType = MemRefType::get({dyn, n, h * d}, element);
+  auto padType = MemRefType::get({3, c}, b.getF32Type());
 
+  // Arguments: q, k, v, [table,] [pad_qkv,] out.
   SmallVector<Type> argTypes = {qkvType, qkvType, qkvType};
   if (!config.table)
     argTypes.push_back(tableType);
+  if (config.isPadded())
+    argTypes.push_back(padType);
   argTypes.push_back(outType);
   auto func = func::FuncOp::create(b, loc, config.name + "_kernel",
                                    b.getFunctionType(argTypes, {}));
@@ -146,8 +185,8 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   auto toTensor = [&](Value memref) -> Value {
     auto type = cast<MemRefType>(memref.getType());
     return bufferization::ToTensorOp::create(
-        b, loc, RankedTensorType::get(type.getShape(), element), memref,
-        /*restrict=*/true, /*writable=*/false);
+        b, loc, RankedTensorType::get(type.getShape(), type.getElementType()),
+        memref, /*restrict=*/true, /*writable=*/false);
   };
   Value q = toTensor(entry->getArgument(0));
   Value k = toTensor(entry->getArgument(1));
@@ -175,18 +214,66 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   Value bias = LookupOp::create(
       b, loc, RankedTensorType::get({h, n, n}, element), table, window);
   Value mask;
-  if (config.hasShiftMask() &&
-      llvm::any_of(config.shift, [](int64_t s) { return s != 0; }))
+  if (config.isShifted())
     mask = ShiftMaskOp::create(
         b, loc,
-        RankedTensorType::get({config.numMaskWindows(), n, n}, b.getF32Type()),
-        b.getDenseI64ArrayAttr(config.resolution), window,
+        RankedTensorType::get({config.windowsPerImage(), n, n}, b.getF32Type()),
+        b.getDenseI64ArrayAttr(config.paddedResolution()), window,
         b.getDenseI64ArrayAttr(config.shift), b.getF64FloatAttr(-100.0));
-  Value attention = WindowAttentionOp::create(
-      b, loc, RankedTensorType::get({dyn, n, h * d}, element), q, k, v, bias,
-      mask, b.getF32FloatAttr(config.effectiveScale()));
+  auto attentionType = RankedTensorType::get({dyn, n, c}, element);
+  Value result;
+  if (!tokens) {
+    result = WindowAttentionOp::create(b, loc, attentionType, q, k, v, bias,
+                                       mask,
+                                       b.getF32FloatAttr(config.effectiveScale()));
+  } else {
+    // Padding rows of q, k and v, in the element type of the maps.
+    SmallVector<Value> pads(3);
+    if (config.isPadded()) {
+      Value padRows = toTensor(entry->getArgument(argTypes.size() - 2));
+      for (int64_t i = 0; i < 3; ++i) {
+        auto rowType = RankedTensorType::get({c}, b.getF32Type());
+        Value row = tensor::ExtractSliceOp::create(
+            b, loc, rowType, padRows,
+            ArrayRef<OpFoldResult>{b.getIndexAttr(i), b.getIndexAttr(0)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(c)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+        if (!element.isF32()) {
+          Value init = tensor::EmptyOp::create(b, loc, {c}, element);
+          AffineMap identity = b.getMultiDimIdentityMap(1);
+          row = linalg::GenericOp::create(
+                    b, loc, TypeRange{init.getType()}, row, init,
+                    ArrayRef<AffineMap>{identity, identity},
+                    ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+                    [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                      Value narrow =
+                          arith::TruncFOp::create(nb, nloc, element, args[0]);
+                      linalg::YieldOp::create(nb, nloc, narrow);
+                    })
+                    .getResult(0);
+        }
+        pads[i] = row;
+      }
+    }
+    auto resolution = b.getDenseI64ArrayAttr(config.resolution);
+    auto shift = b.getDenseI64ArrayAttr(config.shift);
+    auto padding =
+        b.getStringAttr(config.shiftThenPad ? "shift_then_pad" : "pad_then_shift");
+    auto windowsType = RankedTensorType::get({dyn, h, n, d}, element);
+    auto partition = [&](Value map, Value pad) -> Value {
+      return WindowPartitionOp::create(b, loc, windowsType, map, pad,
+                                       resolution, window, shift, padding);
+    };
+    Value attention = WindowAttentionOp::create(
+        b, loc, attentionType, partition(q, pads[0]), partition(k, pads[1]),
+        partition(v, pads[2]), bias, mask,
+        b.getF32FloatAttr(config.effectiveScale()));
+    result = WindowReverseOp::create(
+        b, loc, RankedTensorType::get(mapType.getShape(), element), attention,
+        resolution, window, shift, padding);
+  }
   bufferization::MaterializeInDestinationOp::create(
-      b, loc, TypeRange{}, attention, out, /*restrict=*/true,
+      b, loc, TypeRange{}, result, out, /*restrict=*/true,
       /*writable=*/true);
   func::ReturnOp::create(b, loc);
   return module;
@@ -216,8 +303,10 @@ static void appendDescriptor(OpBuilder &b, Location loc, Value ptr,
     args.push_back(constant(stride));
 }
 
-/// Emits `i32 @<name>(ptr q, ptr k, ptr v, ptr table, ptr out, i64 windows)`
-/// which checks its arguments and calls the lowered kernel.
+/// Emits the C entry point, which checks its arguments and calls the
+/// lowered kernel:
+///   windows layout: i32 @<name>(q, k, v, table, out, i64 num_windows)
+///   tokens layout:  i32 @<name>(q, k, v, table, out, i64 batch, pad_qkv)
 static LogicalResult emitEntryPoint(ModuleOp module,
                                     const KernelConfig &config) {
   MLIRContext *context = module.getContext();
@@ -229,26 +318,43 @@ static LogicalResult emitEntryPoint(ModuleOp module,
     if (!func.isExternal())
       func.setLinkage(LLVM::Linkage::Internal);
 
+  bool tokens = config.layout == Layout::Tokens;
   OpBuilder b(context);
   Location loc = kernel.getLoc();
   b.setInsertionPointToEnd(module.getBody());
   Type ptr = LLVM::LLVMPointerType::get(context);
   Type i64 = b.getI64Type(), i32 = b.getI32Type(), i1 = b.getI1Type();
-  auto entryType =
-      LLVM::LLVMFunctionType::get(i32, {ptr, ptr, ptr, ptr, ptr, i64});
-  auto entryPoint = LLVM::LLVMFuncOp::create(b, loc, config.name, entryType);
+  auto constant = [&](Type type, int64_t v) -> Value {
+    return LLVM::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, v));
+  };
+
+  // pad_qkv may be NULL: padding tokens are then zeros.
+  LLVM::GlobalOp zeroPadding;
+  if (config.isPadded()) {
+    auto arrayType = LLVM::LLVMArrayType::get(b.getF32Type(), 3 * config.channels());
+    zeroPadding = LLVM::GlobalOp::create(
+        b, loc, arrayType, /*isConstant=*/true, LLVM::Linkage::Internal,
+        config.name + "_zero_padding",
+        b.getZeroAttr(RankedTensorType::get({3 * config.channels()},
+                                            b.getF32Type())));
+  }
+
+  SmallVector<Type> params = {ptr, ptr, ptr, ptr, ptr, i64};
+  if (tokens)
+    params.push_back(ptr);
+  auto entryPoint = LLVM::LLVMFuncOp::create(
+      b, loc, config.name, LLVM::LLVMFunctionType::get(i32, params));
   Block *entry = entryPoint.addEntryBlock(b);
   Block *invalid = b.createBlock(&entryPoint.getBody());
   Block *valid = b.createBlock(&entryPoint.getBody());
 
-  // Invalid: a null buffer, a negative number of windows, or (shifted
-  // windows) a number that is not a whole number of images.
+  // Invalid: a null buffer, a negative count, or (shifted windows) a number
+  // of windows that is not a whole number of images.
   b.setInsertionPointToStart(entry);
-  Value windows = entry->getArgument(5);
+  Value count = entry->getArgument(5);
   Value null = LLVM::ZeroOp::create(b, loc, ptr);
-  Value bad = LLVM::ICmpOp::create(
-      b, loc, LLVM::ICmpPredicate::slt, windows,
-      LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(0)));
+  Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, count,
+                                   constant(i64, 0));
   for (unsigned i : {0u, 1u, 2u, 3u, 4u}) {
     if (i == 3 && config.table)
       continue; // a baked table needs no argument
@@ -256,42 +362,48 @@ static LogicalResult emitEntryPoint(ModuleOp module,
                                         entry->getArgument(i), null);
     bad = LLVM::OrOp::create(b, loc, i1, bad, isNull);
   }
-  if (int64_t perImage = config.numMaskWindows(); perImage > 1) {
-    Value remainder = LLVM::SRemOp::create(
-        b, loc, windows,
-        LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(perImage)));
-    Value partial = LLVM::ICmpOp::create(
-        b, loc, LLVM::ICmpPredicate::ne, remainder,
-        LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(0)));
+  if (int64_t perImage = config.windowsPerImage();
+      !tokens && config.isShifted() && perImage > 1) {
+    Value remainder =
+        LLVM::SRemOp::create(b, loc, count, constant(i64, perImage));
+    Value partial = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne,
+                                         remainder, constant(i64, 0));
     bad = LLVM::OrOp::create(b, loc, i1, bad, partial);
   }
   LLVM::CondBrOp::create(b, loc, bad, invalid, valid);
 
   b.setInsertionPointToStart(invalid);
-  LLVM::ReturnOp::create(
-      b, loc,
-      ValueRange{LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(1))});
+  LLVM::ReturnOp::create(b, loc, ValueRange{constant(i32, 1)});
 
   b.setInsertionPointToStart(valid);
   int64_t h = config.heads, n = config.numTokens(), d = config.headDim;
-  int64_t dyn = ShapedType::kDynamic;
+  int64_t c = config.channels(), dyn = ShapedType::kDynamic;
+  SmallVector<int64_t> qkvShape =
+      tokens ? SmallVector<int64_t>{dyn, config.tokensPerImage(), c}
+             : SmallVector<int64_t>{dyn, h, n, d};
+  SmallVector<int64_t> outShape =
+      tokens ? qkvShape : SmallVector<int64_t>{dyn, n, c};
   SmallVector<Value> args;
   for (unsigned i : {0u, 1u, 2u})
-    appendDescriptor(b, loc, entry->getArgument(i), windows, {dyn, h, n, d},
-                     args);
+    appendDescriptor(b, loc, entry->getArgument(i), count, qkvShape, args);
   if (!config.table)
-    appendDescriptor(b, loc, entry->getArgument(3), windows,
+    appendDescriptor(b, loc, entry->getArgument(3), count,
                      {config.numTableRows(), h}, args);
-  appendDescriptor(b, loc, entry->getArgument(4), windows, {dyn, n, h * d},
-                   args);
+  if (config.isPadded()) {
+    Value given = entry->getArgument(6);
+    Value isNull =
+        LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, given, null);
+    Value zeros = LLVM::AddressOfOp::create(b, loc, zeroPadding);
+    Value pad = LLVM::SelectOp::create(b, loc, isNull, zeros, given);
+    appendDescriptor(b, loc, pad, count, {3, c}, args);
+  }
+  appendDescriptor(b, loc, entry->getArgument(4), count, outShape, args);
   if (args.size() != kernel.getNumArguments())
     return kernel.emitError("unexpected kernel signature: ")
            << kernel.getNumArguments() << " arguments, " << args.size()
            << " expected";
   LLVM::CallOp::create(b, loc, kernel, args);
-  LLVM::ReturnOp::create(
-      b, loc,
-      ValueRange{LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0))});
+  LLVM::ReturnOp::create(b, loc, ValueRange{constant(i32, 0)});
   return success();
 }
 
@@ -416,48 +528,77 @@ llvm::Error mlir::rpe::linkSharedLibrary(llvm::StringRef objectPath,
 // The C header
 //===----------------------------------------------------------------------===//
 
+static std::string joinExtents(ArrayRef<int64_t> values, StringRef separator) {
+  return llvm::join(
+      llvm::map_range(values, [](int64_t v) { return std::to_string(v); }),
+      separator);
+}
+
 void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   std::string upper = llvm::StringRef(config.name).upper();
-  std::string windowText = llvm::join(
-      llvm::map_range(config.window, [](int64_t w) { return std::to_string(w); }),
-      "x");
-  const char *ctype = config.elementKind == ElementKind::F32 ? "float" : "uint16_t";
+  bool tokens = config.layout == Layout::Tokens;
+  const char *ctype =
+      config.elementKind == ElementKind::F32 ? "float" : "uint16_t";
   const char *typeName = config.elementKind == ElementKind::F32   ? "f32"
                          : config.elementKind == ElementKind::F16 ? "f16"
                                                                   : "bf16";
   int64_t n = config.numTokens();
   os << "/* Generated by swin-aot. Do not edit.\n"
      << " *\n"
-     << " * Swin window attention: window " << windowText << " (N = " << n
-     << " tokens), " << config.heads << " heads, head_dim " << config.headDim
-     << ", " << typeName << ", scale "
+     << " * Swin window attention: window " << joinExtents(config.window, "x")
+     << " (N = " << n << " tokens), " << config.heads << " heads, head_dim "
+     << config.headDim << ", " << typeName << ", scale "
      << llvm::formatv("{0:e}", config.effectiveScale()) << ".\n";
-  if (config.hasShiftMask())
-    os << " * Shifted windows: resolution "
-       << llvm::join(llvm::map_range(config.resolution,
-                                     [](int64_t r) { return std::to_string(r); }),
-                     "x")
-       << ", shift "
-       << llvm::join(llvm::map_range(config.shift,
-                                     [](int64_t s) { return std::to_string(s); }),
-                     ",")
-       << "; window b uses mask b % " << config.numMaskWindows()
-       << " (-100 across regions).\n";
-  os << " *\n"
-     << " * q, k, v: [num_windows, heads, N, head_dim] row-major (Swin's layout\n"
-     << " *          after the qkv split).\n"
-     << " * table:   [(2Wh-1)*(2Ww-1), heads] row-major (Swin's\n"
+  if (config.hasResolution())
+    os << " * Feature map " << joinExtents(config.resolution, "x")
+       << (config.isPadded()
+               ? " padded to " + joinExtents(config.paddedResolution(), "x") +
+                     (config.shiftThenPad ? " after the shift (timm)"
+                                          : " before the shift")
+               : std::string())
+       << ", shift " << joinExtents(config.shift, ",") << ", "
+       << config.windowsPerImage() << " windows per image"
+       << (config.isShifted() ? "; shifted-window mask -100 across regions"
+                              : "")
+       << ".\n";
+  os << " *\n";
+  if (!tokens) {
+    os << " * q, k, v: [num_windows, heads, N, head_dim] row-major (Swin's "
+          "layout\n"
+       << " *          after the qkv split); window b is image b / "
+       << config.windowsPerImage() << ", window b % "
+       << config.windowsPerImage() << ".\n";
+  } else {
+    os << " * q, k, v: [batch, " << config.tokensPerImage() << ", "
+       << config.channels()
+       << "] feature maps in image order (the qkv\n"
+       << " *          projection of the un-shifted map, split); the kernel "
+          "shifts,\n"
+       << " *          pads and partitions by addressing.\n";
+  }
+  os << " * table:   [(2Wh-1)*(2Ww-1), heads] row-major (Swin's\n"
      << " *          relative_position_bias_table)"
-     << (config.table ? "; baked into the kernel: may be NULL.\n" : ".\n")
-     << " * out:     [num_windows, N, heads*head_dim] (Swin's layout before the\n"
-     << " *          output projection).\n";
+     << (config.table ? "; baked into the kernel: may be NULL.\n" : ".\n");
+  if (!tokens)
+    os << " * out:     [num_windows, N, heads*head_dim] (Swin's layout before "
+          "the\n"
+       << " *          output projection).\n";
+  else
+    os << " * out:     [batch, " << config.tokensPerImage() << ", "
+       << config.channels()
+       << "] in image order: shifted back and cropped.\n"
+       << " * pad_qkv: [3, " << config.channels()
+       << "] f32, the q, k and v of padding tokens (the qkv\n"
+       << " *          bias); NULL means zeros. Unused when the map needs no "
+          "padding.\n";
   if (config.elementKind != ElementKind::F32)
     os << " * Elements are raw " << typeName
        << " bits; the arithmetic runs in f32.\n";
   os << " * Returns 0, or non-zero when the arguments are invalid (a NULL\n"
-     << " * buffer, num_windows < 0"
-     << (config.hasShiftMask() ? ", or not a multiple of the windows per image"
-                               : "")
+     << " * buffer, a negative count"
+     << (!tokens && config.isShifted()
+             ? ", or num_windows not a multiple of the windows per image"
+             : "")
      << "); nothing is written then.\n"
      << " * Runs on all cores through OpenMP; OMP_NUM_THREADS sets the number "
         "of threads.\n"
@@ -469,10 +610,17 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
      << "#define " << upper << "_NUM_HEADS " << config.heads << "\n"
      << "#define " << upper << "_HEAD_DIM " << config.headDim << "\n"
      << "#define " << upper << "_TABLE_ROWS " << config.numTableRows() << "\n"
-     << "#define " << upper << "_WINDOWS_PER_IMAGE " << config.numMaskWindows()
-     << "\n\n"
+     << "#define " << upper << "_WINDOWS_PER_IMAGE "
+     << config.windowsPerImage() << "\n";
+  if (tokens)
+    os << "#define " << upper << "_TOKENS_PER_IMAGE "
+       << config.tokensPerImage() << "\n";
+  os << "\n"
      << "int " << config.name << "(const " << ctype << " *q, const " << ctype
      << " *k, const " << ctype << " *v,\n    const " << ctype << " *table, "
-     << ctype << " *out, int64_t num_windows);\n\n"
+     << ctype << " *out, int64_t " << (tokens ? "batch" : "num_windows");
+  if (tokens)
+    os << ",\n    const float *pad_qkv";
+  os << ");\n\n"
      << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << upper << "_H */\n";
 }

@@ -188,14 +188,17 @@ private:
   std::optional<FeatureMap> featureMap;
 };
 
-/// A 1-D view of a contiguous memref.
+/// A 1-D view of a contiguous memref, of one type for all (any size and
+/// offset), so that rows of different buffers can be selected between.
 static Value flatten(OpBuilder &b, Location loc, Value memref) {
   auto type = cast<MemRefType>(memref.getType());
   ReassociationIndices all =
       llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
   Value flat = memref::CollapseShapeOp::create(b, loc, memref,
                                                ArrayRef<ReassociationIndices>{all});
-  auto dynamic = MemRefType::get({ShapedType::kDynamic}, type.getElementType());
+  auto dynamic = MemRefType::get(
+      {ShapedType::kDynamic}, type.getElementType(),
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
   return memref::CastOp::create(b, loc, dynamic, flat);
 }
 

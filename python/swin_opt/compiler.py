@@ -285,6 +285,11 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
         if len(res) != len(win):
             raise ValueError(f"resolution {res} must have as many axes as window {win}")
         sft = _ref.normalize_shift(shift, len(win))
+        # Swin's rule (and swin-aot's): along an axis where the map is not
+        # larger than the window, the window shrinks to the map and the
+        # shift is 0. The table is then the effective window's.
+        win = tuple(min(w, r) for w, r in zip(win, res))
+        sft = tuple(0 if r <= w else s for s, w, r in zip(sft, win, res))
         if pad is None and any(r % w for r, w in zip(res, win)):
             raise ValueError(
                 f"resolution {res} is not divisible by window {win}; pass padding="

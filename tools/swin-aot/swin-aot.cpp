@@ -63,6 +63,18 @@ static cl::opt<std::string>
              cl::desc("Bake this table into the kernel: raw little-endian "
                       "f32 [T, heads]"),
              cl::cat(category));
+static cl::opt<std::string> layoutOpt(
+    "layout", cl::init("windows"),
+    cl::desc("windows: q, k, v [num_windows, heads, N, head_dim]; tokens: "
+             "[batch, H*W, heads*head_dim] feature maps in image order, "
+             "shifted, padded and partitioned by the kernel"),
+    cl::cat(category));
+static cl::opt<std::string> paddingOpt(
+    "padding", cl::init("pad-then-shift"),
+    cl::desc("Tokens layout, resolution not a multiple of the window: "
+             "pad-then-shift (HF, torchvision, Video Swin) or shift-then-pad "
+             "(timm)"),
+    cl::cat(category));
 static cl::opt<std::string> dtypeOpt("dtype", cl::init("f32"),
                                      cl::desc("Element type: f32, f16, bf16"),
                                      cl::cat(category));
@@ -133,6 +145,19 @@ static llvm::Expected<KernelConfig> readConfig() {
     config.elementKind = ElementKind::BF16;
   else
     return error("--dtype must be f32, f16 or bf16, got '" + dtypeOpt + "'");
+  if (layoutOpt == "windows")
+    config.layout = Layout::Windows;
+  else if (layoutOpt == "tokens")
+    config.layout = Layout::Tokens;
+  else
+    return error("--layout must be windows or tokens, got '" + layoutOpt + "'");
+  if (paddingOpt == "pad-then-shift")
+    config.shiftThenPad = false;
+  else if (paddingOpt == "shift-then-pad")
+    config.shiftThenPad = true;
+  else
+    return error("--padding must be pad-then-shift or shift-then-pad, got '" +
+                 paddingOpt + "'");
   if (targetOpt != "cpu")
     return error("--target must be cpu, got '" + targetOpt + "'");
 
@@ -159,6 +184,9 @@ static llvm::Expected<KernelConfig> readConfig() {
     std::memcpy(values.data(), bytes.data(), bytes.size());
     config.table = std::move(values);
   }
+  // Swin shrinks the window (and drops the shift) along axes where the map
+  // is not larger than it.
+  applySmallMapRule(config);
   if (llvm::Error invalid = validate(config))
     return std::move(invalid);
   return config;

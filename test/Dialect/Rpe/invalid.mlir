@@ -272,3 +272,242 @@ func.func @attention_scale_type(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf3
          bias(%b : tensor<3x49x49xf32>) {scale = 1 : i32} -> tensor<?x3x49x32xf32>
   return
 }
+
+// -----
+
+func.func @partition_padding(%x: tensor<?x117x96xf32>) {
+  // expected-error @below {{padding must be "pad_then_shift" or "shift_then_pad", got "pad_only"}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>, padding = "pad_only"} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  return
+}
+
+// -----
+
+func.func @partition_shift(%x: tensor<?x117x96xf32>) {
+  // expected-error @below {{shift 6 along axis 1 must be in [0, 6)}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 6>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  return
+}
+
+// -----
+
+func.func @partition_resolution(%x: tensor<?x117x96xf32>) {
+  // expected-error @below {{resolution 0 along axis 0 must be in [1, 65536]}}
+  %w = rpe.window_partition %x {resolution = array<i64: 0, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  return
+}
+
+// -----
+
+func.func @partition_tokens(%x: tensor<?x116x96xf32>) {
+  // expected-error @below {{expects a feature map of shape [batch, 117, channels] with static channels, got ?x116x96}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x116x96xf32> -> tensor<?x3x24x32xf32>
+  return
+}
+
+// -----
+
+func.func @partition_pad(%x: tensor<?x117x96xf32>, %p: tensor<32xf32>) {
+  // expected-error @below {{expects pad of shape 96, got 32}}
+  %w = rpe.window_partition %x pad(%p : tensor<32xf32>) {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  return
+}
+
+// -----
+
+func.func @partition_pad_type(%x: tensor<?x117x96xf32>, %p: tensor<96xf16>) {
+  // expected-error @below {{expects pad of the input's element type, got 'f16'}}
+  %w = rpe.window_partition %x pad(%p : tensor<96xf16>) {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  return
+}
+
+// -----
+
+func.func @partition_heads(%x: tensor<?x117x96xf32>) {
+  // expected-error @below {{expects a result of shape [windows, heads, 24, head_dim] with heads * head_dim = 96, got ?x3x24x16}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x117x96xf32> -> tensor<?x3x24x16xf32>
+  return
+}
+
+// -----
+
+func.func @partition_windows(%x: tensor<2x117x96xf32>) {
+  // expected-error @below {{expects 9 windows per image: 2 images and 16 windows}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<2x117x96xf32> -> tensor<16x3x24x32xf32>
+  return
+}
+
+// -----
+
+func.func @partition_element(%x: tensor<2x117x96xf32>) {
+  // expected-error @below {{expects the result to have the input's element type}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<2x117x96xf32> -> tensor<18x3x24x32xf16>
+  return
+}
+
+// -----
+
+func.func @reverse_input(%o: tensor<?x24x32xf32>) {
+  // expected-error @below {{expects an input of shape [windows, 24, 96], got ?x24x32}}
+  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x24x32xf32> -> tensor<?x117x96xf32>
+  return
+}
+
+// -----
+
+func.func @reverse_windows(%o: tensor<?x24x96xf32>) {
+  // expected-error @below {{expects 9 windows per image: 2 images and ? windows}}
+  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x24x96xf32> -> tensor<2x117x96xf32>
+  return
+}
+
+// -----
+
+func.func @reverse_map(%o: tensor<?x24x96xf32>) {
+  // expected-error @below {{expects a feature map of shape [batch, 117, channels] with static channels, got ?x120x96}}
+  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x24x96xf32> -> tensor<?x120x96xf32>
+  return
+}
+
+// -----
+
+func.func @reverse_element(%o: tensor<?x24x96xf32>) {
+  // expected-error @below {{expects the result to have the input's element type}}
+  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x24x96xf32> -> tensor<?x117x96xbf16>
+  return
+}
+
+// -----
+
+func.func @fused_mixed(%q: tensor<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects all operands to be ranked tensors or all memrefs}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, memref<169x3xf32>)
+         outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_memref_result(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
+  // expected-error @below {{expects one result on tensors and none on memrefs}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+         outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_table(%q: tensor<?x3x49x32xf32>, %t: tensor<168x3xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects a table of shape 169x<heads>, got 168x3}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<168x3xf32>)
+         outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_tokens(%q: tensor<?x3x64x32xf32>, %t: tensor<169x3xf32>, %o: tensor<?x64x96xf32>) {
+  // expected-error @below {{expects query of shape [windows, 3, 49, head_dim], got ?x3x64x32}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>, tensor<169x3xf32>)
+         outs(%o : tensor<?x64x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x64x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_result(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects the result type to be the destination's}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+         outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x3x49x32xf32>
+  return
+}
+
+// -----
+
+func.func @fused_shift_alone(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects resolution and shift together}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+         outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32, shift = array<i64: 3, 3>} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_windows_pads(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %p: tensor<96xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects padding values only in the token layout}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+         pads(%p, %p, %p : tensor<96xf32>, tensor<96xf32>, tensor<96xf32>) outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_windows_shift(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{resolution 15 along axis 0 is not a positive multiple of the window extent 7}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+         outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32, resolution = array<i64: 15, 14>, shift = array<i64: 3, 3>} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_image_resolution(%x: tensor<2x117x96xf32>, %t: tensor<77x3xf32>) {
+  // expected-error @below {{expects resolution and shift with an image}}
+  %r = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<77x3xf32>)
+         outs(%x : tensor<2x117x96xf32>) {window = array<i64: 4, 6>, scale = 1.0 : f32, image = array<i64: 9, 13>} -> tensor<2x117x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_padded_resolution(%x: tensor<2x117x96xf32>, %t: tensor<77x3xf32>) {
+  // expected-error @below {{expects resolution 12x18, the image padded to whole windows, got 9x13}}
+  %r = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<77x3xf32>)
+         outs(%x : tensor<2x117x96xf32>) {window = array<i64: 4, 6>, scale = 1.0 : f32, image = array<i64: 9, 13>, resolution = array<i64: 9, 13>, shift = array<i64: 0, 0>} -> tensor<2x117x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_map_shape(%x: tensor<2x117x96xf32>, %y: tensor<2x117x90xf32>, %t: tensor<77x3xf32>) {
+  // expected-error @below {{expects query, key, value and destination of shape [batch, 117, 3 * head_dim] and one element type, got 2x117x90}}
+  %r = rpe.fused_window_attention ins(%x, %y, %x, %t : tensor<2x117x96xf32>, tensor<2x117x90xf32>, tensor<2x117x96xf32>, tensor<77x3xf32>)
+         outs(%x : tensor<2x117x96xf32>) {window = array<i64: 4, 6>, scale = 1.0 : f32, image = array<i64: 9, 13>, resolution = array<i64: 12, 18>, shift = array<i64: 0, 0>} -> tensor<2x117x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_pad_count(%x: tensor<2x117x96xf32>, %p: tensor<96xf32>, %t: tensor<77x3xf32>) {
+  // expected-error @below {{expects three padding values (q, k, v) or none}}
+  %r = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<77x3xf32>)
+         pads(%p : tensor<96xf32>) outs(%x : tensor<2x117x96xf32>) {window = array<i64: 4, 6>, scale = 1.0 : f32, image = array<i64: 9, 13>, resolution = array<i64: 12, 18>, shift = array<i64: 0, 0>} -> tensor<2x117x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_pad_shape(%x: tensor<2x117x96xf32>, %p: tensor<32xf32>, %t: tensor<77x3xf32>) {
+  // expected-error @below {{expects padding values of shape [96] and the query's element type}}
+  %r = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<77x3xf32>)
+         pads(%p, %p, %p : tensor<32xf32>, tensor<32xf32>, tensor<32xf32>) outs(%x : tensor<2x117x96xf32>) {window = array<i64: 4, 6>, scale = 1.0 : f32, image = array<i64: 9, 13>, resolution = array<i64: 12, 18>, shift = array<i64: 0, 0>} -> tensor<2x117x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_scale(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects a finite, non-zero scale}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+         outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 0x7F800000 : f32} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_float_table(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xi32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects a floating-point table}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xi32>)
+         outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
+  return
+}
