@@ -46,6 +46,9 @@ if config.sanitizers:
     config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
     config.available_features.add("sanitizers")
 
+if os.path.exists(os.path.join(config.cuda_toolkit, "include", "cuda.h")):
+    config.available_features.add("cuda-headers")
+
 ptxas = os.path.join(config.cuda_toolkit, "bin", "ptxas")
 if os.path.exists(ptxas):
     config.available_features.add("ptxas")

@@ -11,6 +11,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "Rpe/Passes.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -58,8 +59,15 @@ struct KernelConfig {
   std::optional<std::vector<float>> table;
   ElementKind elementKind = ElementKind::F32;
   std::string name = "swin_window_attention";
+  /// "cpu", or "nvptx" for an NVIDIA GPU kernel plus its host runtime.
+  std::string target = "cpu";
   /// Host CPU to generate code for ("native" for this machine).
   std::string cpu = "native";
+  /// GPU architecture and PTX features (nvptx).
+  std::string chip = "sm_90";
+  std::string ptxFeatures = "+ptx80";
+  /// CUDA toolkit for libdevice and ptxas (nvptx).
+  std::string cudaToolkit = SWIN_CUDA_TOOLKIT_DEFAULT;
   /// Run windows x heads on all cores (OpenMP).
   bool parallel = true;
   /// Fuse the bias gather and the mask into the softmax (false: the unfused
@@ -118,6 +126,37 @@ llvm::Error linkSharedLibrary(llvm::StringRef objectPath,
 
 /// Writes the C header declaring the entry point, with the layouts.
 void emitHeader(const KernelConfig &config, llvm::raw_ostream &os);
+
+/// A GPU kernel and what its launcher needs to know.
+struct GpuKernel {
+  /// PTX text, cubin or fatbin.
+  std::string image;
+  /// The kernel's symbol in the image.
+  std::string symbol;
+  /// A memref parameter of the kernel: a view of an argument of the C entry
+  /// point (0 q, 1 k, 2 v, 3 table, 4 out, 6 pad_qkv).
+  struct Param {
+    unsigned argument;
+    int64_t offset;
+    /// A dynamic extent is the window or image count.
+    llvm::SmallVector<int64_t> shape, strides;
+  };
+  /// The memref parameters, in the kernel's order.
+  llvm::SmallVector<Param> params;
+  /// Threads per block; the grid is (windows * heads).
+  int64_t blockSize = 0;
+};
+
+/// Compiles the module of buildKernelModule into a GPU kernel: `format` is
+/// isa (PTX), bin (cubin) or fatbin.
+llvm::Expected<GpuKernel> compileGpuKernel(ModuleOp module,
+                                           const KernelConfig &config,
+                                           llvm::StringRef format);
+
+/// Writes the host runtime (C, CUDA driver API) that embeds the kernel and
+/// launches it; `headerName` is the file it includes.
+void emitGpuRuntime(const KernelConfig &config, const GpuKernel &kernel,
+                    llvm::StringRef headerName, llvm::raw_ostream &os);
 
 } // namespace mlir::rpe
 

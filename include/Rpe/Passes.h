@@ -6,6 +6,7 @@
 #include "Rpe/RpeOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -15,6 +16,10 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
+
+#ifndef SWIN_CUDA_TOOLKIT_DEFAULT
+#define SWIN_CUDA_TOOLKIT_DEFAULT "/usr/local/cuda"
+#endif
 
 namespace mlir::rpe {
 
@@ -40,6 +45,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "vector-width",
       llvm::cl::desc("f32 lanes per vector in the fused kernel"),
       llvm::cl::init(8)};
+  PassOptions::Option<bool> rowKernel{
+      *this, "row-kernel",
+      llvm::cl::desc("Use the GPU's row-parallel fused kernel (to test it on "
+                     "the host)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
       llvm::cl::desc("Run windows x heads in parallel through OpenMP"),
@@ -48,6 +58,47 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 
 /// Builds `rpe-cpu-pipeline`: rpe ops to the LLVM dialect.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
+
+/// Options of `rpe-gpu-pipeline`.
+struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("NVIDIA GPU architecture (sm_80, sm_90)"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features (+ptx80 is the least sm_90 accepts)"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<unsigned> optLevel{
+      *this, "opt-level", llvm::cl::desc("LLVM optimization level"),
+      llvm::cl::init(3)};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What gpu.binary holds: isa (PTX), bin (cubin), fatbin, "
+                     "or none (stop at the NVVM dialect)"),
+      llvm::cl::init("isa")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit (libdevice, ptxas); passed explicitly "
+                     "because test environments are stripped"),
+      llvm::cl::init(SWIN_CUDA_TOOLKIT_DEFAULT)};
+};
+
+/// Builds `rpe-gpu-pipeline`: rpe ops to a host module that launches an
+/// NVVM kernel serialized into a gpu.binary. It is the three parts below,
+/// then the host lowering; swin-aot runs the parts and keeps the kernel.
+void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
+/// Fusion, bufferization, the fused op as a gpu.launch, kernel outlining.
+void buildGpuKernelPipeline(OpPassManager &pm);
+/// The NVVM target and the device lowering of the gpu.module.
+void buildGpuDevicePipeline(OpPassManager &pm,
+                            const GpuPipelineOptions &options);
+/// gpu-module-to-binary in the options' format, with their toolkit.
+void addGpuSerializationPass(OpPassManager &pm,
+                             const GpuPipelineOptions &options);
+
+/// The target-independent front of both pipelines: fusion, the unfused
+/// lowering of what does not fuse, bufferization.
+void buildBufferizationPipeline(OpPassManager &pm, bool fuse);
 
 /// Registers the passes and the named pipelines of this project.
 void registerRpePassesAndPipelines();

@@ -110,8 +110,20 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     Query rows are processed in blocks so that a block of scores fits in
     `score-block-bytes`: the softmax of a row always sees the whole row, so
     a single pass suffices and no online rescaling is needed.
+
+    `strategy=rows` emits instead the form the GPU pipeline maps to threads:
+    a parallel loop over (window, head) around a parallel loop over query
+    rows, each row an online softmax over the keys (running max `m`, sum
+    `l` and rescaled accumulator), with the bias read from the table at
+    `idx(i, j)` and the mask computed from the tokens' region labels in
+    closed form. It needs no scratch memory and runs on the CPU as well,
+    which is how its numbers are tested without a GPU.
   }];
   let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"tiles\"",
+           "tiles (CPU micro-kernels), rows (one online softmax per query "
+           "row, in scf.parallel loops) or gpu (the rows in a gpu.launch: "
+           "block = (window, head), thread = query row)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
            "f32 lanes per vector (8 for AVX2, 16 for AVX-512)">,
     Option<"scoreBlockBytes", "score-block-bytes", "int64_t",
@@ -120,6 +132,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",

@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -15,6 +16,7 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -121,6 +123,11 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
         llvm::join(llvm::map_range(config.window,
                                    [](int64_t w) { return std::to_string(w); }),
                    "x")));
+  if (config.target == "nvptx" && config.numTokens() > 1024)
+    return configError(llvm::formatv(
+        "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "
+        "a GPU block",
+        config.numTokens()));
   auto isIdentifierChar = [](char c) { return llvm::isAlnum(c) || c == '_'; };
   if (config.name.empty() || llvm::isDigit(config.name[0]) ||
       !llvm::all_of(config.name, isIdentifierChar))
@@ -166,7 +173,10 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   auto qkvType = tokens ? mapType : MemRefType::get({dyn, h, n, d}, element);
   auto outType = tokens ? mapType : MemRefType::get({dyn, n, c}, element);
   auto tableType = MemRefType::get({rows, h}, element);
-  auto padType = MemRefType::get({3, c}, b.getF32Type());
+  // The CPU ABI takes the padding rows in f32 whatever the element type;
+  // the GPU runtime takes device buffers of the element type as they are.
+  Type padElement = config.target == "nvptx" ? element : b.getF32Type();
+  auto padType = MemRefType::get({3, c}, padElement);
 
   // Arguments: q, k, v, [table,] [pad_qkv,] out.
   SmallVector<Type> argTypes = {qkvType, qkvType, qkvType};
@@ -232,13 +242,13 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
     if (config.isPadded()) {
       Value padRows = toTensor(entry->getArgument(argTypes.size() - 2));
       for (int64_t i = 0; i < 3; ++i) {
-        auto rowType = RankedTensorType::get({c}, b.getF32Type());
+        auto rowType = RankedTensorType::get({c}, padElement);
         Value row = tensor::ExtractSliceOp::create(
             b, loc, rowType, padRows,
             ArrayRef<OpFoldResult>{b.getIndexAttr(i), b.getIndexAttr(0)},
             ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(c)},
             ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
-        if (!element.isF32()) {
+        if (padElement != element) {
           Value init = tensor::EmptyOp::create(b, loc, {c}, element);
           AffineMap identity = b.getMultiDimIdentityMap(1);
           row = linalg::GenericOp::create(
@@ -587,8 +597,9 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
     os << " * out:     [batch, " << config.tokensPerImage() << ", "
        << config.channels()
        << "] in image order: shifted back and cropped.\n"
-       << " * pad_qkv: [3, " << config.channels()
-       << "] f32, the q, k and v of padding tokens (the qkv\n"
+       << " * pad_qkv: [3, " << config.channels() << "] "
+       << (config.target == "nvptx" ? "of the element type" : "f32")
+       << ", the q, k and v of padding tokens (the qkv\n"
        << " *          bias); NULL means zeros. Unused when the map needs no "
           "padding.\n";
   if (config.elementKind != ElementKind::F32)
@@ -600,11 +611,15 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
              ? ", or num_windows not a multiple of the windows per image"
              : "")
      << "); nothing is written then.\n"
-     << " * Runs on all cores through OpenMP; OMP_NUM_THREADS sets the number "
-        "of threads.\n"
+     << (config.target == "nvptx"
+             ? " * Runs on an NVIDIA GPU (" + config.chip +
+                   "): a block per (window, head), a thread per query row.\n"
+             : std::string(" * Runs on all cores through OpenMP; "
+                           "OMP_NUM_THREADS sets the number of threads.\n"))
      << " */\n"
      << "#ifndef " << upper << "_H\n#define " << upper << "_H\n\n"
-     << "#include <stdint.h>\n\n"
+     << "#include <stdint.h>\n"
+     << (config.target == "nvptx" ? "#include <cuda.h>\n" : "") << "\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
      << "#define " << upper << "_NUM_TOKENS " << n << "\n"
      << "#define " << upper << "_NUM_HEADS " << config.heads << "\n"
@@ -615,12 +630,216 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   if (tokens)
     os << "#define " << upper << "_TOKENS_PER_IMAGE "
        << config.tokensPerImage() << "\n";
-  os << "\n"
-     << "int " << config.name << "(const " << ctype << " *q, const " << ctype
-     << " *k, const " << ctype << " *v,\n    const " << ctype << " *table, "
-     << ctype << " *out, int64_t " << (tokens ? "batch" : "num_windows");
+  os << "\n";
+  const char *count = tokens ? "batch" : "num_windows";
+  if (config.target == "nvptx") {
+    os << "/* Device pointers, the same layouts; the kernel is queued on "
+          "`stream`.\n"
+       << " * Errors (invalid arguments, or CUDA's) return non-zero; "
+       << config.name << "_last_error()\n"
+       << " * describes the last one. Never aborts. */\n"
+       << "int " << config.name
+       << "(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,\n    CUdeviceptr "
+          "table, CUdeviceptr out, int64_t "
+       << count;
+    if (tokens)
+      os << ",\n    CUdeviceptr pad_qkv";
+    os << ", CUstream stream);\n"
+       << "const char *" << config.name << "_last_error(void);\n\n";
+  } else {
+    os << "int " << config.name << "(const " << ctype << " *q, const "
+       << ctype << " *k, const " << ctype << " *v,\n    const " << ctype
+       << " *table, " << ctype << " *out, int64_t " << count;
+    if (tokens)
+      os << ",\n    const float *pad_qkv";
+    os << ");\n\n";
+  }
+  os << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << upper << "_H */\n";
+}
+
+//===----------------------------------------------------------------------===//
+// GPU kernels and their host runtime
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<GpuKernel>
+mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
+                            llvm::StringRef format) {
+  PassManager kernelPm(module.getContext());
+  buildGpuKernelPipeline(kernelPm);
+  if (failed(kernelPm.run(module)))
+    return configError("lowering to a GPU kernel failed");
+
+  // The launch tells the launcher what to pass: its operands are arguments
+  // of the kernel function, whose C counterparts are known.
+  SmallVector<gpu::LaunchFuncOp> launches;
+  module.walk([&](gpu::LaunchFuncOp launch) { launches.push_back(launch); });
+  if (launches.size() != 1)
+    return configError("expected one GPU launch, found " +
+                       std::to_string(launches.size()));
+  gpu::LaunchFuncOp launch = launches.front();
+  GpuKernel kernel;
+  kernel.symbol = launch.getKernelName().getValue().str();
+  APInt blockSize;
+  if (!matchPattern(launch.getBlockSizeX(), m_ConstantInt(&blockSize)))
+    return configError("the GPU block size is not a constant");
+  kernel.blockSize = blockSize.getSExtValue();
+  // C arguments: 0 q, 1 k, 2 v, 3 table, 4 out, 6 pad_qkv.
+  SmallVector<unsigned> cArgument = {0, 1, 2};
+  if (!config.table)
+    cArgument.push_back(3);
+  if (config.isPadded())
+    cArgument.push_back(6);
+  cArgument.push_back(4);
+  for (Value operand : launch.getKernelOperands()) {
+    // A kernel operand is an argument of the kernel function or a static
+    // view of one (a row of pad_qkv).
+    Value source = operand;
+    while (auto view = source.getDefiningOp<memref::SubViewOp>())
+      source = view.getSource();
+    auto argument = dyn_cast<BlockArgument>(source);
+    auto type = dyn_cast<MemRefType>(operand.getType());
+    if (!argument || !type || argument.getArgNumber() >= cArgument.size())
+      return configError("unexpected GPU kernel operand");
+    GpuKernel::Param param;
+    param.argument = cArgument[argument.getArgNumber()];
+    param.shape = llvm::to_vector(type.getShape());
+    if (failed(type.getStridesAndOffset(param.strides, param.offset)) ||
+        ShapedType::isDynamic(param.offset) ||
+        llvm::any_of(param.strides, ShapedType::isDynamic))
+      return configError("GPU kernel operand with a dynamic layout");
+    kernel.params.push_back(param);
+  }
+
+  GpuPipelineOptions options;
+  options.chip = config.chip;
+  options.features = config.ptxFeatures;
+  options.toolkit = config.cudaToolkit;
+  options.format = format.str();
+  PassManager devicePm(module.getContext());
+  buildGpuDevicePipeline(devicePm, options);
+  addGpuSerializationPass(devicePm, options);
+  if (failed(devicePm.run(module)))
+    return configError("compiling the GPU kernel for " + config.chip +
+                       " failed");
+  SmallVector<gpu::BinaryOp> binaries;
+  module.walk([&](gpu::BinaryOp binary) { binaries.push_back(binary); });
+  if (binaries.size() != 1 || binaries.front().getObjects().size() != 1)
+    return configError("expected one GPU binary with one object");
+  auto object = cast<gpu::ObjectAttr>(binaries.front().getObjects()[0]);
+  kernel.image = object.getObject().getValue().str();
+  return kernel;
+}
+
+void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
+                               const GpuKernel &kernel,
+                               llvm::StringRef headerName,
+                               llvm::raw_ostream &os) {
+  const std::string &name = config.name;
+  bool tokens = config.layout == Layout::Tokens;
+  os << "/* Generated by swin-aot. Do not edit.\n"
+     << " * Host runtime of " << name << " (CUDA driver API): loads the "
+     << config.chip << " kernel embedded below\n"
+     << " * once per process and launches it. Build with\n"
+     << " *   cc -c " << name << ".c -I<cuda>/include    (link -lcuda)\n"
+     << " */\n"
+     << "#include \"" << headerName << "\"\n\n"
+     << "#include <pthread.h>\n#include <stdio.h>\n\n"
+     << "static const unsigned char " << name << "_image[] = {";
+  for (size_t i = 0; i < kernel.image.size(); ++i)
+    os << (i % 16 ? " " : "\n    ")
+       << llvm::formatv("0x{0:x-2},", static_cast<unsigned char>(kernel.image[i]));
+  os << "\n    0x00};\n\n"
+     << "static CUfunction " << name << "_function;\n"
+     << "static CUresult " << name << "_load_status;\n"
+     << "static pthread_once_t " << name << "_once = PTHREAD_ONCE_INIT;\n"
+     << "static char " << name << "_error[256];\n";
+  if (config.isPadded())
+    os << "static CUdeviceptr " << name << "_zeros; /* pad_qkv == 0 */\n";
+  os << "\nconst char *" << name << "_last_error(void) { return " << name
+     << "_error; }\n\n"
+     << "static int " << name << "_fail(CUresult status, const char *what) {\n"
+     << "  const char *text = 0;\n"
+     << "  cuGetErrorString(status, &text);\n"
+     << "  snprintf(" << name << "_error, sizeof " << name
+     << "_error, \"" << name << ": %s: %s (CUDA error %d)\",\n"
+     << "           what, text ? text : \"unknown error\", (int)status);\n"
+     << "  return (int)status ? (int)status : 1;\n}\n\n"
+     << "/* Loads the module into the current context, or device 0's primary "
+        "one. */\n"
+     << "static void " << name << "_load(void) {\n"
+     << "  CUresult s = cuInit(0);\n"
+     << "  CUcontext context = 0;\n"
+     << "  if (s == CUDA_SUCCESS) s = cuCtxGetCurrent(&context);\n"
+     << "  if (s == CUDA_SUCCESS && !context) {\n"
+     << "    CUdevice device;\n"
+     << "    s = cuDeviceGet(&device, 0);\n"
+     << "    if (s == CUDA_SUCCESS) s = cuDevicePrimaryCtxRetain(&context, "
+        "device);\n"
+     << "    if (s == CUDA_SUCCESS) s = cuCtxSetCurrent(context);\n"
+     << "  }\n"
+     << "  CUmodule module;\n"
+     << "  if (s == CUDA_SUCCESS) s = cuModuleLoadData(&module, " << name
+     << "_image);\n"
+     << "  if (s == CUDA_SUCCESS) s = cuModuleGetFunction(&" << name
+     << "_function, module, \"" << kernel.symbol << "\");\n";
+  if (config.isPadded()) {
+    int64_t bytes =
+        3 * config.channels() * (config.elementKind == ElementKind::F32 ? 4 : 2);
+    os << "  if (s == CUDA_SUCCESS) s = cuMemAlloc(&" << name << "_zeros, "
+       << bytes << ");\n"
+       << "  if (s == CUDA_SUCCESS) s = cuMemsetD8(" << name << "_zeros, 0, "
+       << bytes << ");\n";
+  }
+  os << "  " << name << "_load_status = s;\n}\n\n";
+
+  const char *count = tokens ? "batch" : "num_windows";
+  os << "int " << name
+     << "(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,\n    CUdeviceptr "
+        "table, CUdeviceptr out, int64_t "
+     << count << (tokens ? ",\n    CUdeviceptr pad_qkv" : "")
+     << ", CUstream stream) {\n"
+     << "  if (!q || !k || !v || !out" << (config.table ? "" : " || !table")
+     << " || " << count << " < 0";
+  if (!tokens && config.isShifted())
+    os << " || " << count << " % " << config.windowsPerImage();
+  os << ") {\n"
+     << "    snprintf(" << name << "_error, sizeof " << name << "_error, \""
+     << name << ": invalid arguments\");\n"
+     << "    return 1;\n  }\n"
+     << "  if (" << count << " == 0) return 0;\n"
+     << "  pthread_once(&" << name << "_once, " << name << "_load);\n"
+     << "  if (" << name << "_load_status != CUDA_SUCCESS)\n"
+     << "    return " << name << "_fail(" << name
+     << "_load_status, \"loading the kernel\");\n";
+  if (config.isPadded())
+    os << "  if (!pad_qkv) pad_qkv = " << name << "_zeros;\n";
+  // Windows in the grid: num_windows, or batch * windows per image.
+  os << "  int64_t windows = " << count;
   if (tokens)
-    os << ",\n    const float *pad_qkv";
-  os << ");\n\n"
-     << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << upper << "_H */\n";
+    os << " * " << config.windowsPerImage();
+  os << ";\n";
+  const char *cNames[] = {"q", "k", "v", "table", "out", "", "pad_qkv"};
+  SmallVector<std::string> params;
+  for (auto [i, param] : llvm::enumerate(kernel.params)) {
+    // Descriptor: allocated and aligned pointers, offset, sizes, strides.
+    os << "  CUdeviceptr p" << i << " = " << cNames[param.argument] << ";\n"
+       << "  int64_t d" << i << "[] = {" << param.offset;
+    for (int64_t extent : param.shape)
+      os << ", " << (ShapedType::isDynamic(extent) ? std::string(count)
+                                                   : std::to_string(extent));
+    for (int64_t stride : param.strides)
+      os << ", " << stride;
+    os << "};\n";
+    params.push_back(llvm::formatv("&p{0}", i));
+    params.push_back(llvm::formatv("&p{0}", i));
+    for (size_t j = 0; j < 1 + 2 * param.shape.size(); ++j)
+      params.push_back(llvm::formatv("&d{0}[{1}]", i, j));
+  }
+  os << "  void *params[] = {" << llvm::join(params, ", ") << "};\n"
+     << "  CUresult s = cuLaunchKernel(" << name << "_function, (unsigned)(windows * "
+     << config.heads << "), 1, 1, " << kernel.blockSize
+     << ", 1, 1, 0, stream, params, 0);\n"
+     << "  if (s != CUDA_SUCCESS) return " << name
+     << "_fail(s, \"cuLaunchKernel\");\n"
+     << "  return 0;\n}\n";
 }

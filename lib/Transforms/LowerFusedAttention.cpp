@@ -34,6 +34,7 @@
 #include "Rpe/WindowGeometry.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
@@ -102,7 +103,12 @@ public:
       : b(b), op(op), g(g), f32(b.getF32Type()),
         vecType(VectorType::get({g.lanes}, b.getF32Type())) {}
 
+  /// The CPU kernel: register-blocked tiles (the steps above).
   LogicalResult emit();
+  /// The row-parallel form: one online softmax per query row, as nested
+  /// scf.parallel loops (host) or one gpu.launch (block = (window, head),
+  /// thread = query row).
+  LogicalResult emitRowParallel(bool gpuLaunch);
 
 private:
   //===--- small builders ---------------------------------------------===//
@@ -164,6 +170,20 @@ private:
   Value loadElement(Row row, Value e) {
     return toF32(memref::LoadOp::create(b, row.memref, add(row.offset, e)));
   }
+
+  //===--- the row-parallel form ---------------------------------------===//
+  /// Element e of token `token`'s row of q, k or v (f32): a padding token
+  /// reads its padding row, or zero.
+  struct RowAddress {
+    Value offset, valid;
+  };
+  RowAddress rowAddress(Value w, Value h, Value token);
+  Value loadInputElement(Input which, RowAddress row, Value h, int64_t e);
+  /// Swin's region label of token `token` of the image's window `wi`, in
+  /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
+  Value regionLabel(Value wi, Value token);
+  /// The work of query row `i` of (window w, head h).
+  void emitRow(Value w, Value h, Value i);
 
   //===--- the steps --------------------------------------------------===//
   Value emitReversedTables();
@@ -728,10 +748,220 @@ LogicalResult FusedKernelEmitter::emit() {
   return success();
 }
 
+FusedKernelEmitter::RowAddress
+FusedKernelEmitter::rowAddress(Value w, Value h, Value token) {
+  if (!featureMap)
+    return {mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens),
+                         token),
+                     g.headDim),
+            Value()};
+  TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
+  Value offset = add(mulConst(add(mulConst(source.image,
+                                           featureMap->tokensPerImage()),
+                                  source.position),
+                              g.heads * g.headDim),
+                     mulConst(h, g.headDim));
+  return {offset, source.valid};
+}
+
+Value FusedKernelEmitter::loadInputElement(Input which, RowAddress row,
+                                           Value h, int64_t e) {
+  Value flat = flatInputs[static_cast<int>(which)];
+  Value value = toF32(memref::LoadOp::create(b, flat, add(row.offset, index(e))));
+  if (!row.valid)
+    return value;
+  Value padding = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+  if (!paddingRows.empty())
+    padding = toF32(memref::LoadOp::create(
+        b, paddingRows[static_cast<int>(which)],
+        add(mulConst(h, g.headDim), index(e))));
+  return arith::SelectOp::create(b, row.valid, value, padding);
+}
+
+Value FusedKernelEmitter::regionLabel(Value wi, Value token) {
+  ArrayRef<int64_t> resolution = *op.getResolution();
+  ArrayRef<int64_t> shift = *op.getShift();
+  int64_t rank = g.window.size();
+  Value label = index(0);
+  Value windowRest = wi, tokenRest = token;
+  int64_t weight = 1;
+  for (int64_t a = rank - 1; a >= 0; --a) {
+    int64_t grid = resolution[a] / g.window[a];
+    Value windowCoord = a == 0 ? windowRest : remConst(windowRest, grid);
+    Value tokenCoord = a == 0 ? tokenRest : remConst(tokenRest, g.window[a]);
+    if (a > 0) {
+      windowRest = divConst(windowRest, grid);
+      tokenRest = divConst(tokenRest, g.window[a]);
+    }
+    Value p = add(mulConst(windowCoord, g.window[a]), tokenCoord);
+    auto below = [&](int64_t bound) {
+      return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, p,
+                                   index(bound));
+    };
+    Value axisLabel = arith::SelectOp::create(
+        b, below(resolution[a] - g.window[a]), index(0),
+        arith::SelectOp::create(b, below(resolution[a] - shift[a]), index(1),
+                                index(2)));
+    label = add(label, mulConst(axisLabel, weight));
+    weight *= 3;
+  }
+  return label;
+}
+
+/// for (b, h) in parallel: for i in parallel:
+///   m = -inf, l = 0, acc = 0
+///   for j: s = (scale q_i) · k_j + table[idx(i, j), h] (+ mask)
+///          m' = max(m, s); c = exp(m - m'); p = exp(s - m')
+///          l = l c + p; acc = acc c + p v_j; m = m'
+///   out_i = acc / l
+LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
+  if (op.hasTokenLayout())
+    featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
+                       op.isShiftThenPad());
+  int64_t imageWindows =
+      op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
+  Value windows = memref::DimOp::create(b, op.getQuery(), 0);
+  if (featureMap)
+    windows = mulConst(windows, imageWindows);
+  Value items = mulConst(windows, g.heads);
+
+  OpBuilder::InsertionGuard guard(b);
+  if (!gpuLaunch) {
+    auto outer = scf::ParallelOp::create(
+        b, ValueRange{index(0)}, ValueRange{items}, ValueRange{index(1)});
+    b.setInsertionPointToStart(outer.getBody());
+    Value item = outer.getInductionVars()[0];
+    auto inner = scf::ParallelOp::create(b, ValueRange{index(0)},
+                                         ValueRange{index(g.tokens)},
+                                         ValueRange{index(1)});
+    b.setInsertionPointToStart(inner.getBody());
+    emitRow(divConst(item, g.heads), remConst(item, g.heads),
+            inner.getInductionVars()[0]);
+    return success();
+  }
+  // One block per (window, head), one thread per query row, rounded up to
+  // whole warps.
+  int64_t threads = llvm::divideCeil(g.tokens, 32) * 32;
+  if (threads > 1024)
+    return op.emitOpError("has ")
+           << g.tokens << " tokens per window, more than a GPU block's 1024 "
+                          "threads";
+  Value one = index(1);
+  auto launch = gpu::LaunchOp::create(b, items, one, one, index(threads), one,
+                                      one);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value item = launch.getBlockIds().x;
+  Value i = launch.getThreadIds().x;
+  Value isRow =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, index(g.tokens));
+  auto ifRow = scf::IfOp::create(b, isRow, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifRow.getThenRegion().front());
+  emitRow(divConst(item, g.heads), remConst(item, g.heads), i);
+  b.setInsertionPointToEnd(&launch.getBody().front());
+  gpu::TerminatorOp::create(b);
+  return success();
+}
+
+void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
+  int64_t imageWindows =
+      op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
+  // Views are made here, inside the loops, so that a GPU kernel outlined
+  // from them captures only the operands themselves.
+  for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
+    flatInputs.push_back(flatten(b, b.getLoc(), input));
+  flatOutput = flatten(b, b.getLoc(), op.getInit());
+  for (Value pad : op.getPaddingValues())
+    paddingRows.push_back(flatten(b, b.getLoc(), pad));
+
+  Value scale = arith::ConstantOp::create(b, op.getScaleAttr());
+  RowAddress queryRow = rowAddress(w, h, i);
+  SmallVector<Value> query;
+  for (int64_t e = 0; e < g.headDim; ++e)
+    query.push_back(arith::MulFOp::create(
+        b, loadInputElement(Input::Query, queryRow, h, e), scale));
+  Value queryOffset = tableOffset(i);
+  Value windowInImage =
+      op.hasShiftMask() ? remConst(w, imageWindows) : Value();
+  Value queryLabel =
+      op.hasShiftMask() ? regionLabel(windowInImage, i) : Value();
+  Value maskValue = arith::ConstantOp::create(
+      b, b.getF32FloatAttr(op.getMaskValue().convertToDouble()));
+  Value table = op.getTable();
+
+  SmallVector<Value> init = {
+      arith::ConstantOp::create(
+          b, b.getF32FloatAttr(-std::numeric_limits<float>::infinity())),
+      arith::ConstantOp::create(b, b.getF32FloatAttr(0.0))};
+  init.append(g.headDim, init[1]);
+  ValueRange state = forLoop(
+      index(0), index(g.tokens), 1, init, [&](Value j, ValueRange carried) {
+        Value m = carried[0], l = carried[1];
+        RowAddress keyRow = rowAddress(w, h, j);
+        Value s = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+        for (int64_t e = 0; e < g.headDim; ++e)
+          s = math::FmaOp::create(
+              b, query[e], loadInputElement(Input::Key, keyRow, h, e), s);
+        // idx(i, j) = P(i) - P(j) + (T - 1) / 2
+        Value idx = arith::SubIOp::create(
+            b, add(queryOffset, index(g.center)), tableOffset(j));
+        s = arith::AddFOp::create(
+            b, s, toF32(memref::LoadOp::create(b, table, ValueRange{idx, h})));
+        if (queryLabel) {
+          Value differ = arith::CmpIOp::create(
+              b, arith::CmpIPredicate::ne, queryLabel,
+              regionLabel(windowInImage, j));
+          s = arith::AddFOp::create(
+              b, s,
+              arith::SelectOp::create(
+                  b, differ, maskValue,
+                  arith::ConstantOp::create(b, b.getF32FloatAttr(0.0))));
+        }
+        Value mNew = arith::MaximumFOp::create(b, m, s);
+        Value correction =
+            math::ExpOp::create(b, arith::SubFOp::create(b, m, mNew));
+        Value p = math::ExpOp::create(b, arith::SubFOp::create(b, s, mNew));
+        SmallVector<Value> next = {
+            mNew, math::FmaOp::create(b, l, correction, p)};
+        RowAddress valueRow = rowAddress(w, h, j);
+        for (int64_t e = 0; e < g.headDim; ++e)
+          next.push_back(math::FmaOp::create(
+              b, p, loadInputElement(Input::Value, valueRow, h, e),
+              arith::MulFOp::create(b, carried[2 + e], correction)));
+        return next;
+      });
+
+  // out_i = acc / l, in the output's layout; padding tokens are cropped.
+  auto storeRow = [&](Value offset) {
+    Type element = getElementTypeOrSelf(op.getInit().getType());
+    for (int64_t e = 0; e < g.headDim; ++e) {
+      Value value = arith::DivFOp::create(b, state[2 + e], state[1]);
+      if (!element.isF32())
+        value = arith::TruncFOp::create(b, element, value);
+      memref::StoreOp::create(b, value, flatOutput, add(offset, index(e)));
+    }
+  };
+  if (!featureMap) {
+    Value offset =
+        op.hasMergedHeadsResult()
+            ? add(mulConst(add(mulConst(w, g.tokens), i), g.heads * g.headDim),
+                  mulConst(h, g.headDim))
+            : mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens), i),
+                       g.headDim);
+    storeRow(offset);
+  } else if (!queryRow.valid) {
+    storeRow(queryRow.offset);
+  } else {
+    OpBuilder::InsertionGuard guard(b);
+    auto ifReal = scf::IfOp::create(b, queryRow.valid, /*withElse=*/false);
+    b.setInsertionPointToStart(&ifReal.getThenRegion().front());
+    storeRow(queryRow.offset);
+  }
+}
+
 struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
-  LowerFusedAttention(MLIRContext *context, int64_t lanes,
+  LowerFusedAttention(MLIRContext *context, StringRef strategy, int64_t lanes,
                       int64_t scoreBlockBytes)
-      : OpRewritePattern(context), lanes(lanes),
+      : OpRewritePattern(context), strategy(strategy), lanes(lanes),
         scoreBlockBytes(scoreBlockBytes) {}
 
   LogicalResult matchAndRewrite(FusedWindowAttentionOp op,
@@ -741,12 +971,16 @@ struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
     KernelGeometry geometry(op, lanes, scoreBlockBytes);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     FusedKernelEmitter emitter(b, op, geometry);
-    if (failed(emitter.emit()))
+    LogicalResult emitted = strategy == "tiles"
+                                ? emitter.emit()
+                                : emitter.emitRowParallel(strategy == "gpu");
+    if (failed(emitted))
       return failure();
     rewriter.eraseOp(op);
     return success();
   }
 
+  std::string strategy;
   int64_t lanes, scoreBlockBytes;
 };
 
@@ -758,6 +992,12 @@ struct RpeLowerFusedAttentionPass
       getOperation()->emitError("vector-width must be a power of two");
       return signalPassFailure();
     }
+    if (strategy != "tiles" && strategy != "rows" && strategy != "gpu") {
+      getOperation()->emitError("strategy must be tiles, rows or gpu, got '")
+          << strategy << "'";
+      return signalPassFailure();
+    }
+    bool rows = strategy != "tiles";
     // Lower each op where it is (walk, not greedy: the emitted loops must
     // not be folded while they are built).
     SmallVector<FusedWindowAttentionOp> ops;
@@ -769,12 +1009,15 @@ struct RpeLowerFusedAttentionPass
       }
       PatternRewriter rewriter(&getContext());
       rewriter.setInsertionPoint(op);
-      LowerFusedAttention pattern(&getContext(), vectorWidth, scoreBlockBytes);
+      LowerFusedAttention pattern(&getContext(), strategy, vectorWidth,
+                                  scoreBlockBytes);
       if (failed(pattern.matchAndRewrite(op, rewriter)))
         return signalPassFailure();
     }
     // exp on vectors: a polynomial in registers instead of a libm call per
-    // lane.
+    // lane. The row form keeps math.exp for its target (libdevice on GPUs).
+    if (rows)
+      return;
     RewritePatternSet patterns(&getContext());
     populateMathPolynomialApproximationPatterns(
         patterns, [](StringRef name) { return name == "math.exp"; });

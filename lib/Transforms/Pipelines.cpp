@@ -7,6 +7,8 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
@@ -16,22 +18,21 @@
 
 using namespace mlir;
 
-void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
-                                 const CpuPipelineOptions &options) {
+void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse) {
   // Fused: window attention over a table lookup (and a shift mask) becomes
   // one op that gathers the bias inside its softmax. Unfused (and whatever
   // does not fuse): rpe -> linalg on tensors, index and mask as constants.
-  if (options.fuse)
+  if (fuse)
     pm.addPass(createRpeFuseBiasSoftmax());
   pm.addPass(createRpeFoldRelativeIndex());
   pm.addPass(createConvertRpeToLinalg());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 
-  // Tensors -> buffers. Function boundaries take plain identity-layout
+  // Tensors -> buffers. A result written into a destination (the `out`
+  // buffer of the C ABI) is computed in place rather than in a temporary
+  // that is then copied. Function boundaries take plain identity-layout
   // memrefs, the form the C interface of the kernels expects.
-  // A result written into a destination (the `out` buffer of the C ABI)
-  // is computed in place rather than in a temporary that is then copied.
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
@@ -41,9 +42,26 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   bufferization::BufferDeallocationPipelineOptions deallocation;
   bufferization::buildBufferDeallocationPipeline(pm, deallocation);
   pm.addPass(createRpeExpandMemrefCopy());
+}
+
+/// Memrefs go to LLVM before the sequential loops go to control flow:
+/// convert-scf-to-openmp wraps each parallel iteration in a
+/// memref.alloca_scope, whose region must stay a single block, and the
+/// memref lowering inlines it (with stacksave/stackrestore).
+static void addMemrefsAndLoopsToLLVMPasses(OpPassManager &pm) {
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createSCFToControlFlowPass());
+}
+
+void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
+                                 const CpuPipelineOptions &options) {
+  buildBufferizationPipeline(pm, options.fuse);
   if (options.fuse) {
     RpeLowerFusedAttentionOptions fused;
     fused.vectorWidth = options.vectorWidth;
+    fused.strategy = options.rowKernel ? "rows" : "tiles";
     pm.addPass(createRpeLowerFusedAttention(fused));
     pm.addPass(createCanonicalizerPass());
   }
@@ -58,14 +76,7 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   if (options.parallel)
     pm.addPass(createConvertSCFToOpenMPPass());
 
-  // Memrefs go to LLVM before the sequential loops go to control flow:
-  // convert-scf-to-openmp wraps each parallel iteration in a
-  // memref.alloca_scope, whose region must stay a single block, and the
-  // memref lowering inlines it (with stacksave/stackrestore).
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(createSCFToControlFlowPass());
+  addMemrefsAndLoopsToLLVMPasses(pm);
 
   // Everything else -> LLVM. bf16 conversions become integer arithmetic,
   // which every x86 CPU runs without a libcall.
@@ -85,10 +96,72 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
+
+void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm) {
+  buildBufferizationPipeline(pm, /*fuse=*/true);
+  // Unfused leftovers run on the host as loops.
+  pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+
+  // The fused attention as one gpu.launch: a block per (window, head), a
+  // thread per query row running an online softmax.
+  RpeLowerFusedAttentionOptions fused;
+  fused.strategy = "gpu";
+  pm.addPass(createRpeLowerFusedAttention(fused));
+  pm.addPass(createGpuKernelOutliningPass());
+}
+
+void mlir::rpe::buildGpuDevicePipeline(OpPassManager &pm,
+                                       const GpuPipelineOptions &options) {
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = options.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+
+  // Device code: NVVM; math.exp becomes libdevice's __nv_expf.
+  OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(createLowerAffinePass());
+  device.addPass(memref::createExpandStridedMetadataPass());
+  device.addPass(createSCFToControlFlowPass());
+  device.addPass(createConvertGpuOpsToNVVMOps());
+  device.addPass(createCanonicalizerPass());
+}
+
+void mlir::rpe::addGpuSerializationPass(OpPassManager &pm,
+                                        const GpuPipelineOptions &options) {
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = options.toolkit;
+  binary.compilationTarget = options.format;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
+                                 const GpuPipelineOptions &options) {
+  buildGpuKernelPipeline(pm);
+  buildGpuDevicePipeline(pm, options);
+
+  // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls.
+  addMemrefsAndLoopsToLLVMPasses(pm);
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  if (options.format != "none")
+    addGpuSerializationPass(pm, options);
+}
+
 void mlir::rpe::registerRpePassesAndPipelines() {
   registerRpePasses();
   PassPipelineRegistration<CpuPipelineOptions>(
       "rpe-cpu-pipeline",
       "Lower rpe window attention to the LLVM dialect for the host CPU",
       buildCpuPipeline);
+  PassPipelineRegistration<GpuPipelineOptions>(
+      "rpe-gpu-pipeline",
+      "Lower rpe window attention to an NVVM kernel (PTX, cubin or fatbin in "
+      "a gpu.binary) and a host module that launches it",
+      buildGpuPipeline);
 }

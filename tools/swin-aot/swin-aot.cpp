@@ -16,6 +16,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileUtilities.h"
@@ -78,9 +80,17 @@ static cl::opt<std::string> paddingOpt(
 static cl::opt<std::string> dtypeOpt("dtype", cl::init("f32"),
                                      cl::desc("Element type: f32, f16, bf16"),
                                      cl::cat(category));
-static cl::opt<std::string> targetOpt("target", cl::init("cpu"),
-                                      cl::desc("Target: cpu"),
-                                      cl::cat(category));
+static cl::opt<std::string> targetOpt(
+    "target", cl::init("cpu"),
+    cl::desc("cpu (host code, C ABI) or nvptx (NVIDIA GPU kernel, header and "
+             "a CUDA driver API host runtime in C)"),
+    cl::cat(category));
+static cl::opt<std::string> chipOpt("chip", cl::init("sm_90"),
+                                    cl::desc("GPU architecture (nvptx)"),
+                                    cl::cat(category));
+static cl::opt<std::string> cudaOpt(
+    "cuda-toolkit", cl::init(SWIN_CUDA_TOOLKIT_DEFAULT),
+    cl::desc("CUDA toolkit: libdevice and ptxas (nvptx)"), cl::cat(category));
 static cl::opt<std::string>
     cpuOpt("cpu", cl::init("native"),
            cl::desc("CPU to generate code for (native = this machine; e.g. "
@@ -99,9 +109,10 @@ static cl::opt<std::string> nameOpt("name", cl::init("swin_window_attention"),
                                     cl::cat(category));
 static cl::opt<std::string>
     emitOpt("emit", cl::Required,
-            cl::desc("What to write: mlir (rpe-level module), llvm (LLVM IR), "
-                     "obj (object file + header), so (shared library + "
-                     "header)"),
+            cl::desc("What to write: mlir (rpe-level module); cpu: llvm (LLVM "
+                     "IR), obj (object file + header), so (shared library + "
+                     "header); nvptx: ptx, cubin or fatbin (+ header + host "
+                     "runtime .c)"),
             cl::cat(category));
 static cl::opt<std::string> outputOpt("o", cl::Required,
                                       cl::desc("Output file"),
@@ -158,8 +169,11 @@ static llvm::Expected<KernelConfig> readConfig() {
   else
     return error("--padding must be pad-then-shift or shift-then-pad, got '" +
                  paddingOpt + "'");
-  if (targetOpt != "cpu")
-    return error("--target must be cpu, got '" + targetOpt + "'");
+  if (targetOpt != "cpu" && targetOpt != "nvptx")
+    return error("--target must be cpu or nvptx, got '" + targetOpt + "'");
+  config.target = targetOpt;
+  config.chip = chipOpt;
+  config.cudaToolkit = cudaOpt;
 
   config.resolution.assign(resolutionOpt.begin(), resolutionOpt.end());
   config.shift.assign(shiftOpt.begin(), shiftOpt.end());
@@ -224,9 +238,14 @@ int main(int argc, char **argv) {
   auto config = readConfig();
   if (!config)
     return fail(config.takeError());
-  if (emitOpt != "mlir" && emitOpt != "llvm" && emitOpt != "obj" &&
+  bool gpu = config->target == "nvptx";
+  if (!gpu && emitOpt != "mlir" && emitOpt != "llvm" && emitOpt != "obj" &&
       emitOpt != "so")
     return fail("--emit must be mlir, llvm, obj or so, got '" + emitOpt + "'");
+  if (gpu && emitOpt != "mlir" && emitOpt != "ptx" && emitOpt != "cubin" &&
+      emitOpt != "fatbin")
+    return fail("--emit must be mlir, ptx, cubin or fatbin for nvptx, got '" +
+                emitOpt + "'");
 
   // The pipeline bufferizes and lowers upstream ops: their interfaces live
   // in the upstream registrations.
@@ -234,7 +253,13 @@ int main(int argc, char **argv) {
   registry.insert<RpeDialect>();
   registerAllDialects(registry);
   registerAllExtensions(registry);
+  // GPU serialization translates gpu.modules to LLVM IR and PTX.
+  registerAllToLLVMIRTranslations(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   MLIRContext context(registry);
+  // A failing pass reports itself in one line; the module it failed on is
+  // thousands of lines of generated code that help no user of swin-aot.
+  context.printOpOnDiagnostic(false);
   // Diagnostics are printed once, by the handler, with their locations.
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -249,6 +274,32 @@ int main(int argc, char **argv) {
       return fail(error);
     module->print(file->os());
     file->keep();
+    return 0;
+  }
+
+  if (gpu) {
+    StringRef format = emitOpt == "ptx"     ? "isa"
+                       : emitOpt == "cubin" ? "bin"
+                                            : "fatbin";
+    auto kernel = compileGpuKernel(*module, *config, format);
+    if (!kernel)
+      return fail(kernel.takeError());
+    auto file = openOutputFile(output, &error);
+    if (!file)
+      return fail(error);
+    file->os() << kernel->image;
+    file->keep();
+    if (int status = writeHeader(*config, output))
+      return status;
+    llvm::SmallString<256> runtimePath(output);
+    llvm::sys::path::replace_extension(runtimePath, "c");
+    auto runtime = openOutputFile(runtimePath, &error);
+    if (!runtime)
+      return fail(error);
+    emitGpuRuntime(*config, *kernel,
+                   llvm::sys::path::filename(headerPathFor(output)),
+                   runtime->os());
+    runtime->keep();
     return 0;
   }
 
