@@ -122,9 +122,11 @@ std::optional<std::string> mlir::rpe::checkWindow(ArrayRef<int64_t> window) {
   return std::nullopt;
 }
 
-std::optional<std::string> mlir::rpe::checkShift(ArrayRef<int64_t> resolution,
-                                                 ArrayRef<int64_t> window,
-                                                 ArrayRef<int64_t> shift) {
+/// The checks every shifted map shares: a valid window, one rank for the
+/// three, 0 <= shift < window.
+static std::optional<std::string> checkShiftedMap(ArrayRef<int64_t> resolution,
+                                                  ArrayRef<int64_t> window,
+                                                  ArrayRef<int64_t> shift) {
   if (auto error = checkWindow(window))
     return error;
   if (resolution.size() != window.size() || shift.size() != window.size())
@@ -132,6 +134,19 @@ std::optional<std::string> mlir::rpe::checkShift(ArrayRef<int64_t> resolution,
                          "({2}) must have the same rank",
                          resolution.size(), window.size(), shift.size())
         .str();
+  for (size_t axis = 0; axis < window.size(); ++axis)
+    if (shift[axis] < 0 || shift[axis] >= window[axis])
+      return llvm::formatv("shift {0} along axis {1} must be in [0, {2})",
+                           shift[axis], axis, window[axis])
+          .str();
+  return std::nullopt;
+}
+
+std::optional<std::string> mlir::rpe::checkShift(ArrayRef<int64_t> resolution,
+                                                 ArrayRef<int64_t> window,
+                                                 ArrayRef<int64_t> shift) {
+  if (auto error = checkShiftedMap(resolution, window, shift))
+    return error;
   for (size_t axis = 0; axis < window.size(); ++axis) {
     if (resolution[axis] <= 0 || resolution[axis] % window[axis] != 0)
       return llvm::formatv("resolution {0} along axis {1} is not a positive "
@@ -141,10 +156,6 @@ std::optional<std::string> mlir::rpe::checkShift(ArrayRef<int64_t> resolution,
     if (resolution[axis] / window[axis] > (1 << 16))
       return llvm::formatv("resolution {0} along axis {1} has too many windows",
                            resolution[axis], axis)
-          .str();
-    if (shift[axis] < 0 || shift[axis] >= window[axis])
-      return llvm::formatv("shift {0} along axis {1} must be in [0, {2})",
-                           shift[axis], axis, window[axis])
           .str();
   }
   return std::nullopt;
@@ -163,24 +174,14 @@ std::optional<std::string>
 mlir::rpe::checkFeatureMap(ArrayRef<int64_t> resolution,
                            ArrayRef<int64_t> window, ArrayRef<int64_t> shift,
                            llvm::StringRef padding) {
-  if (auto error = checkWindow(window))
+  if (auto error = checkShiftedMap(resolution, window, shift))
     return error;
-  if (resolution.size() != window.size() || shift.size() != window.size())
-    return llvm::formatv("resolution ({0} extents), window ({1}) and shift "
-                         "({2}) must have the same rank",
-                         resolution.size(), window.size(), shift.size())
-        .str();
   constexpr int64_t kMaxExtent = 1 << 16;
-  for (size_t axis = 0; axis < window.size(); ++axis) {
+  for (size_t axis = 0; axis < window.size(); ++axis)
     if (resolution[axis] <= 0 || resolution[axis] > kMaxExtent)
       return llvm::formatv("resolution {0} along axis {1} must be in [1, {2}]",
                            resolution[axis], axis, kMaxExtent)
           .str();
-    if (shift[axis] < 0 || shift[axis] >= window[axis])
-      return llvm::formatv("shift {0} along axis {1} must be in [0, {2})",
-                           shift[axis], axis, window[axis])
-          .str();
-  }
   if (padding != "pad_then_shift" && padding != "shift_then_pad")
     return llvm::formatv("padding must be \"pad_then_shift\" or "
                          "\"shift_then_pad\", got \"{0}\"",

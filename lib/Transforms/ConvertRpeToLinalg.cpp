@@ -157,6 +157,29 @@ struct LowerLookup : public OpRewritePattern<LookupOp> {
   }
 };
 
+/// The feature map of a partition or a reverse.
+template <typename OpTy>
+FeatureMap getFeatureMap(OpTy op) {
+  return FeatureMap(op.getResolution(), op.getWindow(), op.getShift(),
+                    op.isShiftThenPad());
+}
+
+/// An empty tensor of `type` whose dynamic leading extent (windows or
+/// images) is `source`'s leading extent scaled by `factor` (windows per
+/// image), multiplied or divided.
+Value emptyRescaled(ImplicitLocOpBuilder &b, RankedTensorType type,
+                    Value source, int64_t factor, bool divide) {
+  SmallVector<Value> dynamicSizes;
+  if (type.isDynamicDim(0)) {
+    Value extent = tensor::DimOp::create(b, source, 0);
+    Value scale = arith::ConstantIndexOp::create(b, factor);
+    dynamicSizes.push_back(
+        divide ? arith::DivUIOp::create(b, extent, scale).getResult()
+               : arith::MulIOp::create(b, extent, scale).getResult());
+  }
+  return tensor::EmptyOp::create(b, type, dynamicSizes);
+}
+
 /// rpe.window_partition -> linalg.generic over the windows that gathers
 /// each token from where the shift and the padding put it (or the padding
 /// value).
@@ -166,16 +189,11 @@ struct LowerWindowPartition : public OpRewritePattern<WindowPartitionOp> {
   LogicalResult matchAndRewrite(WindowPartitionOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    FeatureMap map(op.getResolution(), op.getWindow(), op.getShift(),
-                   op.isShiftThenPad());
+    FeatureMap map = getFeatureMap(op);
     RankedTensorType resultType = op.getResult().getType();
     int64_t headDim = resultType.getDimSize(3);
-    SmallVector<Value> dynamicSizes;
-    if (resultType.isDynamicDim(0))
-      dynamicSizes.push_back(arith::MulIOp::create(
-          b, tensor::DimOp::create(b, op.getInput(), 0),
-          arith::ConstantIndexOp::create(b, map.windowsPerImage())));
-    Value init = tensor::EmptyOp::create(b, resultType, dynamicSizes);
+    Value init = emptyRescaled(b, resultType, op.getInput(),
+                               map.windowsPerImage(), /*divide=*/false);
     Value input = op.getInput(), pad = op.getPad();
     GenericBuilder g{b, 4}; // (window, head, token, channel of head)
     Value windows = g.build(
@@ -217,15 +235,10 @@ struct LowerWindowReverse : public OpRewritePattern<WindowReverseOp> {
   LogicalResult matchAndRewrite(WindowReverseOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    FeatureMap map(op.getResolution(), op.getWindow(), op.getShift(),
-                   op.isShiftThenPad());
+    FeatureMap map = getFeatureMap(op);
     RankedTensorType resultType = op.getResult().getType();
-    SmallVector<Value> dynamicSizes;
-    if (resultType.isDynamicDim(0))
-      dynamicSizes.push_back(arith::DivUIOp::create(
-          b, tensor::DimOp::create(b, op.getInput(), 0),
-          arith::ConstantIndexOp::create(b, map.windowsPerImage())));
-    Value init = tensor::EmptyOp::create(b, resultType, dynamicSizes);
+    Value init = emptyRescaled(b, resultType, op.getInput(),
+                               map.windowsPerImage(), /*divide=*/true);
     Value input = op.getInput();
     GenericBuilder g{b, 3}; // (image, position, channel)
     Value result = g.build(

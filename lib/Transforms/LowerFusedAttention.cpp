@@ -178,6 +178,8 @@ private:
     Value offset, valid;
   };
   RowAddress rowAddress(Value w, Value h, Value token);
+  /// The same for the output row (merged heads: [b, t, h * d + e]).
+  RowAddress outputAddress(Value w, Value h, Value token);
   Value loadInputElement(Input which, RowAddress row, Value h, int64_t e);
   /// Swin's region label of token `token` of the image's window `wi`, in
   /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
@@ -254,50 +256,26 @@ void FusedKernelEmitter::emitFlatViews() {
 FusedKernelEmitter::Row FusedKernelEmitter::inputRow(Input which, Value w,
                                                      Value h, Value token) {
   Value flat = flatInputs[static_cast<int>(which)];
-  if (!featureMap) // [b, h, t, e]
-    return {flat, mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens),
-                               token),
-                           g.headDim)};
-  // [image, position, h * d + e]
-  TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
-  Value channel = mulConst(h, g.headDim);
-  Value offset = add(mulConst(add(mulConst(source.image,
-                                           featureMap->tokensPerImage()),
-                                  source.position),
-                              g.heads * g.headDim),
-                     channel);
-  if (!source.valid)
-    return {flat, offset};
-  return {arith::SelectOp::create(b, source.valid, flat,
+  RowAddress address = rowAddress(w, h, token);
+  if (!address.valid)
+    return {flat, address.offset};
+  // Padding tokens read their padding row.
+  return {arith::SelectOp::create(b, address.valid, flat,
                                   paddingRows[static_cast<int>(which)]),
-          arith::SelectOp::create(b, source.valid, offset, channel)};
+          arith::SelectOp::create(b, address.valid, address.offset,
+                                  mulConst(h, g.headDim))};
 }
 
 FusedKernelEmitter::Row FusedKernelEmitter::outputRow(Value w, Value h,
                                                       Value token,
                                                       Value discard) {
-  if (!featureMap) {
-    if (op.hasMergedHeadsResult()) // [b, t, h * d + e]
-      return {flatOutput,
-              add(mulConst(add(mulConst(w, g.tokens), token),
-                           g.heads * g.headDim),
-                  mulConst(h, g.headDim))};
-    return {flatOutput, // [b, h, t, e]
-            mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens),
-                         token),
-                     g.headDim)};
-  }
-  TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
-  Value offset = add(mulConst(add(mulConst(source.image,
-                                           featureMap->tokensPerImage()),
-                                  source.position),
-                              g.heads * g.headDim),
-                     mulConst(h, g.headDim));
-  if (!source.valid)
-    return {flatOutput, offset};
+  RowAddress address = outputAddress(w, h, token);
+  if (!address.valid)
+    return {flatOutput, address.offset};
   // Padding tokens are cropped: their rows go to a scratch row.
-  return {arith::SelectOp::create(b, source.valid, flatOutput, discard),
-          arith::SelectOp::create(b, source.valid, offset, index(0))};
+  return {arith::SelectOp::create(b, address.valid, flatOutput, discard),
+          arith::SelectOp::create(b, address.valid, address.offset,
+                                  index(0))};
 }
 
 Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
@@ -750,11 +728,12 @@ LogicalResult FusedKernelEmitter::emit() {
 
 FusedKernelEmitter::RowAddress
 FusedKernelEmitter::rowAddress(Value w, Value h, Value token) {
-  if (!featureMap)
+  if (!featureMap) // [b, h, t, e]
     return {mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens),
                          token),
                      g.headDim),
             Value()};
+  // [image, position, h * d + e]
   TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
   Value offset = add(mulConst(add(mulConst(source.image,
                                            featureMap->tokensPerImage()),
@@ -762,6 +741,16 @@ FusedKernelEmitter::rowAddress(Value w, Value h, Value token) {
                               g.heads * g.headDim),
                      mulConst(h, g.headDim));
   return {offset, source.valid};
+}
+
+FusedKernelEmitter::RowAddress
+FusedKernelEmitter::outputAddress(Value w, Value h, Value token) {
+  if (featureMap || !op.hasMergedHeadsResult())
+    return rowAddress(w, h, token);
+  // [b, t, h * d + e]
+  return {add(mulConst(add(mulConst(w, g.tokens), token), g.heads * g.headDim),
+              mulConst(h, g.headDim)),
+          Value()};
 }
 
 Value FusedKernelEmitter::loadInputElement(Input which, RowAddress row,
@@ -940,22 +929,15 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
       memref::StoreOp::create(b, value, flatOutput, add(offset, index(e)));
     }
   };
-  if (!featureMap) {
-    Value offset =
-        op.hasMergedHeadsResult()
-            ? add(mulConst(add(mulConst(w, g.tokens), i), g.heads * g.headDim),
-                  mulConst(h, g.headDim))
-            : mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens), i),
-                       g.headDim);
-    storeRow(offset);
-  } else if (!queryRow.valid) {
-    storeRow(queryRow.offset);
-  } else {
-    OpBuilder::InsertionGuard guard(b);
-    auto ifReal = scf::IfOp::create(b, queryRow.valid, /*withElse=*/false);
-    b.setInsertionPointToStart(&ifReal.getThenRegion().front());
-    storeRow(queryRow.offset);
+  RowAddress outRow = outputAddress(w, h, i);
+  if (!outRow.valid) {
+    storeRow(outRow.offset);
+    return;
   }
+  OpBuilder::InsertionGuard guard(b);
+  auto ifReal = scf::IfOp::create(b, outRow.valid, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifReal.getThenRegion().front());
+  storeRow(outRow.offset);
 }
 
 struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {

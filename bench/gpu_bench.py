@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""GPU benchmark of the fused window-attention kernel (swin-aot --target=nvptx).
+
+    python3 bench/gpu_bench.py [--dtype f16|f32] [--repeat 20] [--chip sm_90]
+
+For each configuration prints the kernel time (CUDA events, median), the
+achieved bandwidth (bytes of q, k, v read and out written, over the time; the
+table is a few KiB and not counted), GFLOP/s (4 N^2 d per window-head) and,
+when PyTorch with CUDA is importable, the ratio against
+torch.nn.functional.scaled_dot_product_attention with the bias (and shift
+mask) passed as a float attention mask. Bounded to a few minutes; exits with
+a clear message where no GPU is present.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from swin_opt import cuda  # noqa: E402
+from swin_opt import reference as ref  # noqa: E402
+
+# (name, windows, heads, window, head_dim, feature map or None, shift):
+# Swin-T at 224x224 (56x56, 28x28, 14x14 token maps), then larger windows.
+CONFIGS = [
+    ("swin-t stage1 b128", 128 * 64, 3, (7, 7), 32, (56, 56), 3),
+    ("swin-t stage1 b32", 32 * 64, 3, (7, 7), 32, (56, 56), 3),
+    ("swin-t stage2 b32", 32 * 16, 6, (7, 7), 32, (28, 28), 3),
+    ("swin-t stage3 b32", 32 * 4, 12, (7, 7), 32, None, 0),
+    ("window 8 (N=64)", 2048, 3, (8, 8), 32, None, 0),
+    ("window 12 (N=144)", 1024, 4, (12, 12), 32, None, 0),
+    ("window 16 (N=256)", 512, 4, (16, 16), 32, None, 0),
+]
+
+
+def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+    tdtype = torch.float16 if dtype == "f16" else torch.float32
+    q, k, v = (torch.randn(windows, heads, n, d, device="cuda", dtype=tdtype) for _ in range(3))
+    attn_mask = torch.as_tensor(bias, device="cuda", dtype=tdtype)[None]
+    if mask is not None:
+        nw = mask.shape[0]
+        attn_mask = (attn_mask + torch.as_tensor(mask, device="cuda", dtype=tdtype)[:, None]
+                     ).repeat(windows // nw, 1, 1, 1)
+    fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # noqa: E731
+    fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(repeat):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return float(np.median(times))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dtype", default="f16", choices=["f16", "f32"])
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--chip", default="sm_90")
+    args = parser.parse_args()
+    name = cuda.available()
+    if name is None:
+        print("gpu_bench: no CUDA driver or GPU on this machine; nothing to measure.")
+        return 0
+    driver = cuda.Driver()
+    np_type = np.float16 if args.dtype == "f16" else np.float32
+    print(f"device: {driver.name}, dtype {args.dtype}")
+    print(f"{'config':22} {'ms':>9} {'GB/s':>8} {'GFLOP/s':>9} {'vs SDPA':>8}")
+    rng = np.random.default_rng(0)
+    for label, windows, heads, window, d, resolution, shift in CONFIGS:
+        n = int(np.prod(window))
+        kernel = cuda.compile_gpu(window, heads, d, resolution=resolution,
+                                  shift=(shift, shift) if shift else None, dtype=args.dtype,
+                                  chip=args.chip)
+        q, k, v = (rng.standard_normal((windows, heads, n, d)).astype(np_type) for _ in range(3))
+        table = rng.standard_normal((ref.table_rows(window), heads)).astype(np_type)
+        pointers = [driver.to_device(a) for a in (q, k, v, table)]
+        out = driver.alloc(windows * n * heads * d * np.dtype(np_type).itemsize)
+        ms = driver.time_ms(lambda: kernel(*pointers, out, windows), repeat=args.repeat)
+        nbytes = 4 * windows * heads * n * d * np.dtype(np_type).itemsize
+        flops = 4.0 * n * n * d * windows * heads
+        bias = ref.lookup(table.astype(np.float64), window)
+        mask = ref.shift_mask(resolution, window, (shift, shift)) if shift else None
+        sdpa = torch_sdpa_ms(windows, heads, n, d, bias, mask, args.dtype, args.repeat)
+        ratio = f"{sdpa / ms:7.2f}x" if sdpa else "    n/a"
+        print(f"{label:22} {ms:9.3f} {nbytes / ms / 1e6:8.1f} {flops / ms / 1e6:9.1f} {ratio:>8}")
+        for p in pointers + [out]:
+            driver.free(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
