@@ -39,7 +39,10 @@ def ConvertRpeToLinalg : Pass<"convert-rpe-to-linalg"> {
       whose body computes, on `N x N` tiles in f32, the scaled product
       `(scale * q) kᵀ`, adds the bias and the mask, a three-step softmax
       (row max, `exp(s - max)` with its row sum, division) and the product
-      with `v`, and writes the result in the layout of the op's result.
+      with `v`, and writes the result in the layout of the op's result;
+    * `rpe.window_partition` and `rpe.window_reverse` become gathers;
+    * `linalg.softmax` (attention spelled out in linalg that did not fuse)
+      is decomposed into its generics, which loops can lower.
 
     It exists as the correctness baseline of the fused lowering and as the
     "unfused" point of comparison of the benchmarks.
@@ -66,7 +69,12 @@ def RpeFuseBiasSoftmax : Pass<"rpe-fuse-bias-softmax"> {
                          [, mask = rpe.shift_mask])
     ```
 
-    into `rpe.fused_window_attention(q, k, v, table)`, which carries the
+    (and the same attention spelled out in linalg: a zero-initialized
+    `q·kᵀ` contraction generic with an optional constant scale on a factor,
+    a generic adding the lookup's bias `[h, i, j]` and optionally a shift
+    mask read at `[b mod nW, i, j]`, `linalg.softmax` over the keys, and the
+    `P·v` contraction generic, all f32 on `[B, H, N, *]` tensors) into
+    `rpe.fused_window_attention(q, k, v, table)`, which carries the
     window and the shift as attributes: its lowering reads the bias from the
     compact table inside the softmax loop and computes the mask from region
     labels, so no bias, index or mask tensor is ever built.

@@ -404,6 +404,23 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
   }
 };
 
+/// linalg.softmax (of attention spelled out in linalg that did not fuse)
+/// -> its max / exp / sum / divide generics: convert-linalg-to-loops does
+/// not lower aggregate ops.
+struct DecomposeSoftmax : public OpRewritePattern<linalg::SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(linalg::SoftmaxOp op,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<SmallVector<Value>> results =
+        cast<linalg::AggregatedOpInterface>(op.getOperation())
+            .decomposeOperation(rewriter);
+    if (failed(results))
+      return failure();
+    rewriter.replaceOp(op, *results);
+    return success();
+  }
+};
+
 struct ConvertRpeToLinalgPass
     : public rpe::impl::ConvertRpeToLinalgBase<ConvertRpeToLinalgPass> {
   void runOnOperation() override {
@@ -411,11 +428,12 @@ struct ConvertRpeToLinalgPass
     RewritePatternSet patterns(context);
     patterns.add<FoldToConstant<RelativeIndexOp>, FoldToConstant<ShiftMaskOp>,
                  LowerLookup, LowerWindowAttention, LowerWindowPartition,
-                 LowerWindowReverse>(context);
+                 LowerWindowReverse, DecomposeSoftmax>(context);
     ConversionTarget target(*context);
     target.addIllegalDialect<RpeDialect>();
     // The fused op is lowered after bufferization.
     target.addLegalOp<FusedWindowAttentionOp>();
+    target.addIllegalOp<linalg::SoftmaxOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

@@ -34,6 +34,9 @@ def parse_args(argv):
     p.add_argument("--shift")
     p.add_argument("--dtype", default="f32", choices=["f32", "f16"])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--spelled-out", action="store_true",
+                   help="write the attention in linalg (contractions, bias add, "
+                        "linalg.softmax) around rpe.lookup; head-major result")
     return p.parse_args(argv)
 
 
@@ -62,6 +65,39 @@ def dense(x, elt):
     return f"arith.constant dense<{body}> : tensor<{dims}x{elt}>"
 
 
+SPELLED_OUT = """
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant {scale} : f32
+  %e0 = tensor.empty() : {scores_t}
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : {scores_t}) -> {scores_t}
+  %s = linalg.generic {{indexing_maps = [affine_map<(b, h, i, j, e) -> (b, h, i, e)>, affine_map<(b, h, i, j, e) -> (b, h, j, e)>, affine_map<(b, h, i, j, e) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}}
+      ins(%q, %k : {qkv}, {qkv}) outs(%f0 : {scores_t}) {{
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %xs = arith.mulf %x, %scale : f32
+    %xy = arith.mulf %xs, %y : f32
+    %r = arith.addf %acc, %xy : f32
+    linalg.yield %r : f32
+  }} -> {scores_t}
+  %e1 = tensor.empty() : {scores_t}
+  %sb = linalg.generic {{indexing_maps = [affine_map<(b, h, i, j) -> (b, h, i, j)>, affine_map<(b, h, i, j) -> (h, i, j)>{mask_map}, affine_map<(b, h, i, j) -> (b, h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%s, %b{mask_operand} : {scores_t}, {bias_t}{mask_t}) outs(%e1 : {scores_t}) {{
+  ^bb0(%x: f32, %y: f32{mask_arg}, %o: f32):
+    %r = arith.addf %x, %y : f32{mask_add}
+    linalg.yield %r{mask_result} : f32
+  }} -> {scores_t}
+  %e2 = tensor.empty() : {scores_t}
+  %p = linalg.softmax dimension(3) ins(%sb : {scores_t}) outs(%e2 : {scores_t}) -> {scores_t}
+  %e3 = tensor.empty() : {qkv}
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : {qkv}) -> {qkv}
+  %o = linalg.generic {{indexing_maps = [affine_map<(b, h, i, e, j) -> (b, h, i, j)>, affine_map<(b, h, i, e, j) -> (b, h, j, e)>, affine_map<(b, h, i, e, j) -> (b, h, i, e)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}}
+      ins(%p, %v : {scores_t}, {qkv}) outs(%f3 : {qkv}) {{
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %xy = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %xy : f32
+    linalg.yield %r : f32
+  }} -> {qkv}"""
+
+
 def emit(a):
     window, n, rows, q, k, v, table = make_inputs(a)
     elt = a.dtype
@@ -87,10 +123,24 @@ def emit(a):
             f"window = array<i64: {win}>, shift = array<i64: {', '.join(map(str, shift))}>}} "
             f": tensor<{nw}x{n}x{n}xf32>")
         mask = f" mask(%m : tensor<{nw}x{n}x{n}xf32>)"
-    lines += [
-        f"  %o = rpe.window_attention ins(%q, %k, %v : {qkv}, {qkv}, {qkv}) "
-        f"bias(%b : tensor<{h}x{n}x{n}x{elt}>){mask} -> {out_t}",
-    ]
+    if a.spelled_out:
+        masked = bool(a.resolution)
+        nw = ref.windows_per_image(ints(a.resolution), window) if masked else 1
+        lines.append(SPELLED_OUT.format(
+            scale=repr(float(a.head_dim ** -0.5)), qkv=qkv,
+            scores_t=f"tensor<{b}x{h}x{n}x{n}xf32>", bias_t=f"tensor<{h}x{n}x{n}xf32>",
+            mask_map=f", affine_map<(b, h, i, j) -> (b mod {nw}, i, j)>" if masked else "",
+            mask_operand=", %m" if masked else "",
+            mask_t=f", tensor<{nw}x{n}x{n}xf32>" if masked else "",
+            mask_arg=", %z: f32" if masked else "",
+            mask_add="\n    %r2 = arith.addf %r, %z : f32" if masked else "",
+            mask_result="2" if masked else ""))
+        out_t = qkv
+    else:
+        lines += [
+            f"  %o = rpe.window_attention ins(%q, %k, %v : {qkv}, {qkv}, {qkv}) "
+            f"bias(%b : tensor<{h}x{n}x{n}x{elt}>){mask} -> {out_t}",
+        ]
     if elt != "f32":
         f32_t = f"tensor<{b}x{n}x{h * d}xf32>"
         lines += [
@@ -124,6 +174,8 @@ def check(a):
     if a.resolution:
         mask = ref.shift_mask(ints(a.resolution), window, ints(a.shift))
     expected = ref.window_attention(q, k, v, bias=bias, mask=mask)
+    if a.spelled_out:  # head-major [B, H, N, d]
+        expected = expected.reshape(a.windows, n, a.heads, a.head_dim).transpose(0, 2, 1, 3)
     text = sys.stdin.read()
     if "data =" not in text:
         sys.exit(f"no memref printed; runner output:\n{text[:2000]}")
