@@ -134,6 +134,10 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
            "block = (window, head), thread = query row)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
            "f32 lanes per vector (8 for AVX2, 16 for AVX-512)">,
+    Option<"hoistScratch", "hoist-scratch", "bool", /*default=*/"false",
+           "Allocate the tiles' scratch once, before the (window, head) "
+           "loop, for a loop that will run sequentially (else per "
+           "iteration, in an alloca scope, as threads need)">,
     Option<"scoreBlockBytes", "score-block-bytes", "int64_t",
            /*default=*/"32768",
            "Bytes of scores kept per query block (an L1 budget)">,

@@ -103,8 +103,9 @@ public:
       : b(b), op(op), g(g), f32(b.getF32Type()),
         vecType(VectorType::get({g.lanes}, b.getF32Type())) {}
 
-  /// The CPU kernel: register-blocked tiles (the steps above).
-  LogicalResult emit();
+  /// The CPU kernel: register-blocked tiles (the steps above), with its
+  /// scratch allocated once (`hoistScratch`) or per (window, head).
+  LogicalResult emit(bool hoistScratch);
   /// The row-parallel form: one online softmax per query row, as nested
   /// scf.parallel loops (host) or one gpu.launch (block = (window, head),
   /// thread = query row).
@@ -657,7 +658,12 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
   });
 }
 
-LogicalResult FusedKernelEmitter::emit() {
+/// Stack scratch of one (window, head) of the tiles kernel.
+struct Scratch {
+  Value kt, scores, invSums, values, discard;
+};
+
+LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   emitFlatViews();
   Value rtab = emitReversedTables();
   Value labels;
@@ -674,41 +680,59 @@ LogicalResult FusedKernelEmitter::emit() {
       b, ValueRange{index(0), index(0)}, ValueRange{windows, index(g.heads)},
       ValueRange{index(1), index(1)});
   OpBuilder::InsertionGuard guard(b);
+
+  // Scratch on the stack: kᵀ, one block of scores, the row sums' inverses
+  // (and, for maps, the packed values and a row for cropped outputs). Per
+  // iteration, released at its end, when iterations run on threads; once
+  // for a sequential loop, since an alloca scope cannot survive its
+  // lowering to sequential loops.
+  auto allocateScratch = [&] {
+    Scratch scratch;
+    scratch.kt = memref::AllocaOp::create(
+        b, MemRefType::get({g.headDim, g.paddedTokens}, f32),
+        b.getI64IntegerAttr(64));
+    scratch.scores = memref::AllocaOp::create(
+        b, MemRefType::get({g.queryBlock, g.paddedTokens}, f32),
+        b.getI64IntegerAttr(64));
+    scratch.invSums =
+        memref::AllocaOp::create(b, MemRefType::get({g.queryBlock}, f32));
+    if (featureMap) {
+      scratch.values = memref::AllocaOp::create(
+          b, MemRefType::get({g.tokens * g.headDim}, f32),
+          b.getI64IntegerAttr(64));
+      if (featureMap->isPadded()) {
+        Type element = getElementTypeOrSelf(op.getInit().getType());
+        scratch.discard = flatten(
+            b, b.getLoc(),
+            memref::AllocaOp::create(b, MemRefType::get({g.headDim}, element)));
+      }
+    }
+    return scratch;
+  };
+  Scratch scratch;
+  if (hoistScratch) {
+    b.setInsertionPoint(parallel);
+    scratch = allocateScratch();
+  }
   b.setInsertionPointToStart(parallel.getBody());
   Value w = parallel.getInductionVars()[0];
   Value h = parallel.getInductionVars()[1];
-
-  // Per-iteration scratch on the stack, released at the end of the
-  // iteration: kᵀ, one block of scores, and the row sums' inverses.
-  auto scope = memref::AllocaScopeOp::create(b, TypeRange{});
-  Block *body = new Block();
-  scope.getBodyRegion().push_back(body);
-  b.setInsertionPointToStart(body);
-  Value kt = memref::AllocaOp::create(
-      b, MemRefType::get({g.headDim, g.paddedTokens}, f32),
-      b.getI64IntegerAttr(64));
-  Value scores = memref::AllocaOp::create(
-      b, MemRefType::get({g.queryBlock, g.paddedTokens}, f32),
-      b.getI64IntegerAttr(64));
-  Value invSums =
-      memref::AllocaOp::create(b, MemRefType::get({g.queryBlock}, f32));
+  memref::AllocaScopeOp scope;
+  if (!hoistScratch) {
+    scope = memref::AllocaScopeOp::create(b, TypeRange{});
+    scope.getBodyRegion().push_back(new Block());
+    b.setInsertionPointToStart(&scope.getBodyRegion().front());
+    scratch = allocateScratch();
+  }
+  Value kt = scratch.kt, scores = scratch.scores, invSums = scratch.invSums;
   emitPackKeys(w, h, kt);
   // Values: read in place from the windows layout, packed from a map.
   Value values = flatInputs[2];
   Value valueBase = mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
-  Value discard;
+  Value discard = scratch.discard;
   if (featureMap) {
-    Value scratch = memref::AllocaOp::create(
-        b, MemRefType::get({g.tokens * g.headDim}, f32),
-        b.getI64IntegerAttr(64));
-    values = emitPackValues(w, h, scratch);
+    values = emitPackValues(w, h, scratch.values);
     valueBase = index(0);
-    if (featureMap->isPadded()) {
-      Type element = getElementTypeOrSelf(op.getInit().getType());
-      discard = flatten(b, b.getLoc(),
-                        memref::AllocaOp::create(
-                            b, MemRefType::get({g.headDim}, element)));
-    }
   }
   Value image = labels ? remConst(w, imageWindows) : Value();
   forLoop(index(0), index(g.tokens), g.queryBlock, {},
@@ -722,7 +746,8 @@ LogicalResult FusedKernelEmitter::emit() {
                        rows);
             return SmallVector<Value>{};
           });
-  memref::AllocaScopeReturnOp::create(b, ValueRange{});
+  if (scope)
+    memref::AllocaScopeReturnOp::create(b, ValueRange{});
   return success();
 }
 
@@ -942,9 +967,9 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
 
 struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
   LowerFusedAttention(MLIRContext *context, StringRef strategy, int64_t lanes,
-                      int64_t scoreBlockBytes)
+                      int64_t scoreBlockBytes, bool hoistScratch)
       : OpRewritePattern(context), strategy(strategy), lanes(lanes),
-        scoreBlockBytes(scoreBlockBytes) {}
+        scoreBlockBytes(scoreBlockBytes), hoistScratch(hoistScratch) {}
 
   LogicalResult matchAndRewrite(FusedWindowAttentionOp op,
                                 PatternRewriter &rewriter) const override {
@@ -954,7 +979,7 @@ struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     FusedKernelEmitter emitter(b, op, geometry);
     LogicalResult emitted = strategy == "tiles"
-                                ? emitter.emit()
+                                ? emitter.emit(hoistScratch)
                                 : emitter.emitRowParallel(strategy == "gpu");
     if (failed(emitted))
       return failure();
@@ -964,6 +989,7 @@ struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
 
   std::string strategy;
   int64_t lanes, scoreBlockBytes;
+  bool hoistScratch;
 };
 
 struct RpeLowerFusedAttentionPass
@@ -992,7 +1018,7 @@ struct RpeLowerFusedAttentionPass
       PatternRewriter rewriter(&getContext());
       rewriter.setInsertionPoint(op);
       LowerFusedAttention pattern(&getContext(), strategy, vectorWidth,
-                                  scoreBlockBytes);
+                                  scoreBlockBytes, hoistScratch);
       if (failed(pattern.matchAndRewrite(op, rewriter)))
         return signalPassFailure();
     }

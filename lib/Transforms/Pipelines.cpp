@@ -62,8 +62,12 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
     RpeLowerFusedAttentionOptions fused;
     fused.vectorWidth = options.vectorWidth;
     fused.strategy = options.rowKernel ? "rows" : "tiles";
+    fused.hoistScratch = !options.parallel;
     pm.addPass(createRpeLowerFusedAttention(fused));
-    pm.addPass(createCanonicalizerPass());
+    // No canonicalization here: it would inline the kernel's per-iteration
+    // memref.alloca_scope into the scf.parallel (an allocation scope), and
+    // a sequential lowering of that loop then grows the stack with every
+    // iteration.
   }
 
   // Loops. The (window, head) forall becomes the one parallel loop; linalg

@@ -240,7 +240,7 @@ def test_torch_tensors(fake):
     with pytest.raises(TypeError, match="torch.float32"):
         kernel(tq.double(), tk, tv, tt)
     with pytest.raises(ValueError, match="contiguous"):
-        kernel(tq.transpose(2, 3), tk, tv, tt)
+        kernel(tq.transpose(2, 3).contiguous().transpose(2, 3), tk, tv, tt)  # right shape, strided
     kb = fake["compile"]((3, 3), 2, 8, dtype="bfloat16")
     x = torch.randn(2, 2, 9, 8, dtype=torch.bfloat16)
     table = torch.randn(25, 2, dtype=torch.bfloat16)
