@@ -161,3 +161,35 @@ def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, resolution=
                         f"-I{CUDA_HOME / 'include'}", "-lcuda", "-o", str(library)],
                        check=True, capture_output=True, text=True)
     return GpuKernel(library, name, layout == "tokens")
+
+
+def torch_call(kernel: GpuKernel, q, k, v, table, *, out=None, pad_qkv=None):
+    """Runs a GPU kernel on CUDA torch tensors, without copies, on torch's current stream.
+
+    ``q, k, v`` (and ``out``) in the kernel's layout, contiguous, on one CUDA
+    device, of the kernel's dtype; ``table`` likewise. Returns ``out``.
+    """
+    import torch
+
+    tensors = [q, k, v, table] + ([pad_qkv] if pad_qkv is not None else [])
+    for name, t in zip(("q", "k", "v", "table", "pad_qkv"), tensors):
+        if not isinstance(t, torch.Tensor) or not t.is_cuda:
+            raise TypeError(f"{name} must be a CUDA torch tensor")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous")
+        if t.device != q.device or t.dtype != q.dtype:
+            raise ValueError(f"{name} must be on {q.device} with dtype {q.dtype}")
+    if kernel.tokens:
+        count = q.shape[0]
+        out_shape = q.shape
+    else:
+        count, heads, n, d = q.shape
+        out_shape = (count, n, heads * d)
+    if out is None:
+        out = torch.empty(out_shape, device=q.device, dtype=q.dtype)
+    elif tuple(out.shape) != tuple(out_shape) or not out.is_contiguous() or out.dtype != q.dtype:
+        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {tuple(out_shape)}")
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    kernel(q.data_ptr(), k.data_ptr(), v.data_ptr(), table.data_ptr(), out.data_ptr(), count,
+           pad_qkv=pad_qkv.data_ptr() if pad_qkv is not None else 0, stream=stream)
+    return out

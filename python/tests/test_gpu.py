@@ -99,3 +99,20 @@ def test_invalid_arguments_are_reported(driver, tmp_path):
 def test_gpu_presence_is_reported():
     """Always runs: says which way the GPU tests went."""
     print(f"GPU: {_DEVICE or 'none (GPU execution tests skipped)'}")
+
+
+@requires_gpu
+def test_torch_cuda_tensors(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    kernel = cuda.compile_gpu(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14),
+                              shift=(3, 3), cache_dir=tmp_path)
+    q, k, v = (torch.randn(8, 3, 49, 32, device="cuda") for _ in range(3))
+    table = torch.randn(169, 3, device="cuda")
+    out = cuda.torch_call(kernel, q, k, v, table)
+    torch.cuda.synchronize()
+    expected = ref.window_attention(q.cpu().numpy(), k.cpu().numpy(), v.cpu().numpy(),
+                                    bias=ref.lookup(table.cpu().numpy().astype(np.float64), (7, 7)),
+                                    mask=ref.shift_mask((14, 14), (7, 7), (3, 3)))
+    assert np.abs(out.cpu().numpy() - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
