@@ -102,7 +102,9 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
 
     1. pack `kᵀ * scale` into `d x N'` scratch, where keys are laid out one
        window row per `ceil(Ww / L)` vectors (`N' = N / Ww * ceil(Ww/L) * L`)
-       so that padding lanes exist only inside registers' worth of scratch;
+       so that padding lanes exist only inside registers' worth of scratch
+       (8 keys x 8 channels at a time, transposed in registers by shuffles,
+       when `L` is 8);
     2. scores `S[i, :] = q[i, :] · kᵀ`, a register-blocked outer-product
        micro-kernel (rows x vectors of accumulators, FMA);
     3. per row: `S += bias + mask + pad`, where the bias vector of a key row

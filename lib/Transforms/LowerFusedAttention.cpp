@@ -425,8 +425,72 @@ Value FusedKernelEmitter::emitRegionLabels() {
 }
 
 /// Kt[e, j'] = scale * k[w, h, j, e]; padding columns are zero.
+/// Transposes 8 vectors of 8 lanes in registers: 24 two-input shuffles
+/// (unpack, 4-lane shuffle, 128-bit permute on AVX), portable as shuffles.
+static void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
+  auto shuffle = [&](Value x, Value y, ArrayRef<int64_t> mask) -> Value {
+    return vector::ShuffleOp::create(b, x, y, mask);
+  };
+  SmallVector<Value, 8> t(8), u(8);
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = shuffle(rows[k], rows[k + 1], {0, 8, 1, 9, 4, 12, 5, 13});
+    t[k + 1] = shuffle(rows[k], rows[k + 1], {2, 10, 3, 11, 6, 14, 7, 15});
+  }
+  for (int k = 0; k < 8; k += 4)
+    for (int half = 0; half < 2; ++half) {
+      u[k + 2 * half] = shuffle(t[k + half], t[k + half + 2],
+                                {0, 1, 8, 9, 4, 5, 12, 13});
+      u[k + 2 * half + 1] = shuffle(t[k + half], t[k + half + 2],
+                                    {2, 3, 10, 11, 6, 7, 14, 15});
+    }
+  for (int k = 0; k < 4; ++k) {
+    rows[k] = shuffle(u[k], u[k + 4], {0, 1, 2, 3, 8, 9, 10, 11});
+    rows[k + 4] = shuffle(u[k], u[k + 4], {4, 5, 6, 7, 12, 13, 14, 15});
+  }
+}
+
+/// Kt[e, j'] = scale * k[w, h, j, e]; padding columns are zero. With 8
+/// lanes and whole vectors of head channels, 8 keys x 8 channels at a time,
+/// transposed in registers; else one element at a time.
 void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
   Value scale = arith::ConstantOp::create(b, op.getScaleAttr());
+  if (g.lanes == 8 && g.headDim % 8 == 0) {
+    Value scaleVector = broadcast(scale);
+    Value zeros = splat(0.0);
+    forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
+      for (int64_t v = 0; v < g.rowVectors; ++v) {
+        // The keys of this vector of the padded row; lanes past the row
+        // are padding.
+        SmallVector<std::optional<Row>> keys;
+        for (int64_t lane = 0; lane < 8; ++lane) {
+          int64_t x = v * 8 + lane;
+          keys.push_back(x < g.rowLength
+                             ? std::optional<Row>(inputRow(
+                                   Input::Key, w, h,
+                                   add(mulConst(r, g.rowLength), index(x))))
+                             : std::nullopt);
+        }
+        Value column = add(mulConst(r, g.paddedRowLength), index(v * 8));
+        forLoop(index(0), index(g.headDim), 8, {}, [&](Value e0, ValueRange) {
+          SmallVector<Value, 8> block;
+          for (const std::optional<Row> &key : keys)
+            block.push_back(
+                key ? arith::MulFOp::create(
+                          b, loadVector(key->memref, {add(key->offset, e0)}, 8),
+                          scaleVector)
+                          .getResult()
+                    : zeros);
+          transpose8x8(b, block);
+          for (int64_t lane = 0; lane < 8; ++lane)
+            vector::StoreOp::create(b, block[lane], kt,
+                                    ValueRange{add(e0, index(lane)), column});
+          return SmallVector<Value>{};
+        });
+      }
+      return SmallVector<Value>{};
+    });
+    return;
+  }
   forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
     Value jp = paddedPosition(j);
     Row key = inputRow(Input::Key, w, h, j);
@@ -455,7 +519,6 @@ void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
     return SmallVector<Value>{};
   });
 }
-
 /// S[lr, :] = q[w, h, qb + lr, :] · Kt for the rows of one query block: an
 /// outer-product micro-kernel over blocks of `mr` rows x `nc` vectors of
 /// accumulators, reduced over e.

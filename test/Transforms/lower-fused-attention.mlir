@@ -24,10 +24,12 @@
 // CHECK: memref.alloca_scope
 // CHECK: %[[KT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<32x56xf32>
 // CHECK: %[[S:.*]] = memref.alloca() {alignment = 64 : i64} : memref<49x56xf32>
-// Pack: kᵀ scaled.
-// CHECK: memref.load %[[KF]]
-// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
-// CHECK: memref.store %{{.*}}, %[[KT]]
+// Pack: kᵀ scaled, 8 keys (7 and a zero padding lane) x 8 channels at a
+// time, transposed in registers by 24 shuffles.
+// CHECK: vector.load %[[KF]]
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : vector<8xf32>
+// CHECK-COUNT-24: vector.shuffle
+// CHECK: vector.store %{{.*}}, %[[KT]]
 // Scores: 2 rows x 7 vectors of accumulators.
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // CHECK: vector.load %[[KT]]
