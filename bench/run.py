@@ -44,6 +44,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -51,7 +52,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -191,8 +192,8 @@ def run_checked(cmd: List[str], what: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def build_cpp(cxx: str, out: Path) -> Dict[str, Path]:
-    """Compile fma_peak (executable) and naive_attention (shared library)."""
+def build_cpp(cxx: str, out: Path) -> dict:
+    """Compile fma_peak (executable) and naive_attention (shared library); return their paths."""
     flags = ["-O3", "-march=native", "-std=c++17"]
     fma = out / "fma_peak"
     naive = out / "naive_attention.so"
@@ -249,8 +250,26 @@ def build_kernels(cfgs: List[Config], out: Path) -> Dict[str, Dict[str, str]]:
 
 
 def measure_peak(exe: Path, threads: int) -> dict:
+    """Run fma_peak: ``{"results": [{"isa", "threads", "gflops"}, ...], ...}``."""
     proc = run_checked([exe, "--threads", str(threads)], "fma_peak")
     return json.loads(proc.stdout)
+
+
+def best_peak(a: dict, b: dict, threads: int) -> dict:
+    """Merge two fma_peak runs (best per ISA and thread count) into the numbers used.
+
+    ``peak_all``/``peak_1t``/``peak_isa``: the widest-vector (best) peak on
+    ``threads``/1 threads; ``ymm_all``/``ymm_1t``: the 8-lane AVX2 peak.
+    """
+    best: Dict[tuple, float] = {}
+    for r in a["results"] + b["results"]:
+        key = (r["isa"], r["threads"])
+        best[key] = max(best.get(key, 0.0), r["gflops"])
+    isa = max({i for i, _ in best}, key=lambda i: best.get((i, threads), 0.0))
+    ymm = "avx2" if ("avx2", threads) in best else isa
+    return {"threads": threads, "peak_isa": isa, "peak_all": best[(isa, threads)],
+            "peak_1t": best[(isa, 1)], "ymm_all": best[(ymm, threads)], "ymm_1t": best[(ymm, 1)],
+            "results": [{"isa": i, "threads": t, "gflops": g} for (i, t), g in best.items()]}
 
 
 # --------------------------------------------------------------------------- #
@@ -264,7 +283,7 @@ def time_calls(fn, repeat: int, budget_s: float) -> List[float]:
         fn()
     times: List[float] = []
     start = time.perf_counter()
-    for i in range(repeat):
+    for _ in range(repeat):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
@@ -402,7 +421,7 @@ class Workers:
                 self.procs[impl] = subprocess.Popen(
                     [sys.executable, __file__, "--worker", impl, "--plan", str(plan_path)],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                    env=env, preexec_fn=_raise_stack_limit if impl == "serial" else None)
+                    env=env, preexec_fn=_worker_setup)
         for impl in impls:
             self.info[impl] = self._read(impl)["info"]
 
@@ -475,7 +494,7 @@ def fmt_ratio(num: Optional[float], den: float) -> str:
 
 def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
     head = ["config", "N", "windows", "heads", "shift", "fused ms", "GFLOP/s", "%peak",
-            "%ymm pk", "x unfused", "x naive", "x torch", "x 1thr", "x nopar", "max rel err"]
+            "%ymm pk", "x unfused", "x naive", "x torch", "x 1thr", "x nopar", "max rel err", "bg cpu"]
     table = []
     for r in rows:
         c: Config = r["config"]
@@ -492,6 +511,7 @@ def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
             fmt_ratio(t.get("fused1t"), t["fused"]),
             fmt_ratio(t.get("serial"), t["fused"]),
             f"{r['errors']['fused']:.1e}",
+            "?" if r["background"] is None else f"{100 * r['background']:.0f}%",
         ])
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(head)]
     left = {0}
@@ -501,6 +521,35 @@ def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
     print(line(["-" * w for w in widths]))
     for row in table:
         print(line(row))
+
+
+def print_legend(cfgs, impls, peak: dict, threads: int, cxx: str, cxx_flags: str,
+                 torch_info: dict) -> None:
+    lines = [
+        "fused ms: median wall time of one call over all windows; GFLOP/s: 4*N^2*d per "
+        "window-head / time.",
+        f"%peak: of the {threads}-thread {peak['peak_isa']} FMA peak measured in this run "
+        f"({peak['peak_all']:.1f} GFLOP/s; 1 thread {peak['peak_1t']:.1f}); %ymm pk: of the "
+        f"8-lane avx2 FMA peak ({peak['ymm_all']:.1f}; 1 thread {peak['ymm_1t']:.1f}).",
+        "x unfused / x naive / x torch: that implementation's time / the fused time "
+        "(> 1: the fused kernel is faster).",
+        f"x 1thr: the fused kernel with OMP_NUM_THREADS=1 / with {threads}; x nopar: its "
+        "--no-parallel build / the parallel kernel.",
+        "max rel err: max |fused - reference| / max |reference| (float64 NumPy reference).",
+        "bg cpu: CPU time other processes took while the row was timed, as a share of all "
+        "CPUs (more than a few %: that row is disturbed).",
+        f"naive: {cxx} {cxx_flags}, OpenMP over windows x heads, {threads} threads.",
+    ]
+    if "torch" in impls:
+        lines.append(f"torch: {torch_info.get('torch')} eager, "
+                     f"{torch_info.get('torch_threads')} threads, BLAS {torch_info.get('blas')}.")
+    else:
+        lines.append("torch: not importable (or --no-torch): x torch is n/a.")
+    lines += [f"note: {n}" for n in dict.fromkeys(f"{c.name}: {c.note}" for c in cfgs if c.note)]
+    if any(c.name == "Swin-T s4" for c in cfgs):
+        lines.append("note: Swin-T s4 has no shifted row (its 7x7 map is one window, where Swin "
+                     "turns the shift off)")
+    print("\n".join(lines))
 
 
 def plot(rows: List[dict], peak: dict, impls: List[str], path: Path) -> bool:
@@ -569,6 +618,8 @@ def main(argv=None) -> int:
         worker(args.worker, args.plan)
         return 0
 
+    # Turn SIGTERM into SystemExit so that the build directory is still removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     t_start = time.perf_counter()
     threads = args.threads or len(os.sched_getaffinity(0))
     repeat = args.repeat or (3 if args.quick else 7)
@@ -590,23 +641,24 @@ def main(argv=None) -> int:
 
 
 def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
-    load = os.getloadavg()[0]
     cxx = find_cxx()
     print(f"swin-opt benchmark: {len(cfgs)} configurations, {threads} threads, "
           f"median of {repeat} calls; build dir {out}")
-    if load > 0.5:
-        print(f"WARNING: load average {load:.2f} before the run: other processes compete "
-              "for the cores, numbers will be noisy")
+    probe = CpuMonitor()
+    time.sleep(0.5)
+    busy = probe.foreign_share()
+    if busy is not None and busy > 0.1:
+        print(f"WARNING: other processes are using {100 * busy:.0f}% of the CPUs: "
+              "numbers will be noisy")
+    monitor = CpuMonitor()
     cpp = build_cpp(cxx, out)
     libs = build_kernels(cfgs, out)
     t_built = time.perf_counter()
 
-    raw = measure_peak(cpp["fma_peak"], threads)
-    by = {(r["isa"], r["threads"]): r["gflops"] for r in raw["results"]}
-    peak = dict(raw, ymm_1t=by.get(("avx2", 1), raw["peak_1t"]),
-                ymm_all=by.get(("avx2", threads), raw["peak_all"]))
+    first_peak = measure_peak(cpp["fma_peak"], threads)
     print("FMA peak (f32, measured now): " + ", ".join(
-        f"{r['isa']} {r['threads']} thr {r['gflops']:.1f}" for r in raw["results"]) + " GFLOP/s")
+        f"{r['isa']} {r['threads']} thr {r['gflops']:.1f}" for r in first_peak["results"]) +
+        " GFLOP/s")
 
     plan = {
         "threads": threads, "repeat": repeat, "seed": args.seed, "dir": str(out),
@@ -619,7 +671,9 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
     rows = []
     try:
         for i, cfg in enumerate(cfgs, start=1):
+            row_monitor = CpuMonitor([p.pid for p in workers.procs.values()])
             res = {impl: workers.time(impl, cfg) for impl in impls}
+            background = row_monitor.foreign_share()
             errors = check_outputs(cfg, args.seed, {impl: r["sample"] for impl, r in res.items()})
             ms = {impl: 1e3 * statistics.median(r["times"]) for impl, r in res.items()}
             print(f"  [{i:2}/{len(cfgs)}] {cfg.label:<13} " + "  ".join(
@@ -630,33 +684,23 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
             if failures:
                 print("\nMISMATCH - aborting:\n  " + "\n  ".join(failures), file=sys.stderr)
                 return 1
-            rows.append({"config": cfg, "ms": ms, "errors": errors,
+            rows.append({"config": cfg, "ms": ms, "errors": errors, "background": background,
                          "times_s": {impl: r["times"] for impl, r in res.items()}})
     finally:
         workers.close()
 
+    # The peak is what the machine can do: measure again after the timings and
+    # keep the better of the two (background load only ever lowers it).
+    peak = best_peak(first_peak, measure_peak(cpp["fma_peak"], threads), threads)
+    foreign = monitor.foreign_share()
     torch_info = workers.info.get("torch", {})
     print()
     print_table(rows, peak, impls)
     print()
-    print(f"fused ms: median wall time of one call over all windows; GFLOP/s counts 4*N^2*d "
-          f"per window-head.\n%peak: of the measured {threads}-thread {peak['peak_isa']} FMA peak "
-          f"({peak['peak_all']:.1f} GFLOP/s); %ymm pk: of the 8-lane avx2 FMA peak "
-          f"({peak['ymm_all']:.1f}).\nx unfused / x naive / x torch: that implementation's time "
-          f"divided by the fused time (>1: fused is faster).\nx 1thr: the same fused kernel with "
-          f"OMP_NUM_THREADS=1 / with {threads}; x nopar: the --no-parallel build / parallel.\nnaive: {cxx} {cpp['cxx_flags']}, OpenMP over windows x heads, "
-          f"{threads} threads.")
-    if "torch" in impls:
-        print(f"torch: {torch_info.get('torch')} eager, {torch_info.get('torch_threads')} "
-              f"threads, BLAS {torch_info.get('blas')}.")
-    else:
-        print("torch: not importable (or --no-torch): x torch is n/a.")
-    notes = list(dict.fromkeys(f"{c.name}: {c.note}" for c in cfgs if c.note))
-    for note in notes:
-        print(f"note: {note}")
-    if not any(c.name == "Swin-T s4" and c.shift for c in cfgs) and \
-            any(c.name == "Swin-T s4" for c in cfgs):
-        print("note: Swin-T s4 has no shifted row (7x7 map = one window: Swin disables the shift)")
+    print_legend(cfgs, impls, peak, threads, cxx, cpp["cxx_flags"], torch_info)
+    if foreign is not None:
+        print(f"other processes used {100 * foreign:.1f}% of the CPU time during the run"
+              + (" - WARNING: the numbers are disturbed" if foreign > 0.05 else ""))
     worst = max(e for r in rows for e in r["errors"].values())
     print(f"all outputs match the NumPy float64 reference (worst relative error {worst:.1e}).")
 
@@ -665,12 +709,13 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
     if args.json:
         doc = {
             "machine": {"cpu": _cpu_model(), "threads": threads, "platform": platform.platform(),
-                        "load_before": load},
+                        "foreign_cpu_share": foreign},
             "peak": peak, "compiler": cxx, "torch": torch_info, "repeat": repeat,
             "build_seconds": round(t_built - t_start, 1),
             "rows": [{**dataclasses.asdict(r["config"]), "n": r["config"].n,
                       "num_windows": r["config"].num_windows, "flops": r["config"].flops,
                       "ms": r["ms"], "times_s": r["times_s"], "rel_errors": r["errors"],
+                      "background_cpu_share": r["background"],
                       "gflops": {i: r["config"].flops / (ms * 1e-3) * 1e-9
                                  for i, ms in r["ms"].items()}}
                      for r in rows],
@@ -681,19 +726,71 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
     return 0
 
 
-def _raise_stack_limit() -> None:
-    """Lift the stack limit of the --no-parallel worker (runs in the child before exec).
+class CpuMonitor:
+    """CPU time used by *other* processes while the benchmark runs (Linux only).
 
-    The --no-parallel kernels of this swin-aot allocate their per-(window, head)
-    scratch tiles on the stack inside the loop without releasing them (no
-    stacksave/stackrestore; the OpenMP build has them), so one call needs about
-    4 * (N*d + N*N) bytes of stack per window-head and overflows the default
-    8 MiB at a few hundred window-heads.
+    Busy time of all CPUs comes from /proc/stat; this process's own CPU time
+    and that of its finished children (builds, fma_peak, the workers, all
+    waited for) from getrusage, that of live workers from /proc/PID/stat.
+    The difference is what other processes took.
     """
-    import resource
 
-    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
-    resource.setrlimit(resource.RLIMIT_STACK, (hard, hard))
+    def __init__(self, pids: Sequence[int] = ()):
+        self.pids = list(pids)  # live children whose CPU time is ours too (the workers)
+        self.start = self._snapshot()
+
+    @staticmethod
+    def _busy_seconds() -> Optional[float]:
+        try:
+            with open("/proc/stat", encoding="ascii") as f:
+                fields = [int(x) for x in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        busy = sum(fields[:8]) - idle  # user..steal, without guest (counted in user)
+        return busy / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own_seconds() -> float:
+        import resource
+
+        total = 0.0
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+            ru = resource.getrusage(who)
+            total += ru.ru_utime + ru.ru_stime
+        return total
+
+    def _live_seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, ValueError, IndexError):
+                pass
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def _snapshot(self):
+        return (time.perf_counter(), self._busy_seconds(),
+                self._own_seconds() + self._live_seconds())
+
+    def foreign_share(self) -> Optional[float]:
+        """Other processes' CPU time since the start, as a share of all CPUs' time."""
+        t0, busy0, own0 = self.start
+        t1, busy1, own1 = self._snapshot()
+        if busy0 is None or busy1 is None or t1 <= t0:
+            return None
+        foreign = max(0.0, (busy1 - busy0) - (own1 - own0))
+        return foreign / ((t1 - t0) * (os.cpu_count() or 1))
+
+
+def _worker_setup() -> None:
+    """Runs in each worker process before exec: SIGTERM it when the driver dies (Linux)."""
+    try:
+        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _cpu_model() -> str:
