@@ -70,6 +70,9 @@ struct KernelConfig {
   std::string cudaToolkit = SWIN_CUDA_TOOLKIT_DEFAULT;
   /// Run windows x heads on all cores (OpenMP).
   bool parallel = true;
+  /// f32 lanes of the CPU micro-kernels; 0: 16 where the CPU has AVX-512
+  /// (cpu=native), else 8.
+  int64_t vectorWidth = 0;
   /// Fuse the bias gather and the mask into the softmax (false: the unfused
   /// reference lowering, for comparison).
   bool fuse = true;

@@ -135,7 +135,8 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
            "row, in scf.parallel loops) or gpu (the rows in a gpu.launch: "
            "block = (window, head), thread = query row)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
-           "f32 lanes per vector (8 for AVX2, 16 for AVX-512)">,
+           "f32 lanes of the micro-kernels and the exponentials (8 for AVX2, "
+           "16 for AVX-512); key rows are padded to min(width, 8) lanes">,
     Option<"hoistScratch", "hoist-scratch", "bool", /*default=*/"false",
            "Allocate the tiles' scratch once, before the (window, head) "
            "loop, for a loop that will run sequentially (else per "

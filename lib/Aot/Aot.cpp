@@ -123,6 +123,10 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
         llvm::join(llvm::map_range(config.window,
                                    [](int64_t w) { return std::to_string(w); }),
                    "x")));
+  if (config.vectorWidth && config.vectorWidth != 4 &&
+      config.vectorWidth != 8 && config.vectorWidth != 16)
+    return configError(llvm::formatv(
+        "--vector-width must be 4, 8 or 16, got {0}", config.vectorWidth));
   if (config.target == "nvptx" && config.numTokens() > 1024)
     return configError(llvm::formatv(
         "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "
@@ -423,6 +427,15 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   CpuPipelineOptions options;
   options.parallel = config.parallel;
   options.fuse = config.fuse;
+  options.vectorWidth = config.vectorWidth;
+  if (!config.vectorWidth) {
+    bool avx512 = false;
+    if (config.cpu == "native") {
+      llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+      avx512 = features.lookup("avx512f");
+    }
+    options.vectorWidth = avx512 ? 16 : 8;
+  }
   buildCpuPipeline(pm, options);
   if (failed(pm.run(module)))
     return failure();

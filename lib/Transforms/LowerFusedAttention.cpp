@@ -60,32 +60,41 @@ namespace {
 struct KernelGeometry {
   SmallVector<int64_t> window;
   int64_t heads, tokens, headDim, tableRows;
-  int64_t lanes;           // L: f32 lanes per vector
+  int64_t lanes;           // L: f32 lanes of the softmax, min(width, 8)
+  int64_t computeLanes;    // Lc: f32 lanes of the micro-kernels (the width)
+  int64_t registers;       // vector registers the micro-kernels block for
   int64_t rowLength;       // Wx: innermost window extent
   int64_t paddedRowLength; // Wpad = roundup(Wx, L)
   int64_t keyRows;         // R = N / Wx
   int64_t paddedTokens;    // N' = R * Wpad
+  int64_t scoreColumns;    // roundup(N', Lc): columns of kᵀ and the scores
   int64_t keyVectors;      // N' / L
+  int64_t computeKeyVectors; // scoreColumns / Lc
   int64_t rowVectors;      // Wpad / L
-  int64_t valueVectors;    // ceil(d / L)
+  int64_t valueVectors;    // ceil(d / Lc)
   int64_t queryBlock;      // query rows per block of scores
   /// P(t) = sum_a coord_a(t) * tableStride[a]: the table offset of a token.
   SmallVector<int64_t> tableStrides;
   int64_t center; // (T - 1) / 2
 
-  KernelGeometry(FusedWindowAttentionOp op, int64_t lanes,
+  KernelGeometry(FusedWindowAttentionOp op, int64_t width,
                  int64_t scoreBlockBytes)
       : window(op.getWindow()), heads(op.getNumHeads()),
         tokens(op.getNumTokens()), headDim(op.getHeadDim()),
-        tableRows(getNumTableRows(op.getWindow())), lanes(lanes) {
+        tableRows(getNumTableRows(op.getWindow())),
+        lanes(std::min<int64_t>(width, 8)), computeLanes(width) {
+    // 16 lanes means AVX-512 and its 32 registers; else AVX2's 16.
+    registers = computeLanes >= 16 ? 32 : 16;
     rowLength = window.back();
     paddedRowLength = llvm::divideCeil(rowLength, lanes) * lanes;
     keyRows = tokens / rowLength;
     paddedTokens = keyRows * paddedRowLength;
+    scoreColumns = llvm::divideCeil(paddedTokens, computeLanes) * computeLanes;
     keyVectors = paddedTokens / lanes;
+    computeKeyVectors = scoreColumns / computeLanes;
     rowVectors = paddedRowLength / lanes;
-    valueVectors = llvm::divideCeil(headDim, lanes);
-    int64_t rowsPerBlock = scoreBlockBytes / (paddedTokens * 4);
+    valueVectors = llvm::divideCeil(headDim, computeLanes);
+    int64_t rowsPerBlock = scoreBlockBytes / (scoreColumns * 4);
     queryBlock = std::clamp<int64_t>(rowsPerBlock, 1, tokens);
     tableStrides.assign(window.size(), 1);
     for (int64_t a = window.size() - 2; a >= 0; --a)
@@ -101,7 +110,8 @@ public:
   FusedKernelEmitter(ImplicitLocOpBuilder &b, FusedWindowAttentionOp op,
                      const KernelGeometry &g)
       : b(b), op(op), g(g), f32(b.getF32Type()),
-        vecType(VectorType::get({g.lanes}, b.getF32Type())) {}
+        vecType(VectorType::get({g.lanes}, b.getF32Type())),
+        computeType(VectorType::get({g.computeLanes}, b.getF32Type())) {}
 
   /// The CPU kernel: register-blocked tiles (the steps above), with its
   /// scratch allocated once (`hoistScratch`) or per (window, head).
@@ -114,9 +124,9 @@ public:
 private:
   //===--- small builders ---------------------------------------------===//
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value splat(double v) {
-    return arith::ConstantOp::create(b, DenseElementsAttr::get(
-                                            vecType, b.getF32FloatAttr(v)));
+  Value splat(double v, VectorType type = {}) {
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type ? type : vecType, b.getF32FloatAttr(v)));
   }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
@@ -129,22 +139,26 @@ private:
   }
   Value toF32(Value v) {
     Type type = v.getType();
-    Type target = isa<VectorType>(type) ? Type(vecType) : Type(f32);
+    Type target = f32;
+    if (auto vector = dyn_cast<VectorType>(type))
+      target = VectorType::get(vector.getShape(), f32);
     if (getElementTypeOrSelf(type).isF32())
       return v;
     return arith::ExtFOp::create(b, target, v);
   }
-  Value broadcast(Value scalar) {
-    return vector::BroadcastOp::create(b, vecType, scalar);
+  Value broadcast(Value scalar, VectorType type = {}) {
+    return vector::BroadcastOp::create(b, type ? type : vecType, scalar);
   }
   Value loadScalar(Value memref, ValueRange indices) {
     return toF32(memref::LoadOp::create(b, memref, indices));
   }
-  /// Loads L lanes as f32; `validLanes` < L masks the tail (zeros).
-  Value loadVector(Value memref, ValueRange indices, int64_t validLanes);
-  /// Stores L f32 lanes in the memref's element type.
+  /// Loads `width` lanes as f32; `validLanes` < width masks the tail
+  /// (zeros).
+  Value loadVector(Value memref, ValueRange indices, int64_t validLanes,
+                   int64_t width);
+  /// Stores `width` f32 lanes in the memref's element type.
   void storeVector(Value value, Value memref, ValueRange indices,
-                   int64_t validLanes);
+                   int64_t validLanes, int64_t width);
 
   /// `for iv in [lb, ub) step step` carrying `init`.
   ValueRange forLoop(Value lb, Value ub, int64_t step, ValueRange init,
@@ -193,6 +207,7 @@ private:
   Value emitPackValues(Value w, Value h, Value scratch);
   Value emitRegionLabels();
   void emitPackKeys(Value w, Value h, Value kt);
+  void zeroExtraKeyColumns(Value kt);
   void emitScores(Value w, Value h, Value kt, Value scores, Value qb,
                   Value rows);
   void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
@@ -204,7 +219,7 @@ private:
   FusedWindowAttentionOp op;
   const KernelGeometry &g;
   Type f32;
-  VectorType vecType;
+  VectorType vecType, computeType;
   /// 1-D views of q, k, v, out; padding value rows (token layout).
   SmallVector<Value, 3> flatInputs, paddingRows;
   Value flatOutput;
@@ -280,13 +295,13 @@ FusedKernelEmitter::Row FusedKernelEmitter::outputRow(Value w, Value h,
 }
 
 Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
-                                     int64_t validLanes) {
+                                     int64_t validLanes, int64_t width) {
   Type element = cast<MemRefType>(memref.getType()).getElementType();
-  auto type = VectorType::get({g.lanes}, element);
-  if (validLanes >= g.lanes)
+  auto type = VectorType::get({width}, element);
+  if (validLanes >= width)
     return toF32(vector::LoadOp::create(b, type, memref, indices));
   Value mask = vector::CreateMaskOp::create(
-      b, VectorType::get({g.lanes}, b.getI1Type()), ValueRange{index(validLanes)});
+      b, VectorType::get({width}, b.getI1Type()), ValueRange{index(validLanes)});
   Value zero = arith::ConstantOp::create(
       b, DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
   return toF32(
@@ -294,17 +309,18 @@ Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
 }
 
 void FusedKernelEmitter::storeVector(Value value, Value memref,
-                                     ValueRange indices, int64_t validLanes) {
+                                     ValueRange indices, int64_t validLanes,
+                                     int64_t width) {
   Type element = cast<MemRefType>(memref.getType()).getElementType();
   if (!element.isF32())
-    value = arith::TruncFOp::create(b, VectorType::get({g.lanes}, element),
+    value = arith::TruncFOp::create(b, VectorType::get({width}, element),
                                     value);
-  if (validLanes >= g.lanes) {
+  if (validLanes >= width) {
     vector::StoreOp::create(b, value, memref, indices);
     return;
   }
   Value mask = vector::CreateMaskOp::create(
-      b, VectorType::get({g.lanes}, b.getI1Type()), ValueRange{index(validLanes)});
+      b, VectorType::get({width}, b.getI1Type()), ValueRange{index(validLanes)});
   vector::MaskedStoreOp::create(b, memref, indices, mask, value);
 }
 
@@ -476,7 +492,8 @@ void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
           for (const std::optional<Row> &key : keys)
             block.push_back(
                 key ? arith::MulFOp::create(
-                          b, loadVector(key->memref, {add(key->offset, e0)}, 8),
+                          b,
+                          loadVector(key->memref, {add(key->offset, e0)}, 8, 8),
                           scaleVector)
                           .getResult()
                     : zeros);
@@ -489,6 +506,7 @@ void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
       }
       return SmallVector<Value>{};
     });
+    zeroExtraKeyColumns(kt);
     return;
   }
   forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
@@ -501,8 +519,10 @@ void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
     });
     return SmallVector<Value>{};
   });
-  if (g.paddedRowLength == g.rowLength)
+  if (g.paddedRowLength == g.rowLength) {
+    zeroExtraKeyColumns(kt);
     return;
+  }
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
   forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
     Value rowStart = mulConst(r, g.paddedRowLength);
@@ -518,32 +538,58 @@ void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
             });
     return SmallVector<Value>{};
   });
+  zeroExtraKeyColumns(kt);
+}
+
+/// Columns of kᵀ past the padded keys, up to a whole vector of the
+/// micro-kernel, are zero: their scores are computed and never read.
+void FusedKernelEmitter::zeroExtraKeyColumns(Value kt) {
+  if (g.scoreColumns == g.paddedTokens)
+    return;
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+  forLoop(index(0), index(g.headDim), 1, {}, [&](Value e, ValueRange) {
+    forLoop(index(g.paddedTokens), index(g.scoreColumns), 1, {},
+            [&](Value column, ValueRange) {
+              memref::StoreOp::create(b, zero, kt, ValueRange{e, column});
+              return SmallVector<Value>{};
+            });
+    return SmallVector<Value>{};
+  });
 }
 /// S[lr, :] = q[w, h, qb + lr, :] · Kt for the rows of one query block: an
 /// outer-product micro-kernel over blocks of `mr` rows x `nc` vectors of
 /// accumulators, reduced over e.
 void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
                                     Value qb, Value rows) {
-  // 16 vector registers: mr * nc accumulators and mr broadcasts.
-  int64_t chunk = g.keyVectors <= 7 ? g.keyVectors : 4;
-  int64_t blockRows = g.keyVectors <= 7 ? 2 : 3;
+  // Registers: mr * nc accumulators and mr broadcasts (the key vectors are
+  // memory operands). AVX2 (16): 2 x 7 for N' = 56, else 3 x 4; AVX-512
+  // (32): up to 8 vectors, as many rows as fit.
+  int64_t chunk, blockRows;
+  if (g.registers == 16) {
+    chunk = g.computeKeyVectors <= 7 ? g.computeKeyVectors : 4;
+    blockRows = g.computeKeyVectors <= 7 ? 2 : 3;
+  } else {
+    chunk = std::min<int64_t>(g.computeKeyVectors, 8);
+    blockRows = std::clamp<int64_t>((g.registers - 2 - chunk) / (chunk + 1), 1, 6);
+  }
   forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
     Value i = add(qb, lr);
     SmallVector<Row> queries;
     for (int64_t m = 0; m < mr; ++m)
       queries.push_back(inputRow(Input::Query, w, h, add(i, index(m))));
-    for (int64_t c0 = 0; c0 < g.keyVectors; c0 += chunk) {
-      int64_t nc = std::min(chunk, g.keyVectors - c0);
-      SmallVector<Value> init(mr * nc, splat(0.0));
+    for (int64_t c0 = 0; c0 < g.computeKeyVectors; c0 += chunk) {
+      int64_t nc = std::min(chunk, g.computeKeyVectors - c0);
+      SmallVector<Value> init(mr * nc, splat(0.0, computeType));
       ValueRange acc = forLoop(
           index(0), index(g.headDim), 1, init, [&](Value e, ValueRange acc) {
             SmallVector<Value> next(acc);
             SmallVector<Value> qs;
             for (int64_t m = 0; m < mr; ++m)
-              qs.push_back(broadcast(loadElement(queries[m], e)));
+              qs.push_back(broadcast(loadElement(queries[m], e), computeType));
             for (int64_t c = 0; c < nc; ++c) {
               Value keys = vector::LoadOp::create(
-                  b, vecType, kt, ValueRange{e, index((c0 + c) * g.lanes)});
+                  b, computeType, kt,
+                  ValueRange{e, index((c0 + c) * g.computeLanes)});
               for (int64_t m = 0; m < mr; ++m)
                 next[m * nc + c] =
                     vector::FMAOp::create(b, qs[m], keys, next[m * nc + c]);
@@ -554,7 +600,7 @@ void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
         for (int64_t c = 0; c < nc; ++c)
           vector::StoreOp::create(
               b, acc[m * nc + c], scores,
-              ValueRange{add(lr, index(m)), index((c0 + c) * g.lanes)});
+              ValueRange{add(lr, index(m)), index((c0 + c) * g.computeLanes)});
     }
   });
 }
@@ -581,7 +627,7 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
   }
   // exp underflows to (almost) zero long before -80; clamping keeps the
   // polynomial away from -inf.
-  Value lowest = splat(-80.0);
+  Value lowest = splat(-80.0, computeType);
 
   forLoop(index(0), rows, 1, {}, [&](Value lr, ValueRange) {
     Value i = add(qb, lr);
@@ -625,14 +671,23 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
           }
           return SmallVector<Value>{max};
         })[0];
+    // Columns past the padded keys (up to a whole vector of the
+    // micro-kernel) join the exponentials below as -inf.
+    for (int64_t column = g.paddedTokens; column < g.scoreColumns;
+         column += g.lanes)
+      vector::StoreOp::create(
+          b, splat(-std::numeric_limits<double>::infinity()), scores,
+          ValueRange{lr, index(column)});
     Value max = broadcast(
-        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, rowMax));
+        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, rowMax),
+        computeType);
 
+    // The exponentials run at the micro-kernels' width.
     Value sum = forLoop(
-        index(0), index(g.keyVectors), 1, {splat(0.0)},
+        index(0), index(g.computeKeyVectors), 1, {splat(0.0, computeType)},
         [&](Value kv, ValueRange carried) {
-          Value column = mulConst(kv, g.lanes);
-          Value s = vector::LoadOp::create(b, vecType, scores,
+          Value column = mulConst(kv, g.computeLanes);
+          Value s = vector::LoadOp::create(b, computeType, scores,
                                            ValueRange{lr, column});
           Value shifted = arith::MaxNumFOp::create(
               b, arith::SubFOp::create(b, s, max), lowest);
@@ -654,15 +709,17 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
 /// the token layout's rows are scattered over the map (and some are
 /// padding), while the output micro-kernel streams them in order.
 Value FusedKernelEmitter::emitPackValues(Value w, Value h, Value scratch) {
-  int64_t tailLanes = g.headDim - (g.valueVectors - 1) * g.lanes;
+  int64_t width = g.computeLanes;
+  int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
   forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
     Row row = inputRow(Input::Value, w, h, j);
     Value base = mulConst(j, g.headDim);
     for (int64_t c = 0; c < g.valueVectors; ++c) {
-      int64_t lanes = c == g.valueVectors - 1 ? tailLanes : g.lanes;
-      Value values = loadVector(row.memref, {add(row.offset, index(c * g.lanes))},
-                                lanes);
-      storeVector(values, scratch, {add(base, index(c * g.lanes))}, lanes);
+      int64_t lanes = c == g.valueVectors - 1 ? tailLanes : width;
+      Value values = loadVector(
+          row.memref, {add(row.offset, index(c * width))}, lanes, width);
+      storeVector(values, scratch, {add(base, index(c * width))}, lanes,
+                  width);
     }
     return SmallVector<Value>{};
   });
@@ -676,17 +733,20 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
                                     Value invSums, Value values,
                                     Value valueBase, Value discard, Value qb,
                                     Value rows) {
+  // Registers: mr * nc accumulators and mr broadcasts.
   int64_t chunk = std::min<int64_t>(g.valueVectors, 4);
-  int64_t blockRows = std::min<int64_t>(4, 16 / (chunk + 1));
-  int64_t tailLanes = g.headDim - (g.valueVectors - 1) * g.lanes;
+  int64_t blockRows =
+      std::min<int64_t>(g.registers == 16 ? 4 : 8, (g.registers - 2) / (chunk + 1));
+  int64_t width = g.computeLanes;
+  int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
   forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
     Value i = add(qb, lr);
     for (int64_t c0 = 0; c0 < g.valueVectors; c0 += chunk) {
       int64_t nc = std::min(chunk, g.valueVectors - c0);
       auto lanesOf = [&](int64_t c) {
-        return c0 + c == g.valueVectors - 1 ? tailLanes : g.lanes;
+        return c0 + c == g.valueVectors - 1 ? tailLanes : width;
       };
-      SmallVector<Value> init(mr * nc, splat(0.0));
+      SmallVector<Value> init(mr * nc, splat(0.0, computeType));
       ValueRange acc = forLoop(
           index(0), index(g.tokens), 1, init, [&](Value j, ValueRange acc) {
             SmallVector<Value> next(acc);
@@ -694,12 +754,14 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
             Value rowBase = add(valueBase, mulConst(j, g.headDim));
             SmallVector<Value> ps;
             for (int64_t m = 0; m < mr; ++m)
-              ps.push_back(broadcast(memref::LoadOp::create(
-                  b, scores, ValueRange{add(lr, index(m)), jp})));
+              ps.push_back(broadcast(
+                  memref::LoadOp::create(b, scores,
+                                         ValueRange{add(lr, index(m)), jp}),
+                  computeType));
             for (int64_t c = 0; c < nc; ++c) {
-              Value v = loadVector(
-                  values, {add(rowBase, index((c0 + c) * g.lanes))},
-                  lanesOf(c));
+              Value v = loadVector(values,
+                                   {add(rowBase, index((c0 + c) * width))},
+                                   lanesOf(c), width);
               for (int64_t m = 0; m < mr; ++m)
                 next[m * nc + c] =
                     vector::FMAOp::create(b, ps[m], v, next[m * nc + c]);
@@ -709,12 +771,13 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
       for (int64_t m = 0; m < mr; ++m) {
         Row out = outputRow(w, h, add(i, index(m)), discard);
         Value inv = broadcast(memref::LoadOp::create(
-            b, invSums, ValueRange{add(lr, index(m))}));
+                                  b, invSums, ValueRange{add(lr, index(m))}),
+                              computeType);
         for (int64_t c = 0; c < nc; ++c) {
           Value result = arith::MulFOp::create(b, acc[m * nc + c], inv);
           storeVector(result, out.memref,
-                      {add(out.offset, index((c0 + c) * g.lanes))},
-                      lanesOf(c));
+                      {add(out.offset, index((c0 + c) * width))}, lanesOf(c),
+                      width);
         }
       }
     }
@@ -752,10 +815,10 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   auto allocateScratch = [&] {
     Scratch scratch;
     scratch.kt = memref::AllocaOp::create(
-        b, MemRefType::get({g.headDim, g.paddedTokens}, f32),
+        b, MemRefType::get({g.headDim, g.scoreColumns}, f32),
         b.getI64IntegerAttr(64));
     scratch.scores = memref::AllocaOp::create(
-        b, MemRefType::get({g.queryBlock, g.paddedTokens}, f32),
+        b, MemRefType::get({g.queryBlock, g.scoreColumns}, f32),
         b.getI64IntegerAttr(64));
     scratch.invSums =
         memref::AllocaOp::create(b, MemRefType::get({g.queryBlock}, f32));

@@ -51,8 +51,14 @@
 // CHECK: vector.fma
 // CHECK: vector.store %{{.*}}, %[[OF]]
 // CHECK-NOT: rpe.fused_window_attention
+// AVX-512 width: rows stay padded to 8 (N' = 56), the micro-kernels' 16-lane
+// vectors cover 64 columns (the last 8 zero in kᵀ, -inf in the scores) and
+// 5 rows x 4 vectors of accumulators fit the 32 registers.
 // W16-LABEL: func @stage1
-// W16: memref.alloca() {alignment = 64 : i64} : memref<32x112xf32>
+// W16: memref.alloca() {alignment = 64 : i64} : memref<32x64xf32>
+// W16: memref.alloca() {alignment = 64 : i64} : memref<49x64xf32>
+// W16: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// W16: vector.store %{{.*}} : memref<49x64xf32>, vector<8xf32>
 func.func @stage1(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>, %v: memref<?x3x49x32xf32>,
                   %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
   rpe.fused_window_attention ins(%q, %k, %v, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)

@@ -99,6 +99,11 @@ static cl::opt<std::string>
 static cl::opt<bool> noParallelOpt(
     "no-parallel", cl::desc("Run on the calling thread only (no OpenMP)"),
     cl::cat(category));
+static cl::opt<int64_t> vectorWidthOpt(
+    "vector-width", cl::init(0),
+    cl::desc("f32 lanes of the CPU micro-kernels: 8 (AVX2), 16 (AVX-512); "
+             "default: 16 when --cpu=native has AVX-512, else 8"),
+    cl::cat(category));
 static cl::opt<bool> unfusedOpt(
     "unfused",
     cl::desc("Use the unfused reference lowering (materialized bias and "
@@ -139,6 +144,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.cpu = cpuOpt;
   config.parallel = !noParallelOpt;
   config.fuse = !unfusedOpt;
+  config.vectorWidth = vectorWidthOpt;
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
