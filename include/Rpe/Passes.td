@@ -112,8 +112,11 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
        `idx(j, i)` (index arithmetic; `bias(i, j) = table[T-1-idx(j, i)]`),
        the mask compares constant region labels, and padding lanes get
        `-inf`; then the row max;
-    4. `P = exp(S - max)` (polynomial approximation) and the row sum, in one
-       pass over the row, which stays in L1;
+    4. `P = exp(S - max)` and the row sum, in one pass over the row, which
+       stays in L1. The softmax runs in base 2: log2(e) is folded into the
+       scale of kᵀ, the table and the mask value (all three, or the scores
+       would mix bases), and `2^x` is a degree-6 polynomial plus exponent
+       arithmetic in registers;
     5. `out[i, :] = (P[i, :] · v) / sum`, a register-blocked micro-kernel,
        normalized once per output row rather than per probability.
 

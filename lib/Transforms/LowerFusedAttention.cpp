@@ -10,6 +10,7 @@
 //                                                           load per key row
 //   m_i        = max_j' S[i, j']
 //   S[i, j']   = exp(S[i, j'] - m_i),  l_i = sum_j' S[i, j'] probabilities
+//                (in base 2: log2(e) folded into kᵀ, the table and the mask)
 //   out[i, :]  = (sum_j S[i, j'] * v[b, h, j, :]) / l_i     FMA tiles
 //
 // Keys are laid out one window row per ceil(Ww / L) vectors of L lanes: key
@@ -36,13 +37,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Math/Transforms/Approximation.h"
-#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <limits>
 
@@ -55,6 +53,11 @@ using namespace mlir;
 using namespace mlir::rpe;
 
 namespace {
+
+/// The tiles kernel computes its softmax in base 2: log2(e) is folded into
+/// the scale of kᵀ, into the table and into the mask value (all three, or
+/// the scores would mix bases), and exp(s - m) becomes 2^(s' - m').
+constexpr double kLog2E = 1.4426950408889634;
 
 /// Compile-time shape of one fused kernel.
 struct KernelGeometry {
@@ -199,6 +202,8 @@ private:
   /// Swin's region label of token `token` of the image's window `wi`, in
   /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
   Value regionLabel(Value wi, Value token);
+  /// 2^x on a vector of x in [-115, 0].
+  Value exp2(Value x);
   /// The work of query row `i` of (window w, head h).
   void emitRow(Value w, Value h, Value i);
 
@@ -384,7 +389,10 @@ Value FusedKernelEmitter::emitReversedTables() {
   forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {
     forLoop(index(0), index(g.tableRows), 1, {}, [&](Value t, ValueRange) {
       Value row = arith::SubIOp::create(b, index(g.tableRows - 1), t);
-      memref::StoreOp::create(b, loadScalar(table, {row, h}), rtab,
+      Value biasLog2 = arith::MulFOp::create(
+          b, loadScalar(table, {row, h}),
+          arith::ConstantOp::create(b, b.getF32FloatAttr(kLog2E)));
+      memref::StoreOp::create(b, biasLog2, rtab,
                               ValueRange{h, t});
       return SmallVector<Value>{};
     });
@@ -469,7 +477,8 @@ static void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
 /// lanes and whole vectors of head channels, 8 keys x 8 channels at a time,
 /// transposed in registers; else one element at a time.
 void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
-  Value scale = arith::ConstantOp::create(b, op.getScaleAttr());
+  Value scale = arith::ConstantOp::create(
+      b, b.getF32FloatAttr(op.getScale().convertToDouble() * kLog2E));
   if (g.lanes == 8 && g.headDim % 8 == 0) {
     Value scaleVector = broadcast(scale);
     Value zeros = splat(0.0);
@@ -605,6 +614,34 @@ void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
   });
 }
 
+/// 2^x for x in [-115, 0], in registers: x = n + f with n = round(x),
+/// f in [-1/2, 1/2]; 2^f = e^(f ln 2) by its degree-6 Taylor polynomial
+/// (relative error < 2e-7 on that interval), and 2^n added to the exponent
+/// bits. 2^n stays a normal float for n >= -115.
+Value FusedKernelEmitter::exp2(Value x) {
+  VectorType type = cast<VectorType>(x.getType());
+  auto constant = [&](double v) {
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
+  };
+  Value n = math::FloorOp::create(
+      b, arith::AddFOp::create(b, x, constant(0.5)));
+  Value t = arith::MulFOp::create(b, arith::SubFOp::create(b, x, n),
+                                  constant(0.6931471805599453));
+  // Horner: 1 + t (1 + t/2 (1 + t/3 (1 + t/4 (1 + t/5 (1 + t/6))))).
+  Value poly = constant(1.0 / 720);
+  for (double c : {1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1.0, 1.0})
+    poly = math::FmaOp::create(b, poly, t, constant(c));
+  auto intType = VectorType::get(type.getShape(), b.getI32Type());
+  Value exponent = arith::ShLIOp::create(
+      b, arith::FPToSIOp::create(b, intType, n),
+      arith::ConstantOp::create(
+          b, DenseElementsAttr::get(intType, b.getI32IntegerAttr(23))));
+  Value bits = arith::AddIOp::create(
+      b, arith::BitcastOp::create(b, intType, poly), exponent);
+  return arith::BitcastOp::create(b, type, bits);
+}
+
 /// Per row: S += bias (+ mask) (+ -inf on padding lanes), the row max, then
 /// S = exp(S - max) and 1 / sum(S).
 void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
@@ -622,12 +659,12 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
         b, DenseElementsAttr::get(vecType, ArrayRef<float>(padLanes)));
   Value maskValue, zeroVector;
   if (labels) {
-    maskValue = splat(op.getMaskValue().convertToDouble());
+    maskValue = splat(op.getMaskValue().convertToDouble() * kLog2E);
     zeroVector = splat(0.0);
   }
-  // exp underflows to (almost) zero long before -80; clamping keeps the
-  // polynomial away from -inf.
-  Value lowest = splat(-80.0, computeType);
+  // 2^x underflows to (almost) zero long before -115 (the smallest normal
+  // f32 is 2^-126); clamping keeps the exponent arithmetic away from -inf.
+  Value lowest = splat(-115.0, computeType);
 
   forLoop(index(0), rows, 1, {}, [&](Value lr, ValueRange) {
     Value i = add(qb, lr);
@@ -678,9 +715,13 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
       vector::StoreOp::create(
           b, splat(-std::numeric_limits<double>::infinity()), scores,
           ValueRange{lr, index(column)});
-    Value max = broadcast(
-        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, rowMax),
-        computeType);
+    // Horizontal reductions as trees, not lane-by-lane chains: the order
+    // of a max is irrelevant, and that of the sum is within the tolerance
+    // of any f32 softmax (scores are never NaN unless the inputs are).
+    auto tree = arith::FastMathFlags::reassoc | arith::FastMathFlags::nnan;
+    Value max = broadcast(vector::ReductionOp::create(
+                              b, vector::CombiningKind::MAXNUMF, rowMax, tree),
+                          computeType);
 
     // The exponentials run at the micro-kernels' width.
     Value sum = forLoop(
@@ -691,13 +732,13 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
                                            ValueRange{lr, column});
           Value shifted = arith::MaxNumFOp::create(
               b, arith::SubFOp::create(b, s, max), lowest);
-          Value p = math::ExpOp::create(b, shifted);
+          Value p = exp2(shifted);
           vector::StoreOp::create(b, p, scores, ValueRange{lr, column});
           return SmallVector<Value>{
               arith::AddFOp::create(b, carried.front(), p)};
         })[0];
     Value total =
-        vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum);
+        vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum, tree);
     Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
     memref::StoreOp::create(b, arith::DivFOp::create(b, one, total), invSums,
                             ValueRange{lr});
@@ -1131,7 +1172,6 @@ struct RpeLowerFusedAttentionPass
           << strategy << "'";
       return signalPassFailure();
     }
-    bool rows = strategy != "tiles";
     // Lower each op where it is (walk, not greedy: the emitted loops must
     // not be folded while they are built).
     SmallVector<FusedWindowAttentionOp> ops;
@@ -1148,15 +1188,6 @@ struct RpeLowerFusedAttentionPass
       if (failed(pattern.matchAndRewrite(op, rewriter)))
         return signalPassFailure();
     }
-    // exp on vectors: a polynomial in registers instead of a libm call per
-    // lane. The row form keeps math.exp for its target (libdevice on GPUs).
-    if (rows)
-      return;
-    RewritePatternSet patterns(&getContext());
-    populateMathPolynomialApproximationPatterns(
-        patterns, [](StringRef name) { return name == "math.exp"; });
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      return signalPassFailure();
   }
 };
 
