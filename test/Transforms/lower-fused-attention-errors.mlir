@@ -1,0 +1,13 @@
+// RUN: swin-opt %s --rpe-lower-fused-attention -split-input-file -verify-diagnostics
+// RUN: not swin-opt %s --rpe-lower-fused-attention=strategy=bogus 2>&1 | FileCheck %s --check-prefix=STRATEGY
+// RUN: not swin-opt %s --rpe-lower-fused-attention=vector-width=3 2>&1 | FileCheck %s --check-prefix=WIDTH
+
+// STRATEGY: error: strategy must be tiles, rows or gpu, got 'bogus'
+// WIDTH: error: vector-width must be a power of two
+
+func.func @on_tensors(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %o: tensor<?x49x96xf32>) -> tensor<?x49x96xf32> {
+  // expected-error @below {{must be bufferized before rpe-lower-fused-attention}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+         outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
+  return %r : tensor<?x49x96xf32>
+}
