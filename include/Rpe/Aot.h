@@ -9,9 +9,9 @@
 #ifndef RPE_AOT_H
 #define RPE_AOT_H
 
+#include "Rpe/Passes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
-#include "Rpe/Passes.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"

@@ -64,8 +64,9 @@ std::optional<std::string> checkShift(llvm::ArrayRef<int64_t> resolution,
 
 /// ceil(resolution / window) * window per axis: the map Swin partitions
 /// after padding.
-llvm::SmallVector<int64_t> getPaddedResolution(llvm::ArrayRef<int64_t> resolution,
-                                               llvm::ArrayRef<int64_t> window);
+llvm::SmallVector<int64_t>
+getPaddedResolution(llvm::ArrayRef<int64_t> resolution,
+                    llvm::ArrayRef<int64_t> window);
 
 /// Checks the geometry of a token-layout feature map: the window, the
 /// resolution (positive, any size: it is padded), 0 <= shift < window and

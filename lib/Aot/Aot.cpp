@@ -25,11 +25,11 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/TargetSelect.h"
-#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
@@ -103,19 +103,17 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     if (!config.hasResolution())
       return configError("--layout=tokens needs --resolution (the feature "
                          "map)");
-    if (auto error = checkFeatureMap(config.resolution, config.window,
-                                     config.shift,
-                                     config.shiftThenPad ? "shift_then_pad"
-                                                         : "pad_then_shift"))
+    if (auto error = checkFeatureMap(
+            config.resolution, config.window, config.shift,
+            config.shiftThenPad ? "shift_then_pad" : "pad_then_shift"))
       return configError("--resolution/--shift: " + *error);
   } else if (config.hasResolution()) {
     if (auto error = checkShift(config.resolution, config.window, config.shift))
       return configError("--resolution/--shift: " + *error +
                          " (--layout=tokens pads the map)");
   }
-  if (config.table &&
-      static_cast<int64_t>(config.table->size()) !=
-          config.numTableRows() * config.heads)
+  if (config.table && static_cast<int64_t>(config.table->size()) !=
+                          config.numTableRows() * config.heads)
     return configError(llvm::formatv(
         "--table holds {0} floats, expected {1} ([{2}, {3}] for window {4})",
         config.table->size(), config.numTableRows() * config.heads,
@@ -158,10 +156,10 @@ static Type getElementType(MLIRContext &context, ElementKind kind) {
 
 OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
                                                    const KernelConfig &config) {
-  context.loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
-                      func::FuncDialect, linalg::LinalgDialect,
-                      memref::MemRefDialect, RpeDialect,
-                      tensor::TensorDialect>();
+  context
+      .loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
+                   func::FuncDialect, linalg::LinalgDialect,
+                   memref::MemRefDialect, RpeDialect, tensor::TensorDialect>();
   OpBuilder b(&context);
   Location loc = NameLoc::get(b.getStringAttr(config.name));
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
@@ -217,8 +215,8 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
       value.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
       values.push_back(value);
     }
-    table = arith::ConstantOp::create(b, loc,
-                                      DenseElementsAttr::get(type, values));
+    table =
+        arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, values));
   } else {
     table = toTensor(entry->getArgument(3));
   }
@@ -237,9 +235,9 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   auto attentionType = RankedTensorType::get({dyn, n, c}, element);
   Value result;
   if (!tokens) {
-    result = WindowAttentionOp::create(b, loc, attentionType, q, k, v, bias,
-                                       mask,
-                                       b.getF32FloatAttr(config.effectiveScale()));
+    result =
+        WindowAttentionOp::create(b, loc, attentionType, q, k, v, bias, mask,
+                                  b.getF32FloatAttr(config.effectiveScale()));
   } else {
     // Padding rows of q, k and v, in the element type of the maps.
     SmallVector<Value> pads(3);
@@ -255,24 +253,25 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
         if (padElement != element) {
           Value init = tensor::EmptyOp::create(b, loc, {c}, element);
           AffineMap identity = b.getMultiDimIdentityMap(1);
-          row = linalg::GenericOp::create(
-                    b, loc, TypeRange{init.getType()}, row, init,
-                    ArrayRef<AffineMap>{identity, identity},
-                    ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
-                    [&](OpBuilder &nb, Location nloc, ValueRange args) {
-                      Value narrow =
-                          arith::TruncFOp::create(nb, nloc, element, args[0]);
-                      linalg::YieldOp::create(nb, nloc, narrow);
-                    })
-                    .getResult(0);
+          row =
+              linalg::GenericOp::create(
+                  b, loc, TypeRange{init.getType()}, row, init,
+                  ArrayRef<AffineMap>{identity, identity},
+                  ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+                  [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                    Value narrow =
+                        arith::TruncFOp::create(nb, nloc, element, args[0]);
+                    linalg::YieldOp::create(nb, nloc, narrow);
+                  })
+                  .getResult(0);
         }
         pads[i] = row;
       }
     }
     auto resolution = b.getDenseI64ArrayAttr(config.resolution);
     auto shift = b.getDenseI64ArrayAttr(config.shift);
-    auto padding =
-        b.getStringAttr(config.shiftThenPad ? "shift_then_pad" : "pad_then_shift");
+    auto padding = b.getStringAttr(config.shiftThenPad ? "shift_then_pad"
+                                                       : "pad_then_shift");
     auto windowsType = RankedTensorType::get({dyn, h, n, d}, element);
     auto partition = [&](Value map, Value pad) -> Value {
       return WindowPartitionOp::create(b, loc, windowsType, map, pad,
@@ -286,9 +285,9 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
         b, loc, RankedTensorType::get(mapType.getShape(), element), attention,
         resolution, window, shift, padding);
   }
-  bufferization::MaterializeInDestinationOp::create(
-      b, loc, TypeRange{}, result, out, /*restrict=*/true,
-      /*writable=*/true);
+  bufferization::MaterializeInDestinationOp::create(b, loc, TypeRange{}, result,
+                                                    out, /*restrict=*/true,
+                                                    /*writable=*/true);
   func::ReturnOp::create(b, loc);
   return module;
 }
@@ -324,8 +323,7 @@ static void appendDescriptor(OpBuilder &b, Location loc, Value ptr,
 static LogicalResult emitEntryPoint(ModuleOp module,
                                     const KernelConfig &config) {
   MLIRContext *context = module.getContext();
-  auto kernel =
-      module.lookupSymbol<LLVM::LLVMFuncOp>(config.name + "_kernel");
+  auto kernel = module.lookupSymbol<LLVM::LLVMFuncOp>(config.name + "_kernel");
   if (!kernel)
     return module.emitError("lowered kernel function not found");
   for (auto func : module.getOps<LLVM::LLVMFuncOp>())
@@ -345,12 +343,13 @@ static LogicalResult emitEntryPoint(ModuleOp module,
   // pad_qkv may be NULL: padding tokens are then zeros.
   LLVM::GlobalOp zeroPadding;
   if (config.isPadded()) {
-    auto arrayType = LLVM::LLVMArrayType::get(b.getF32Type(), 3 * config.channels());
+    auto arrayType =
+        LLVM::LLVMArrayType::get(b.getF32Type(), 3 * config.channels());
     zeroPadding = LLVM::GlobalOp::create(
         b, loc, arrayType, /*isConstant=*/true, LLVM::Linkage::Internal,
         config.name + "_zero_padding",
-        b.getZeroAttr(RankedTensorType::get({3 * config.channels()},
-                                            b.getF32Type())));
+        b.getZeroAttr(
+            RankedTensorType::get({3 * config.channels()}, b.getF32Type())));
   }
 
   SmallVector<Type> params = {ptr, ptr, ptr, ptr, ptr, i64};
@@ -495,8 +494,7 @@ mlir::rpe::translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
     if (function.isDeclaration())
       continue;
     function.addFnAttr("target-cpu", (*machine)->getTargetCPU());
-    function.addFnAttr("target-features",
-                       (*machine)->getTargetFeatureString());
+    function.addFnAttr("target-features", (*machine)->getTargetFeatureString());
   }
   auto optimize = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
                                             machine->get());
@@ -533,11 +531,22 @@ llvm::Error mlir::rpe::linkSharedLibrary(llvm::StringRef objectPath,
   std::string libDir = SWIN_LLVM_LIBRARY_DIR;
   std::string lOmp = "-L" + libDir;
   std::string object = objectPath.str(), output = libraryPath.str();
-  SmallVector<const char *> args = {
-      "ld.lld", "-shared", "-o", output.c_str(), object.c_str(),
-      lOmp.c_str(), "-L/usr/lib/x86_64-linux-gnu", "-L/lib/x86_64-linux-gnu",
-      "-lomp", "-lm", "-rpath", libDir.c_str(), "-z", "noexecstack",
-      "--as-needed", "-O1"};
+  SmallVector<const char *> args = {"ld.lld",
+                                    "-shared",
+                                    "-o",
+                                    output.c_str(),
+                                    object.c_str(),
+                                    lOmp.c_str(),
+                                    "-L/usr/lib/x86_64-linux-gnu",
+                                    "-L/lib/x86_64-linux-gnu",
+                                    "-lomp",
+                                    "-lm",
+                                    "-rpath",
+                                    libDir.c_str(),
+                                    "-z",
+                                    "noexecstack",
+                                    "--as-needed",
+                                    "-O1"};
   std::string messages;
   llvm::raw_string_ostream messageStream(messages);
   lld::Result result = lld::lldMain(args, messageStream, messageStream,
@@ -593,8 +602,7 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
        << config.windowsPerImage() << ".\n";
   } else {
     os << " * q, k, v: [batch, " << config.tokensPerImage() << ", "
-       << config.channels()
-       << "] feature maps in image order (the qkv\n"
+       << config.channels() << "] feature maps in image order (the qkv\n"
        << " *          projection of the un-shifted map, split); the kernel "
           "shifts,\n"
        << " *          pads and partitions by addressing.\n";
@@ -608,8 +616,7 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
        << " *          output projection).\n";
   else
     os << " * out:     [batch, " << config.tokensPerImage() << ", "
-       << config.channels()
-       << "] in image order: shifted back and cropped.\n"
+       << config.channels() << "] in image order: shifted back and cropped.\n"
        << " * pad_qkv: [3, " << config.channels() << "] "
        << (config.target == "nvptx" ? "of the element type" : "f32")
        << ", the q, k and v of padding tokens (the qkv\n"
@@ -638,11 +645,11 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
      << "#define " << upper << "_NUM_HEADS " << config.heads << "\n"
      << "#define " << upper << "_HEAD_DIM " << config.headDim << "\n"
      << "#define " << upper << "_TABLE_ROWS " << config.numTableRows() << "\n"
-     << "#define " << upper << "_WINDOWS_PER_IMAGE "
-     << config.windowsPerImage() << "\n";
+     << "#define " << upper << "_WINDOWS_PER_IMAGE " << config.windowsPerImage()
+     << "\n";
   if (tokens)
-    os << "#define " << upper << "_TOKENS_PER_IMAGE "
-       << config.tokensPerImage() << "\n";
+    os << "#define " << upper << "_TOKENS_PER_IMAGE " << config.tokensPerImage()
+       << "\n";
   os << "\n";
   const char *count = tokens ? "batch" : "num_windows";
   if (config.target == "nvptx") {
@@ -660,9 +667,9 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
     os << ", CUstream stream);\n"
        << "const char *" << config.name << "_last_error(void);\n\n";
   } else {
-    os << "int " << config.name << "(const " << ctype << " *q, const "
-       << ctype << " *k, const " << ctype << " *v,\n    const " << ctype
-       << " *table, " << ctype << " *out, int64_t " << count;
+    os << "int " << config.name << "(const " << ctype << " *q, const " << ctype
+       << " *k, const " << ctype << " *v,\n    const " << ctype << " *table, "
+       << ctype << " *out, int64_t " << count;
     if (tokens)
       os << ",\n    const float *pad_qkv";
     os << ");\n\n";
@@ -760,7 +767,8 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
      << "static const unsigned char " << name << "_image[] = {";
   for (size_t i = 0; i < kernel.image.size(); ++i)
     os << (i % 16 ? " " : "\n    ")
-       << llvm::formatv("0x{0:x-2},", static_cast<unsigned char>(kernel.image[i]));
+       << llvm::formatv("0x{0:x-2},",
+                        static_cast<unsigned char>(kernel.image[i]));
   os << "\n    0x00};\n\n"
      << "static CUfunction " << name << "_function;\n"
      << "static CUresult " << name << "_load_status;\n"
@@ -773,8 +781,8 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
      << "static int " << name << "_fail(CUresult status, const char *what) {\n"
      << "  const char *text = 0;\n"
      << "  cuGetErrorString(status, &text);\n"
-     << "  snprintf(" << name << "_error, sizeof " << name
-     << "_error, \"" << name << ": %s: %s (CUDA error %d)\",\n"
+     << "  snprintf(" << name << "_error, sizeof " << name << "_error, \""
+     << name << ": %s: %s (CUDA error %d)\",\n"
      << "           what, text ? text : \"unknown error\", (int)status);\n"
      << "  return (int)status ? (int)status : 1;\n}\n\n"
      << "/* Loads the module into the current context, or device 0's primary "
@@ -796,8 +804,8 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
      << "  if (s == CUDA_SUCCESS) s = cuModuleGetFunction(&" << name
      << "_function, module, \"" << kernel.symbol << "\");\n";
   if (config.isPadded()) {
-    int64_t bytes =
-        3 * config.channels() * (config.elementKind == ElementKind::F32 ? 4 : 2);
+    int64_t bytes = 3 * config.channels() *
+                    (config.elementKind == ElementKind::F32 ? 4 : 2);
     os << "  if (s == CUDA_SUCCESS) s = cuMemAlloc(&" << name << "_zeros, "
        << bytes << ");\n"
        << "  if (s == CUDA_SUCCESS) s = cuMemsetD8(" << name << "_zeros, 0, "
@@ -838,8 +846,9 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
     os << "  CUdeviceptr p" << i << " = " << cNames[param.argument] << ";\n"
        << "  int64_t d" << i << "[] = {" << param.offset;
     for (int64_t extent : param.shape)
-      os << ", " << (ShapedType::isDynamic(extent) ? std::string(count)
-                                                   : std::to_string(extent));
+      os << ", "
+         << (ShapedType::isDynamic(extent) ? std::string(count)
+                                           : std::to_string(extent));
     for (int64_t stride : param.strides)
       os << ", " << stride;
     os << "};\n";
@@ -849,9 +858,9 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
       params.push_back(llvm::formatv("&d{0}[{1}]", i, j));
   }
   os << "  void *params[] = {" << llvm::join(params, ", ") << "};\n"
-     << "  CUresult s = cuLaunchKernel(" << name << "_function, (unsigned)(windows * "
-     << config.heads << "), 1, 1, " << kernel.blockSize
-     << ", 1, 1, 0, stream, params, 0);\n"
+     << "  CUresult s = cuLaunchKernel(" << name
+     << "_function, (unsigned)(windows * " << config.heads << "), 1, 1, "
+     << kernel.blockSize << ", 1, 1, 0, stream, params, 0);\n"
      << "  if (s != CUDA_SUCCESS) return " << name
      << "_fail(s, \"cuLaunchKernel\");\n"
      << "  return 0;\n}\n";

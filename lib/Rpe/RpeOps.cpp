@@ -108,9 +108,9 @@ LogicalResult LookupOp::verify() {
   int64_t rows = getNumTableRows(getWindow());
   int64_t heads = tableType.getDimSize(1);
   if (tableType.getDimSize(0) != rows)
-    return emitOpError() << "expects a table of " << rows
-                         << " rows for window " << formatShape(getWindow())
-                         << ", got " << tableType.getDimSize(0);
+    return emitOpError() << "expects a table of " << rows << " rows for window "
+                         << formatShape(getWindow()) << ", got "
+                         << tableType.getDimSize(0);
   int64_t n = getNumTokens(getWindow());
   if (failed(verifyStaticShape(*this, "result", resultType, {heads, n, n})))
     return failure();
@@ -166,8 +166,8 @@ OpFoldResult ShiftMaskOp::fold(FoldAdaptor) {
                                   getMaskValue().convertToDouble())) {
     APFloat value(v);
     bool losesInfo;
-    value.convert(elementType.getFloatSemantics(),
-                  APFloat::rmNearestTiesToEven, &losesInfo);
+    value.convert(elementType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                  &losesInfo);
     values.push_back(value);
   }
   return DenseElementsAttr::get(type, values);
@@ -208,10 +208,10 @@ static LogicalResult verifyQueryKeyValue(Operation *op, ShapedType qType,
              << formatShape(qType.getShape()) << " and "
              << formatShape(type.getShape());
     if (type.getElementType() != qType.getElementType())
-      return op->emitOpError() << "expects query, key and value of the same "
-                                  "element type, got "
-                               << qType.getElementType() << " and "
-                               << type.getElementType();
+      return op->emitOpError()
+             << "expects query, key and value of the same "
+                "element type, got "
+             << qType.getElementType() << " and " << type.getElementType();
   }
   if (llvm::any_of(qType.getShape().drop_front(),
                    [](int64_t extent) { return extent == 0; }))
@@ -263,15 +263,16 @@ LogicalResult WindowAttentionOp::verify() {
   int64_t windows = qType.getDimSize(0);
   int64_t heads = getNumHeads(), n = getNumTokens();
 
-  if (failed(verifyStaticShape(*this, "bias", getBias().getType(),
-                               {heads, n, n})))
+  if (failed(
+          verifyStaticShape(*this, "bias", getBias().getType(), {heads, n, n})))
     return failure();
 
   if (Value mask = getMask()) {
     auto maskType = llvm::cast<RankedTensorType>(mask.getType());
-    if (maskType.getRank() != 3 || ShapedType::isDynamic(maskType.getDimSize(0)))
-      return emitOpError() << "expects mask of shape [windows_per_image, "
-                           << n << ", " << n << "] with a static first extent,"
+    if (maskType.getRank() != 3 ||
+        ShapedType::isDynamic(maskType.getDimSize(0)))
+      return emitOpError() << "expects mask of shape [windows_per_image, " << n
+                           << ", " << n << "] with a static first extent,"
                            << " got " << formatShape(maskType.getShape());
     int64_t maskWindows = maskType.getDimSize(0);
     if (failed(verifyStaticShape(*this, "mask", maskType, {maskWindows, n, n})))
@@ -284,8 +285,8 @@ LogicalResult WindowAttentionOp::verify() {
                            << maskWindows << ")";
   }
 
-  if (failed(verifyAttentionResult(*this, qType, getResult().getType(),
-                                   "result")))
+  if (failed(
+          verifyAttentionResult(*this, qType, getResult().getType(), "result")))
     return failure();
   return verifyScale(*this, getScale());
 }
@@ -303,8 +304,8 @@ struct DropZeroMask : public OpRewritePattern<WindowAttentionOp> {
       return rewriter.notifyMatchFailure(op, "no mask");
     bool isZero = false;
     if (auto shiftMask = mask.getDefiningOp<ShiftMaskOp>())
-      isZero = llvm::all_of(shiftMask.getShift(),
-                            [](int64_t s) { return s == 0; });
+      isZero =
+          llvm::all_of(shiftMask.getShift(), [](int64_t s) { return s == 0; });
     DenseElementsAttr constant;
     if (matchPattern(mask, m_Constant(&constant)) && constant.isSplat())
       isZero = constant.getSplatValue<APFloat>().isZero();
@@ -327,12 +328,10 @@ void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 /// Verifies the feature-map attributes and returns [batch, L, C] checks'
 /// common facts: the windows per image and the tokens per window.
-static LogicalResult verifyFeatureMap(Operation *op,
-                                      ArrayRef<int64_t> resolution,
-                                      ArrayRef<int64_t> window,
-                                      ArrayRef<int64_t> shift,
-                                      StringRef padding,
-                                      RankedTensorType mapType) {
+static LogicalResult
+verifyFeatureMap(Operation *op, ArrayRef<int64_t> resolution,
+                 ArrayRef<int64_t> window, ArrayRef<int64_t> shift,
+                 StringRef padding, RankedTensorType mapType) {
   if (auto error = checkFeatureMap(resolution, window, shift, padding))
     return op->emitOpError() << *error;
   int64_t tokens = 1;
@@ -456,8 +455,8 @@ LogicalResult FusedWindowAttentionOp::verify() {
       ShapedType::isDynamic(tableType.getDimSize(1)) ||
       tableType.getDimSize(1) < 1)
     return emitOpError() << "expects a table of shape "
-                         << getNumTableRows(getWindow())
-                         << "x<heads>, got " << formatShape(tableType.getShape());
+                         << getNumTableRows(getWindow()) << "x<heads>, got "
+                         << formatShape(tableType.getShape());
   if (!isa<FloatType>(tableType.getElementType()))
     return emitOpError() << "expects a floating-point table";
   int64_t heads = getNumHeads(), n = getNumTokens();
@@ -582,8 +581,7 @@ LogicalResult FusedWindowAttentionOp::bufferize(
       buffers.back(), getWindowAttr(), getScaleAttr(), getResolutionAttr(),
       getShiftAttr(), getMaskValueAttr(), getImageAttr(), getPaddingAttr());
   (void)bufferized;
-  bufferization::replaceOpWithBufferizedValues(rewriter, *this,
-                                               buffers.back());
+  bufferization::replaceOpWithBufferizedValues(rewriter, *this, buffers.back());
   return success();
 }
 

@@ -113,8 +113,7 @@ Value extractTile(ImplicitLocOpBuilder &b, Value source,
 //===----------------------------------------------------------------------===//
 
 /// rpe.relative_index, rpe.shift_mask -> arith.constant.
-template <typename OpTy>
-struct FoldToConstant : public OpRewritePattern<OpTy> {
+template <typename OpTy> struct FoldToConstant : public OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
@@ -143,23 +142,22 @@ struct LowerLookup : public OpRewritePattern<LookupOp> {
                                          resultType.getElementType());
     Value table = op.getTable();
     GenericBuilder g{b, 3}; // (h, i, j)
-    Value bias = g.build(
-        index, {{1, 2}}, init, {0, 1, 2}, {kPar, kPar, kPar},
-        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
-          Value row =
-              arith::IndexCastOp::create(nb, loc, nb.getIndexType(), args[0]);
-          Value head = linalg::IndexOp::create(nb, loc, 0);
-          return tensor::ExtractOp::create(nb, loc, table,
-                                           ValueRange{row, head});
-        });
+    Value bias =
+        g.build(index, {{1, 2}}, init, {0, 1, 2}, {kPar, kPar, kPar},
+                [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+                  Value row = arith::IndexCastOp::create(
+                      nb, loc, nb.getIndexType(), args[0]);
+                  Value head = linalg::IndexOp::create(nb, loc, 0);
+                  return tensor::ExtractOp::create(nb, loc, table,
+                                                   ValueRange{row, head});
+                });
     rewriter.replaceOp(op, bias);
     return success();
   }
 };
 
 /// The feature map of a partition or a reverse.
-template <typename OpTy>
-FeatureMap getFeatureMap(OpTy op) {
+template <typename OpTy> FeatureMap getFeatureMap(OpTy op) {
   return FeatureMap(op.getResolution(), op.getWindow(), op.getShift(),
                     op.isShiftThenPad());
 }
@@ -210,7 +208,8 @@ struct LowerWindowPartition : public OpRewritePattern<WindowPartitionOp> {
               linalg::IndexOp::create(nb, loc, 3));
           TokenSource source = locateToken(nb, loc, map, window, token);
           Value value = tensor::ExtractOp::create(
-              nb, loc, input, ValueRange{source.image, source.position, channel});
+              nb, loc, input,
+              ValueRange{source.image, source.position, channel});
           if (!source.valid)
             return value;
           Value padValue =
@@ -277,10 +276,9 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
       dynamicSizes.push_back(numWindows);
     Value init = tensor::EmptyOp::create(b, resultType, dynamicSizes);
 
-    SmallVector<OpFoldResult> upperBounds = {numWindows,
-                                             b.getIndexAttr(heads)};
-    auto forall = scf::ForallOp::create(b, upperBounds, ValueRange{init},
-                                        std::nullopt);
+    SmallVector<OpFoldResult> upperBounds = {numWindows, b.getIndexAttr(heads)};
+    auto forall =
+        scf::ForallOp::create(b, upperBounds, ValueRange{init}, std::nullopt);
     b.setInsertionPointToStart(forall.getBody());
     Value w = forall.getInductionVars()[0];
     Value h = forall.getInductionVars()[1];
@@ -325,8 +323,8 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
         biasInputs, biasDims, tensor::EmptyOp::create(b, {n, n}, f32), {0, 1},
         {kPar, kPar},
         [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
-          Value s = arith::AddFOp::create(nb, loc, args[0],
-                                          toF32(nb, loc, args[1]));
+          Value s =
+              arith::AddFOp::create(nb, loc, args[0], toF32(nb, loc, args[1]));
           if (mask)
             s = arith::AddFOp::create(nb, loc, s, toF32(nb, loc, args[2]));
           return s;
@@ -342,13 +340,14 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
         });
 
     // E[i, j] = exp(S[i, j] - m[i])
-    Value exps = g2.build(
-        {biased, rowMax}, {{0, 1}, {0}},
-        tensor::EmptyOp::create(b, {n, n}, f32), {0, 1}, {kPar, kPar},
-        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
-          Value shifted = arith::SubFOp::create(nb, loc, args[0], args[1]);
-          return math::ExpOp::create(nb, loc, shifted);
-        });
+    Value exps =
+        g2.build({biased, rowMax}, {{0, 1}, {0}},
+                 tensor::EmptyOp::create(b, {n, n}, f32), {0, 1}, {kPar, kPar},
+                 [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+                   Value shifted =
+                       arith::SubFOp::create(nb, loc, args[0], args[1]);
+                   return math::ExpOp::create(nb, loc, shifted);
+                 });
 
     // l[i] = sum_j E[i, j]
     Value rowSum = g2.build(
@@ -358,30 +357,29 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
         });
 
     // P[i, j] = E[i, j] / l[i]
-    Value probs = g2.build(
-        {exps, rowSum}, {{0, 1}, {0}},
-        tensor::EmptyOp::create(b, {n, n}, f32), {0, 1}, {kPar, kPar},
-        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
-          return arith::DivFOp::create(nb, loc, args[0], args[1]);
-        });
+    Value probs =
+        g2.build({exps, rowSum}, {{0, 1}, {0}},
+                 tensor::EmptyOp::create(b, {n, n}, f32), {0, 1}, {kPar, kPar},
+                 [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+                   return arith::DivFOp::create(nb, loc, args[0], args[1]);
+                 });
 
     // O[i, e] = sum_j P[i, j] * v[j, e], loops (i, e, j), in the result type.
-    Value out = g3.build(
-        {probs, v}, {{0, 2}, {2, 1}}, filledTensor(b, {n, d}, f32, 0.0),
-        {0, 1}, {kPar, kPar, kRed},
-        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
-          Value product =
-              arith::MulFOp::create(nb, loc, args[0], toF32(nb, loc, args[1]));
-          return arith::AddFOp::create(nb, loc, args[2], product);
-        });
+    Value out =
+        g3.build({probs, v}, {{0, 2}, {2, 1}},
+                 filledTensor(b, {n, d}, f32, 0.0), {0, 1}, {kPar, kPar, kRed},
+                 [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+                   Value product = arith::MulFOp::create(
+                       nb, loc, args[0], toF32(nb, loc, args[1]));
+                   return arith::AddFOp::create(nb, loc, args[2], product);
+                 });
     if (elementType != f32)
-      out = g2.build(out, {{0, 1}},
-                     tensor::EmptyOp::create(b, {n, d}, elementType), {0, 1},
-                     {kPar, kPar},
-                     [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
-                       return arith::TruncFOp::create(nb, loc, elementType,
-                                                      args[0]);
-                     });
+      out = g2.build(
+          out, {{0, 1}}, tensor::EmptyOp::create(b, {n, d}, elementType),
+          {0, 1}, {kPar, kPar},
+          [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+            return arith::TruncFOp::create(nb, loc, elementType, args[0]);
+          });
 
     // Write the tile: out[w, h, :, :] or, merged heads, out[w, :, h*d : h*d+d].
     SmallVector<OpFoldResult> offsets, sizes;

@@ -110,10 +110,10 @@ TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
         valid = m.less(position[a], map.image[a]);
     }
     if (valid)
-      source.valid = source.valid ? arith::AndIOp::create(b, loc, source.valid,
-                                                          valid)
-                                          .getResult()
-                                  : valid;
+      source.valid =
+          source.valid
+              ? arith::AndIOp::create(b, loc, source.valid, valid).getResult()
+              : valid;
   }
   source.position = m.linearize(position, map.image);
   if (source.valid)
@@ -122,8 +122,7 @@ TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
   return source;
 }
 
-std::pair<Value, Value> mlir::rpe::locateWindowToken(OpBuilder &b,
-                                                     Location loc,
+std::pair<Value, Value> mlir::rpe::locateWindowToken(OpBuilder &b, Location loc,
                                                      const FeatureMap &map,
                                                      Value image,
                                                      Value position) {

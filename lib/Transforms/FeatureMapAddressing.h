@@ -1,4 +1,5 @@
-//===- FeatureMapAddressing.h - tokens of windows in a feature map -*- C++ -*-===//
+//===- FeatureMapAddressing.h - tokens of windows in a feature map -*- C++
+//-*-===//
 //
 // Index arithmetic between a token-layout feature map ([batch, L, C] in
 // image order) and Swin's windows of its shifted, padded version. Shared by

@@ -19,7 +19,7 @@ using namespace mlir;
 using namespace mlir::rpe;
 
 LogicalResult mlir::rpe::replaceWithFoldedConstant(RewriterBase &rewriter,
-                                                  Operation *op) {
+                                                   Operation *op) {
   // Operands are already constants or not: `fold` with the constant operand
   // attributes decides, e.g. a lookup of a non-constant table does not fold.
   SmallVector<Attribute> operandConstants(op->getNumOperands());

@@ -68,7 +68,8 @@ static Value emptyLike(PatternRewriter &rewriter, Location loc,
                        RankedTensorType type, Value dynamicSource) {
   SmallVector<Value> dynamicSizes;
   if (type.isDynamicDim(0))
-    dynamicSizes.push_back(tensor::DimOp::create(rewriter, loc, dynamicSource, 0));
+    dynamicSizes.push_back(
+        tensor::DimOp::create(rewriter, loc, dynamicSource, 0));
   return tensor::EmptyOp::create(rewriter, loc, type, dynamicSizes);
 }
 
@@ -116,7 +117,8 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
     if (!attention || !attention.hasMergedHeadsResult())
       return rewriter.notifyMatchFailure(reverse, "not a merged attention");
     auto sameGeometry = [&](WindowPartitionOp partition) {
-      return partition && partition.getResolution() == reverse.getResolution() &&
+      return partition &&
+             partition.getResolution() == reverse.getResolution() &&
              partition.getWindow() == reverse.getWindow() &&
              partition.getShift() == reverse.getShift() &&
              partition.getPadding() == reverse.getPadding();
@@ -148,23 +150,24 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
 
     Location loc = reverse.getLoc();
     SmallVector<Value> pads;
-    if (llvm::any_of(partitions, [](WindowPartitionOp p) { return p.getPad(); })) {
+    if (llvm::any_of(partitions,
+                     [](WindowPartitionOp p) { return p.getPad(); })) {
       auto inputType = partitions[0].getInput().getType();
       auto padType = RankedTensorType::get({inputType.getDimSize(2)},
                                            inputType.getElementType());
       for (WindowPartitionOp partition : partitions)
-        pads.push_back(partition.getPad()
-                           ? partition.getPad()
-                           : arith::ConstantOp::create(
-                                 rewriter, loc,
-                                 DenseElementsAttr::get(
-                                     padType, rewriter.getFloatAttr(
-                                                  padType.getElementType(), 0.0)))
-                                 .getResult());
+        pads.push_back(
+            partition.getPad()
+                ? partition.getPad()
+                : arith::ConstantOp::create(
+                      rewriter, loc,
+                      DenseElementsAttr::get(
+                          padType,
+                          rewriter.getFloatAttr(padType.getElementType(), 0.0)))
+                      .getResult());
     }
     RankedTensorType resultType = reverse.getResult().getType();
-    Value init =
-        emptyLike(rewriter, loc, resultType, partitions[0].getInput());
+    Value init = emptyLike(rewriter, loc, resultType, partitions[0].getInput());
     rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
         reverse, TypeRange{resultType}, partitions[0].getInput(),
         partitions[1].getInput(), partitions[2].getInput(),
@@ -213,11 +216,10 @@ static std::optional<float> matchContraction(linalg::GenericOp op,
   if (op.getNumLoops() != 5 || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 ||
       op.getIteratorTypesArray() !=
-          SmallVector<IteratorType>{IteratorType::parallel,
-                                    IteratorType::parallel,
-                                    IteratorType::parallel,
-                                    IteratorType::parallel,
-                                    IteratorType::reduction} ||
+          SmallVector<IteratorType>{
+              IteratorType::parallel, IteratorType::parallel,
+              IteratorType::parallel, IteratorType::parallel,
+              IteratorType::reduction} ||
       op.getIndexingMapsArray() !=
           SmallVector<AffineMap>{dimsMap(context, 5, lhsDims),
                                  dimsMap(context, 5, rhsDims),
@@ -246,11 +248,13 @@ static std::optional<float> matchContraction(linalg::GenericOp op,
     APFloat c(0.0f);
     if (!scaled)
       return false;
-    if (scaled.getLhs() == arg && matchPattern(scaled.getRhs(), m_ConstantFloat(&c))) {
+    if (scaled.getLhs() == arg &&
+        matchPattern(scaled.getRhs(), m_ConstantFloat(&c))) {
       scale *= c.convertToFloat();
       return true;
     }
-    if (scaled.getRhs() == arg && matchPattern(scaled.getLhs(), m_ConstantFloat(&c))) {
+    if (scaled.getRhs() == arg &&
+        matchPattern(scaled.getLhs(), m_ConstantFloat(&c))) {
       scale *= c.convertToFloat();
       return true;
     }
@@ -264,8 +268,8 @@ static std::optional<float> matchContraction(linalg::GenericOp op,
 
 /// Matches `out = scores + bias[h, i, j] (+ mask[b mod nW, i, j])` and
 /// returns the bias and mask operands.
-static std::optional<std::pair<Value, Value>>
-matchBiasAdd(linalg::GenericOp op, Value scores) {
+static std::optional<std::pair<Value, Value>> matchBiasAdd(linalg::GenericOp op,
+                                                           Value scores) {
   MLIRContext *context = op.getContext();
   if (op.getNumLoops() != 4 || op.getNumParallelLoops() != 4 ||
       op.getNumDpsInits() != 1 || op.getNumDpsInputs() < 2 ||
@@ -315,8 +319,8 @@ matchBiasAdd(linalg::GenericOp op, Value scores) {
     auto shiftMask = mask.getDefiningOp<ShiftMaskOp>();
     if (!shiftMask)
       return std::nullopt;
-    int64_t perImage = getNumWindows(shiftMask.getResolution(),
-                                     shiftMask.getWindow());
+    int64_t perImage =
+        getNumWindows(shiftMask.getResolution(), shiftMask.getWindow());
     if (maskMap.getResult(0) != getAffineDimExpr(0, context) % perImage)
       return std::nullopt;
   }
@@ -338,14 +342,15 @@ struct FuseSpelledOutAttention : public OpRewritePattern<linalg::GenericOp> {
         matchContraction(output, {0, 1, 2, 4}, {0, 1, 4, 3}, {0, 1, 2, 3});
     if (!one || *one != 1.0f)
       return rewriter.notifyMatchFailure(output, "not P · v");
-    auto softmax =
-        output.getDpsInputs()[0].getDefiningOp<linalg::SoftmaxOp>();
+    auto softmax = output.getDpsInputs()[0].getDefiningOp<linalg::SoftmaxOp>();
     if (!softmax || softmax.getDimension() != 3)
-      return rewriter.notifyMatchFailure(output, "P is not a softmax over keys");
+      return rewriter.notifyMatchFailure(output,
+                                         "P is not a softmax over keys");
     auto biasAdd = softmax.getInput().getDefiningOp<linalg::GenericOp>();
     if (!biasAdd || biasAdd.getNumDpsInputs() < 2)
       return rewriter.notifyMatchFailure(output, "no bias before the softmax");
-    auto scoresOp = biasAdd.getDpsInputs()[0].getDefiningOp<linalg::GenericOp>();
+    auto scoresOp =
+        biasAdd.getDpsInputs()[0].getDefiningOp<linalg::GenericOp>();
     if (!scoresOp)
       for (Value input : biasAdd.getDpsInputs())
         if ((scoresOp = input.getDefiningOp<linalg::GenericOp>()))
@@ -383,9 +388,9 @@ struct FuseSpelledOutAttention : public OpRewritePattern<linalg::GenericOp> {
       shift = shiftMask.getShiftAttr();
     }
     rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
-        output, TypeRange{resultType}, q, k, v, lookup.getTable(),
-        ValueRange{}, init, lookup.getWindowAttr(),
-        rewriter.getF32FloatAttr(*scale), resolution, shift,
+        output, TypeRange{resultType}, q, k, v, lookup.getTable(), ValueRange{},
+        init, lookup.getWindowAttr(), rewriter.getF32FloatAttr(*scale),
+        resolution, shift,
         shiftMask ? shiftMask.getMaskValueAttr()
                   : rewriter.getF64FloatAttr(-100.0),
         /*image=*/nullptr, /*padding=*/nullptr);
@@ -413,8 +418,8 @@ struct RpeFuseBiasSoftmaxPass
     RewritePatternSet windows(&getContext());
     windows.add<FuseWindowAttention, FuseSpelledOutAttention>(&getContext(),
                                                               maxScratchBytes);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(windows),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(windows), config)))
       signalPassFailure();
   }
 };

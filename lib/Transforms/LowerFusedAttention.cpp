@@ -63,19 +63,19 @@ constexpr double kLog2E = 1.4426950408889634;
 struct KernelGeometry {
   SmallVector<int64_t> window;
   int64_t heads, tokens, headDim, tableRows;
-  int64_t lanes;           // L: f32 lanes of the softmax, min(width, 8)
-  int64_t computeLanes;    // Lc: f32 lanes of the micro-kernels (the width)
-  int64_t registers;       // vector registers the micro-kernels block for
-  int64_t rowLength;       // Wx: innermost window extent
-  int64_t paddedRowLength; // Wpad = roundup(Wx, L)
-  int64_t keyRows;         // R = N / Wx
-  int64_t paddedTokens;    // N' = R * Wpad
-  int64_t scoreColumns;    // roundup(N', Lc): columns of kᵀ and the scores
-  int64_t keyVectors;      // N' / L
+  int64_t lanes;             // L: f32 lanes of the softmax, min(width, 8)
+  int64_t computeLanes;      // Lc: f32 lanes of the micro-kernels (the width)
+  int64_t registers;         // vector registers the micro-kernels block for
+  int64_t rowLength;         // Wx: innermost window extent
+  int64_t paddedRowLength;   // Wpad = roundup(Wx, L)
+  int64_t keyRows;           // R = N / Wx
+  int64_t paddedTokens;      // N' = R * Wpad
+  int64_t scoreColumns;      // roundup(N', Lc): columns of kᵀ and the scores
+  int64_t keyVectors;        // N' / L
   int64_t computeKeyVectors; // scoreColumns / Lc
-  int64_t rowVectors;      // Wpad / L
-  int64_t valueVectors;    // ceil(d / Lc)
-  int64_t queryBlock;      // query rows per block of scores
+  int64_t rowVectors;        // Wpad / L
+  int64_t valueVectors;      // ceil(d / Lc)
+  int64_t queryBlock;        // query rows per block of scores
   /// P(t) = sum_a coord_a(t) * tableStride[a]: the table offset of a token.
   SmallVector<int64_t> tableStrides;
   int64_t center; // (T - 1) / 2
@@ -237,8 +237,8 @@ static Value flatten(OpBuilder &b, Location loc, Value memref) {
   auto type = cast<MemRefType>(memref.getType());
   ReassociationIndices all =
       llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
-  Value flat = memref::CollapseShapeOp::create(b, loc, memref,
-                                               ArrayRef<ReassociationIndices>{all});
+  Value flat = memref::CollapseShapeOp::create(
+      b, loc, memref, ArrayRef<ReassociationIndices>{all});
   auto dynamic = MemRefType::get(
       {ShapedType::kDynamic}, type.getElementType(),
       StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
@@ -287,16 +287,14 @@ FusedKernelEmitter::Row FusedKernelEmitter::inputRow(Input which, Value w,
                                   mulConst(h, g.headDim))};
 }
 
-FusedKernelEmitter::Row FusedKernelEmitter::outputRow(Value w, Value h,
-                                                      Value token,
-                                                      Value discard) {
+FusedKernelEmitter::Row
+FusedKernelEmitter::outputRow(Value w, Value h, Value token, Value discard) {
   RowAddress address = outputAddress(w, h, token);
   if (!address.valid)
     return {flatOutput, address.offset};
   // Padding tokens are cropped: their rows go to a scratch row.
   return {arith::SelectOp::create(b, address.valid, flatOutput, discard),
-          arith::SelectOp::create(b, address.valid, address.offset,
-                                  index(0))};
+          arith::SelectOp::create(b, address.valid, address.offset, index(0))};
 }
 
 Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
@@ -305,8 +303,9 @@ Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
   auto type = VectorType::get({width}, element);
   if (validLanes >= width)
     return toF32(vector::LoadOp::create(b, type, memref, indices));
-  Value mask = vector::CreateMaskOp::create(
-      b, VectorType::get({width}, b.getI1Type()), ValueRange{index(validLanes)});
+  Value mask =
+      vector::CreateMaskOp::create(b, VectorType::get({width}, b.getI1Type()),
+                                   ValueRange{index(validLanes)});
   Value zero = arith::ConstantOp::create(
       b, DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
   return toF32(
@@ -318,14 +317,15 @@ void FusedKernelEmitter::storeVector(Value value, Value memref,
                                      int64_t width) {
   Type element = cast<MemRefType>(memref.getType()).getElementType();
   if (!element.isF32())
-    value = arith::TruncFOp::create(b, VectorType::get({width}, element),
-                                    value);
+    value =
+        arith::TruncFOp::create(b, VectorType::get({width}, element), value);
   if (validLanes >= width) {
     vector::StoreOp::create(b, value, memref, indices);
     return;
   }
-  Value mask = vector::CreateMaskOp::create(
-      b, VectorType::get({width}, b.getI1Type()), ValueRange{index(validLanes)});
+  Value mask =
+      vector::CreateMaskOp::create(b, VectorType::get({width}, b.getI1Type()),
+                                   ValueRange{index(validLanes)});
   vector::MaskedStoreOp::create(b, memref, indices, mask, value);
 }
 
@@ -392,8 +392,7 @@ Value FusedKernelEmitter::emitReversedTables() {
       Value biasLog2 = arith::MulFOp::create(
           b, loadScalar(table, {row, h}),
           arith::ConstantOp::create(b, b.getF32FloatAttr(kLog2E)));
-      memref::StoreOp::create(b, biasLog2, rtab,
-                              ValueRange{h, t});
+      memref::StoreOp::create(b, biasLog2, rtab, ValueRange{h, t});
       return SmallVector<Value>{};
     });
     Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
@@ -441,8 +440,8 @@ Value FusedKernelEmitter::emitRegionLabels() {
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(module.getBody());
-    global = memref::GlobalOp::create(b, name, b.getStringAttr("private"),
-                                      type, value, /*constant=*/true,
+    global = memref::GlobalOp::create(b, name, b.getStringAttr("private"), type,
+                                      value, /*constant=*/true,
                                       b.getI64IntegerAttr(64));
   }
   return memref::GetGlobalOp::create(b, type, global.getSymName());
@@ -462,10 +461,10 @@ static void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
   }
   for (int k = 0; k < 8; k += 4)
     for (int half = 0; half < 2; ++half) {
-      u[k + 2 * half] = shuffle(t[k + half], t[k + half + 2],
-                                {0, 1, 8, 9, 4, 5, 12, 13});
-      u[k + 2 * half + 1] = shuffle(t[k + half], t[k + half + 2],
-                                    {2, 3, 10, 11, 6, 7, 14, 15});
+      u[k + 2 * half] =
+          shuffle(t[k + half], t[k + half + 2], {0, 1, 8, 9, 4, 5, 12, 13});
+      u[k + 2 * half + 1] =
+          shuffle(t[k + half], t[k + half + 2], {2, 3, 10, 11, 6, 7, 14, 15});
     }
   for (int k = 0; k < 4; ++k) {
     rows[k] = shuffle(u[k], u[k + 4], {0, 1, 2, 3, 8, 9, 10, 11});
@@ -579,7 +578,8 @@ void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
     blockRows = g.computeKeyVectors <= 7 ? 2 : 3;
   } else {
     chunk = std::min<int64_t>(g.computeKeyVectors, 8);
-    blockRows = std::clamp<int64_t>((g.registers - 2 - chunk) / (chunk + 1), 1, 6);
+    blockRows =
+        std::clamp<int64_t>((g.registers - 2 - chunk) / (chunk + 1), 1, 6);
   }
   forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
     Value i = add(qb, lr);
@@ -624,8 +624,8 @@ Value FusedKernelEmitter::exp2(Value x) {
     return arith::ConstantOp::create(
         b, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
   };
-  Value n = math::FloorOp::create(
-      b, arith::AddFOp::create(b, x, constant(0.5)));
+  Value n =
+      math::FloorOp::create(b, arith::AddFOp::create(b, x, constant(0.5)));
   Value t = arith::MulFOp::create(b, arith::SubFOp::create(b, x, n),
                                   constant(0.6931471805599453));
   // Horner: 1 + t (1 + t/2 (1 + t/3 (1 + t/4 (1 + t/5 (1 + t/6))))).
@@ -680,7 +680,8 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
         index(0), index(g.keyRows), 1,
         {splat(-std::numeric_limits<double>::infinity())},
         [&](Value r, ValueRange carried) {
-          Value keyRowBase = add(queryBase, tableOffset(mulConst(r, g.rowLength)));
+          Value keyRowBase =
+              add(queryBase, tableOffset(mulConst(r, g.rowLength)));
           Value rowStart = mulConst(r, g.paddedRowLength);
           Value max = carried.front();
           for (int64_t v = 0; v < g.rowVectors; ++v) {
@@ -695,8 +696,8 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
               Value keyLabels = vector::LoadOp::create(
                   b, VectorType::get({g.lanes}, b.getI32Type()), labels,
                   ValueRange{image, column});
-              Value differ = arith::CmpIOp::create(
-                  b, arith::CmpIPredicate::ne, keyLabels, queryLabel);
+              Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                                   keyLabels, queryLabel);
               s = arith::AddFOp::create(
                   b, s,
                   arith::SelectOp::create(b, differ, maskValue, zeroVector));
@@ -712,9 +713,9 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
     // micro-kernel) join the exponentials below as -inf.
     for (int64_t column = g.paddedTokens; column < g.scoreColumns;
          column += g.lanes)
-      vector::StoreOp::create(
-          b, splat(-std::numeric_limits<double>::infinity()), scores,
-          ValueRange{lr, index(column)});
+      vector::StoreOp::create(b,
+                              splat(-std::numeric_limits<double>::infinity()),
+                              scores, ValueRange{lr, index(column)});
     // Horizontal reductions as trees, not lane-by-lane chains: the order
     // of a max is irrelevant, and that of the sum is within the tolerance
     // of any f32 softmax (scores are never NaN unless the inputs are).
@@ -724,19 +725,19 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
                           computeType);
 
     // The exponentials run at the micro-kernels' width.
-    Value sum = forLoop(
-        index(0), index(g.computeKeyVectors), 1, {splat(0.0, computeType)},
-        [&](Value kv, ValueRange carried) {
-          Value column = mulConst(kv, g.computeLanes);
-          Value s = vector::LoadOp::create(b, computeType, scores,
-                                           ValueRange{lr, column});
-          Value shifted = arith::MaxNumFOp::create(
-              b, arith::SubFOp::create(b, s, max), lowest);
-          Value p = exp2(shifted);
-          vector::StoreOp::create(b, p, scores, ValueRange{lr, column});
-          return SmallVector<Value>{
-              arith::AddFOp::create(b, carried.front(), p)};
-        })[0];
+    Value sum =
+        forLoop(index(0), index(g.computeKeyVectors), 1,
+                {splat(0.0, computeType)}, [&](Value kv, ValueRange carried) {
+                  Value column = mulConst(kv, g.computeLanes);
+                  Value s = vector::LoadOp::create(b, computeType, scores,
+                                                   ValueRange{lr, column});
+                  Value shifted = arith::MaxNumFOp::create(
+                      b, arith::SubFOp::create(b, s, max), lowest);
+                  Value p = exp2(shifted);
+                  vector::StoreOp::create(b, p, scores, ValueRange{lr, column});
+                  return SmallVector<Value>{
+                      arith::AddFOp::create(b, carried.front(), p)};
+                })[0];
     Value total =
         vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum, tree);
     Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
@@ -757,10 +758,9 @@ Value FusedKernelEmitter::emitPackValues(Value w, Value h, Value scratch) {
     Value base = mulConst(j, g.headDim);
     for (int64_t c = 0; c < g.valueVectors; ++c) {
       int64_t lanes = c == g.valueVectors - 1 ? tailLanes : width;
-      Value values = loadVector(
-          row.memref, {add(row.offset, index(c * width))}, lanes, width);
-      storeVector(values, scratch, {add(base, index(c * width))}, lanes,
-                  width);
+      Value values = loadVector(row.memref, {add(row.offset, index(c * width))},
+                                lanes, width);
+      storeVector(values, scratch, {add(base, index(c * width))}, lanes, width);
     }
     return SmallVector<Value>{};
   });
@@ -776,8 +776,8 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
                                     Value rows) {
   // Registers: mr * nc accumulators and mr broadcasts.
   int64_t chunk = std::min<int64_t>(g.valueVectors, 4);
-  int64_t blockRows =
-      std::min<int64_t>(g.registers == 16 ? 4 : 8, (g.registers - 2) / (chunk + 1));
+  int64_t blockRows = std::min<int64_t>(g.registers == 16 ? 4 : 8,
+                                        (g.registers - 2) / (chunk + 1));
   int64_t width = g.computeLanes;
   int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
   forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
@@ -795,14 +795,14 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
             Value rowBase = add(valueBase, mulConst(j, g.headDim));
             SmallVector<Value> ps;
             for (int64_t m = 0; m < mr; ++m)
-              ps.push_back(broadcast(
-                  memref::LoadOp::create(b, scores,
-                                         ValueRange{add(lr, index(m)), jp}),
-                  computeType));
+              ps.push_back(
+                  broadcast(memref::LoadOp::create(
+                                b, scores, ValueRange{add(lr, index(m)), jp}),
+                            computeType));
             for (int64_t c = 0; c < nc; ++c) {
-              Value v = loadVector(values,
-                                   {add(rowBase, index((c0 + c) * width))},
-                                   lanesOf(c), width);
+              Value v =
+                  loadVector(values, {add(rowBase, index((c0 + c) * width))},
+                             lanesOf(c), width);
               for (int64_t m = 0; m < mr; ++m)
                 next[m * nc + c] =
                     vector::FMAOp::create(b, ps[m], v, next[m * nc + c]);
@@ -811,9 +811,9 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
           });
       for (int64_t m = 0; m < mr; ++m) {
         Row out = outputRow(w, h, add(i, index(m)), discard);
-        Value inv = broadcast(memref::LoadOp::create(
-                                  b, invSums, ValueRange{add(lr, index(m))}),
-                              computeType);
+        Value inv = broadcast(
+            memref::LoadOp::create(b, invSums, ValueRange{add(lr, index(m))}),
+            computeType);
         for (int64_t c = 0; c < nc; ++c) {
           Value result = arith::MulFOp::create(b, acc[m * nc + c], inv);
           storeVector(result, out.memref,
@@ -843,9 +843,9 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   Value windows = memref::DimOp::create(b, op.getQuery(), 0);
   if (featureMap)
     windows = mulConst(windows, imageWindows);
-  auto parallel = scf::ParallelOp::create(
-      b, ValueRange{index(0), index(0)}, ValueRange{windows, index(g.heads)},
-      ValueRange{index(1), index(1)});
+  auto parallel = scf::ParallelOp::create(b, ValueRange{index(0), index(0)},
+                                          ValueRange{windows, index(g.heads)},
+                                          ValueRange{index(1), index(1)});
   OpBuilder::InsertionGuard guard(b);
 
   // Scratch on the stack: kᵀ, one block of scores, the row sums' inverses
@@ -895,43 +895,43 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   emitPackKeys(w, h, kt);
   // Values: read in place from the windows layout, packed from a map.
   Value values = flatInputs[2];
-  Value valueBase = mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
+  Value valueBase =
+      mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
   Value discard = scratch.discard;
   if (featureMap) {
     values = emitPackValues(w, h, scratch.values);
     valueBase = index(0);
   }
   Value image = labels ? remConst(w, imageWindows) : Value();
-  forLoop(index(0), index(g.tokens), g.queryBlock, {},
-          [&](Value qb, ValueRange) {
-            Value rows = arith::MinUIOp::create(
-                b, index(g.queryBlock),
-                arith::SubIOp::create(b, index(g.tokens), qb));
-            emitScores(w, h, kt, scores, qb, rows);
-            emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows);
-            emitOutput(w, h, scores, invSums, values, valueBase, discard, qb,
-                       rows);
-            return SmallVector<Value>{};
-          });
+  forLoop(
+      index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
+        Value rows = arith::MinUIOp::create(
+            b, index(g.queryBlock),
+            arith::SubIOp::create(b, index(g.tokens), qb));
+        emitScores(w, h, kt, scores, qb, rows);
+        emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows);
+        emitOutput(w, h, scores, invSums, values, valueBase, discard, qb, rows);
+        return SmallVector<Value>{};
+      });
   if (scope)
     memref::AllocaScopeReturnOp::create(b, ValueRange{});
   return success();
 }
 
-FusedKernelEmitter::RowAddress
-FusedKernelEmitter::rowAddress(Value w, Value h, Value token) {
+FusedKernelEmitter::RowAddress FusedKernelEmitter::rowAddress(Value w, Value h,
+                                                              Value token) {
   if (!featureMap) // [b, h, t, e]
-    return {mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens),
-                         token),
-                     g.headDim),
-            Value()};
+    return {
+        mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens), token),
+                 g.headDim),
+        Value()};
   // [image, position, h * d + e]
   TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
-  Value offset = add(mulConst(add(mulConst(source.image,
-                                           featureMap->tokensPerImage()),
-                                  source.position),
-                              g.heads * g.headDim),
-                     mulConst(h, g.headDim));
+  Value offset =
+      add(mulConst(add(mulConst(source.image, featureMap->tokensPerImage()),
+                       source.position),
+                   g.heads * g.headDim),
+          mulConst(h, g.headDim));
   return {offset, source.valid};
 }
 
@@ -945,17 +945,18 @@ FusedKernelEmitter::outputAddress(Value w, Value h, Value token) {
           Value()};
 }
 
-Value FusedKernelEmitter::loadInputElement(Input which, RowAddress row,
-                                           Value h, int64_t e) {
+Value FusedKernelEmitter::loadInputElement(Input which, RowAddress row, Value h,
+                                           int64_t e) {
   Value flat = flatInputs[static_cast<int>(which)];
-  Value value = toF32(memref::LoadOp::create(b, flat, add(row.offset, index(e))));
+  Value value =
+      toF32(memref::LoadOp::create(b, flat, add(row.offset, index(e))));
   if (!row.valid)
     return value;
   Value padding = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
   if (!paddingRows.empty())
-    padding = toF32(memref::LoadOp::create(
-        b, paddingRows[static_cast<int>(which)],
-        add(mulConst(h, g.headDim), index(e))));
+    padding =
+        toF32(memref::LoadOp::create(b, paddingRows[static_cast<int>(which)],
+                                     add(mulConst(h, g.headDim), index(e))));
   return arith::SelectOp::create(b, row.valid, value, padding);
 }
 
@@ -1025,11 +1026,12 @@ LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
   int64_t threads = llvm::divideCeil(g.tokens, 32) * 32;
   if (threads > 1024)
     return op.emitOpError("has ")
-           << g.tokens << " tokens per window, more than a GPU block's 1024 "
-                          "threads";
+           << g.tokens
+           << " tokens per window, more than a GPU block's 1024 "
+              "threads";
   Value one = index(1);
-  auto launch = gpu::LaunchOp::create(b, items, one, one, index(threads), one,
-                                      one);
+  auto launch =
+      gpu::LaunchOp::create(b, items, one, one, index(threads), one, one);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value item = launch.getBlockIds().x;
   Value i = launch.getThreadIds().x;
@@ -1061,8 +1063,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
     query.push_back(arith::MulFOp::create(
         b, loadInputElement(Input::Query, queryRow, h, e), scale));
   Value queryOffset = tableOffset(i);
-  Value windowInImage =
-      op.hasShiftMask() ? remConst(w, imageWindows) : Value();
+  Value windowInImage = op.hasShiftMask() ? remConst(w, imageWindows) : Value();
   Value queryLabel =
       op.hasShiftMask() ? regionLabel(windowInImage, i) : Value();
   Value maskValue = arith::ConstantOp::create(
@@ -1083,14 +1084,14 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
           s = math::FmaOp::create(
               b, query[e], loadInputElement(Input::Key, keyRow, h, e), s);
         // idx(i, j) = P(i) - P(j) + (T - 1) / 2
-        Value idx = arith::SubIOp::create(
-            b, add(queryOffset, index(g.center)), tableOffset(j));
+        Value idx = arith::SubIOp::create(b, add(queryOffset, index(g.center)),
+                                          tableOffset(j));
         s = arith::AddFOp::create(
             b, s, toF32(memref::LoadOp::create(b, table, ValueRange{idx, h})));
         if (queryLabel) {
-          Value differ = arith::CmpIOp::create(
-              b, arith::CmpIPredicate::ne, queryLabel,
-              regionLabel(windowInImage, j));
+          Value differ =
+              arith::CmpIOp::create(b, arith::CmpIPredicate::ne, queryLabel,
+                                    regionLabel(windowInImage, j));
           s = arith::AddFOp::create(
               b, s,
               arith::SelectOp::create(
@@ -1101,8 +1102,8 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
         Value correction =
             math::ExpOp::create(b, arith::SubFOp::create(b, m, mNew));
         Value p = math::ExpOp::create(b, arith::SubFOp::create(b, s, mNew));
-        SmallVector<Value> next = {
-            mNew, math::FmaOp::create(b, l, correction, p)};
+        SmallVector<Value> next = {mNew,
+                                   math::FmaOp::create(b, l, correction, p)};
         RowAddress valueRow = rowAddress(w, h, j);
         for (int64_t e = 0; e < g.headDim; ++e)
           next.push_back(math::FmaOp::create(

@@ -100,7 +100,6 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
-
 void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm) {
   buildBufferizationPipeline(pm, /*fuse=*/true);
   // Unfused leftovers run on the host as loops.

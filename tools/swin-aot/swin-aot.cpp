@@ -13,22 +13,22 @@
 #include "Rpe/Aot.h"
 #include "Rpe/Passes.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/FileUtilities.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -40,9 +40,9 @@ namespace cl = llvm::cl;
 
 static cl::OptionCategory category("swin-aot options");
 
-static cl::list<int64_t> windowOpt("window", cl::CommaSeparated, cl::Required,
-                                   cl::desc("Window extents: Wh,Ww or Wd,Wh,Ww"),
-                                   cl::cat(category));
+static cl::list<int64_t>
+    windowOpt("window", cl::CommaSeparated, cl::Required,
+              cl::desc("Window extents: Wh,Ww or Wd,Wh,Ww"), cl::cat(category));
 static cl::opt<int64_t> headsOpt("heads", cl::Required,
                                  cl::desc("Number of attention heads"),
                                  cl::cat(category));
@@ -88,17 +88,19 @@ static cl::opt<std::string> targetOpt(
 static cl::opt<std::string> chipOpt("chip", cl::init("sm_90"),
                                     cl::desc("GPU architecture (nvptx)"),
                                     cl::cat(category));
-static cl::opt<std::string> cudaOpt(
-    "cuda-toolkit", cl::init(SWIN_CUDA_TOOLKIT_DEFAULT),
-    cl::desc("CUDA toolkit: libdevice and ptxas (nvptx)"), cl::cat(category));
+static cl::opt<std::string>
+    cudaOpt("cuda-toolkit", cl::init(SWIN_CUDA_TOOLKIT_DEFAULT),
+            cl::desc("CUDA toolkit: libdevice and ptxas (nvptx)"),
+            cl::cat(category));
 static cl::opt<std::string>
     cpuOpt("cpu", cl::init("native"),
            cl::desc("CPU to generate code for (native = this machine; e.g. "
                     "x86-64-v3 for any AVX2 machine)"),
            cl::cat(category));
-static cl::opt<bool> noParallelOpt(
-    "no-parallel", cl::desc("Run on the calling thread only (no OpenMP)"),
-    cl::cat(category));
+static cl::opt<bool>
+    noParallelOpt("no-parallel",
+                  cl::desc("Run on the calling thread only (no OpenMP)"),
+                  cl::cat(category));
 static cl::opt<int64_t> vectorWidthOpt(
     "vector-width", cl::init(0),
     cl::desc("f32 lanes of the CPU micro-kernels: 8 (AVX2), 16 (AVX-512); "
@@ -232,8 +234,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "swin-aot " << SWIN_VERSION << " (rpe dialect, LLVM " LLVM_VERSION_STRING
-       << ")\n";
+    os << "swin-aot " << SWIN_VERSION
+       << " (rpe dialect, LLVM " LLVM_VERSION_STRING << ")\n";
   });
   cl::ParseCommandLineOptions(
       argc, argv, "swin-aot: Swin window-attention kernels ahead of time\n");
@@ -333,8 +335,8 @@ int main(int argc, char **argv) {
 
   // so: an object file beside the output, linked, then removed.
   llvm::SmallString<256> objectPath;
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
-          "swin-aot", "o", objectPath))
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("swin-aot", "o", objectPath))
     return fail("cannot create a temporary object file: " + ec.message());
   llvm::FileRemover removeObject(objectPath);
   if (llvm::Error e = emitObjectFile(**llvmModule, *config, objectPath))
