@@ -55,6 +55,9 @@ struct KernelConfig {
   Layout layout = Layout::Windows;
   /// timm's padding order (roll, then pad) rather than pad, then roll.
   bool shiftThenPad = false;
+  /// Tokens layout: q, k, v as one [batch, L, 3 * C] map, the qkv
+  /// projection's output ([batch, L, 3, heads, head_dim]).
+  bool packedQkv = false;
   /// A table baked into the kernel, [T, heads] row-major, as f32.
   std::optional<std::vector<float>> table;
   ElementKind elementKind = ElementKind::F32;

@@ -332,7 +332,8 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                        OptionalAttr<DenseI64ArrayAttr>:$shift,
                        DefaultValuedAttr<F64Attr, "-100.0">:$mask_value,
                        OptionalAttr<DenseI64ArrayAttr>:$image,
-                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding);
+                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding,
+                       UnitAttr:$packed_qkv);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `,` $table `:` type($query) `,`

@@ -99,6 +99,10 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     return configError("--scale must be finite and non-zero");
   if (config.shift.empty() != config.resolution.empty())
     return configError("--shift and --resolution go together");
+  if (config.packedQkv && config.layout != Layout::Tokens)
+    return configError("--packed-qkv needs --layout=tokens");
+  if (config.packedQkv && config.target == "nvptx")
+    return configError("--packed-qkv is not supported with --target=nvptx yet");
   if (config.layout == Layout::Tokens) {
     if (!config.hasResolution())
       return configError("--layout=tokens needs --resolution (the feature "
@@ -180,8 +184,11 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   Type padElement = config.target == "nvptx" ? element : b.getF32Type();
   auto padType = MemRefType::get({3, c}, padElement);
 
-  // Arguments: q, k, v, [table,] [pad_qkv,] out.
+  // Arguments: q, k, v (or the packed qkv), [table,] [pad_qkv,] out.
   SmallVector<Type> argTypes = {qkvType, qkvType, qkvType};
+  if (config.packedQkv)
+    argTypes = {
+        MemRefType::get({dyn, config.tokensPerImage(), 3 * c}, element)};
   if (!config.table)
     argTypes.push_back(tableType);
   if (config.isPadded())
@@ -200,9 +207,34 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
         b, loc, RankedTensorType::get(type.getShape(), type.getElementType()),
         memref, /*restrict=*/true, /*writable=*/false);
   };
-  Value q = toTensor(entry->getArgument(0));
-  Value k = toTensor(entry->getArgument(1));
-  Value v = toTensor(entry->getArgument(2));
+  // Argument positions after q, k, v (one packed argument, or three).
+  unsigned next = config.packedQkv ? 1 : 3;
+  Value q, k, v;
+  if (config.packedQkv) {
+    // The three channel slices of the qkv output; the fusion reads them as
+    // one map again.
+    Value qkv = toTensor(entry->getArgument(0));
+    Value batch = tensor::DimOp::create(b, loc, qkv, 0);
+    auto slice = [&](int64_t part) -> Value {
+      return tensor::ExtractSliceOp::create(
+          b, loc,
+          RankedTensorType::get({dyn, config.tokensPerImage(), c}, element),
+          qkv,
+          ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(0),
+                                 b.getIndexAttr(part * c)},
+          ArrayRef<OpFoldResult>{batch, b.getIndexAttr(config.tokensPerImage()),
+                                 b.getIndexAttr(c)},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                                 b.getIndexAttr(1)});
+    };
+    q = slice(0);
+    k = slice(1);
+    v = slice(2);
+  } else {
+    q = toTensor(entry->getArgument(0));
+    k = toTensor(entry->getArgument(1));
+    v = toTensor(entry->getArgument(2));
+  }
   Value table;
   if (config.table) {
     auto type = RankedTensorType::get({rows, h}, element);
@@ -218,7 +250,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
     table =
         arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, values));
   } else {
-    table = toTensor(entry->getArgument(3));
+    table = toTensor(entry->getArgument(next));
   }
   Value out = entry->getArguments().back();
 
@@ -352,7 +384,12 @@ static LogicalResult emitEntryPoint(ModuleOp module,
             RankedTensorType::get({3 * config.channels()}, b.getF32Type())));
   }
 
-  SmallVector<Type> params = {ptr, ptr, ptr, ptr, ptr, i64};
+  // C arguments: (q, k, v | qkv), table, out, count[, pad_qkv].
+  unsigned maps = config.packedQkv ? 1 : 3;
+  unsigned tableArg = maps, outArg = maps + 1, countArg = maps + 2,
+           padArg = maps + 3;
+  SmallVector<Type> params(maps + 2, ptr);
+  params.push_back(i64);
   if (tokens)
     params.push_back(ptr);
   auto entryPoint = LLVM::LLVMFuncOp::create(
@@ -364,12 +401,12 @@ static LogicalResult emitEntryPoint(ModuleOp module,
   // Invalid: a null buffer, a negative count, or (shifted windows) a number
   // of windows that is not a whole number of images.
   b.setInsertionPointToStart(entry);
-  Value count = entry->getArgument(5);
+  Value count = entry->getArgument(countArg);
   Value null = LLVM::ZeroOp::create(b, loc, ptr);
   Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, count,
                                    constant(i64, 0));
-  for (unsigned i : {0u, 1u, 2u, 3u, 4u}) {
-    if (i == 3 && config.table)
+  for (unsigned i = 0; i <= outArg; ++i) {
+    if (i == tableArg && config.table)
       continue; // a baked table needs no argument
     Value isNull = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq,
                                         entry->getArgument(i), null);
@@ -397,20 +434,24 @@ static LogicalResult emitEntryPoint(ModuleOp module,
   SmallVector<int64_t> outShape =
       tokens ? qkvShape : SmallVector<int64_t>{dyn, n, c};
   SmallVector<Value> args;
-  for (unsigned i : {0u, 1u, 2u})
-    appendDescriptor(b, loc, entry->getArgument(i), count, qkvShape, args);
+  if (config.packedQkv)
+    appendDescriptor(b, loc, entry->getArgument(0), count,
+                     {dyn, config.tokensPerImage(), 3 * c}, args);
+  else
+    for (unsigned i : {0u, 1u, 2u})
+      appendDescriptor(b, loc, entry->getArgument(i), count, qkvShape, args);
   if (!config.table)
-    appendDescriptor(b, loc, entry->getArgument(3), count,
+    appendDescriptor(b, loc, entry->getArgument(tableArg), count,
                      {config.numTableRows(), h}, args);
   if (config.isPadded()) {
-    Value given = entry->getArgument(6);
+    Value given = entry->getArgument(padArg);
     Value isNull =
         LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, given, null);
     Value zeros = LLVM::AddressOfOp::create(b, loc, zeroPadding);
     Value pad = LLVM::SelectOp::create(b, loc, isNull, zeros, given);
     appendDescriptor(b, loc, pad, count, {3, c}, args);
   }
-  appendDescriptor(b, loc, entry->getArgument(4), count, outShape, args);
+  appendDescriptor(b, loc, entry->getArgument(outArg), count, outShape, args);
   if (args.size() != kernel.getNumArguments())
     return kernel.emitError("unexpected kernel signature: ")
            << kernel.getNumArguments() << " arguments, " << args.size()
@@ -600,6 +641,12 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
        << " *          after the qkv split); window b is image b / "
        << config.windowsPerImage() << ", window b % "
        << config.windowsPerImage() << ".\n";
+  } else if (config.packedQkv) {
+    os << " * qkv:     [batch, " << config.tokensPerImage() << ", 3, "
+       << config.heads << ", " << config.headDim
+       << "] in image order: the qkv projection's\n"
+       << " *          output as it is; the kernel shifts, pads and "
+          "partitions by addressing.\n";
   } else {
     os << " * q, k, v: [batch, " << config.tokensPerImage() << ", "
        << config.channels() << "] feature maps in image order (the qkv\n"
@@ -667,9 +714,14 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
     os << ", CUstream stream);\n"
        << "const char *" << config.name << "_last_error(void);\n\n";
   } else {
-    os << "int " << config.name << "(const " << ctype << " *q, const " << ctype
-       << " *k, const " << ctype << " *v,\n    const " << ctype << " *table, "
-       << ctype << " *out, int64_t " << count;
+    os << "int " << config.name << "(";
+    if (config.packedQkv)
+      os << "const " << ctype << " *qkv";
+    else
+      os << "const " << ctype << " *q, const " << ctype << " *k, const "
+         << ctype << " *v";
+    os << ",\n    const " << ctype << " *table, " << ctype << " *out, int64_t "
+       << count;
     if (tokens)
       os << ",\n    const float *pad_qkv";
     os << ");\n\n";

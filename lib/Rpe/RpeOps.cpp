@@ -426,8 +426,9 @@ int64_t FusedWindowAttentionOp::getNumTokens() {
 
 int64_t FusedWindowAttentionOp::getHeadDim() {
   ShapedType qType = getQueryType();
-  return hasTokenLayout() ? qType.getDimSize(2) / getNumHeads()
-                          : qType.getDimSize(3);
+  return hasTokenLayout()
+             ? qType.getDimSize(2) / getNumHeads() / (getPackedQkv() ? 3 : 1)
+             : qType.getDimSize(3);
 }
 
 bool FusedWindowAttentionOp::hasShiftMask() {
@@ -468,6 +469,10 @@ LogicalResult FusedWindowAttentionOp::verify() {
   if (failed(verifyScale(*this, getScale())))
     return failure();
 
+  if (getPackedQkv() &&
+      (!hasTokenLayout() || getQuery() != getKey() || getQuery() != getValue()))
+    return emitOpError() << "expects packed q, k, v as one operand, in the "
+                            "token layout";
   if (!hasTokenLayout()) {
     if (!getPaddingValues().empty())
       return emitOpError() << "expects padding values only in the token "
@@ -503,27 +508,33 @@ LogicalResult FusedWindowAttentionOp::verify() {
   int64_t tokens = 1;
   for (int64_t extent : image)
     tokens *= extent;
+  int64_t parts = getPackedQkv() ? 3 : 1;
+  auto initType2 = cast<ShapedType>(getInit().getType());
   for (Value map : {getQuery(), getKey(), getValue(), getInit()}) {
     auto type = cast<ShapedType>(map.getType());
+    int64_t mapParts = map == getInit() ? 1 : parts;
     if (type.getRank() != 3 || type.getDimSize(1) != tokens ||
         ShapedType::isDynamic(type.getDimSize(2)) ||
-        type.getDimSize(2) % heads != 0 || type.getDimSize(2) == 0 ||
-        failed(verifyCompatibleShape(type.getShape(), qType.getShape())) ||
+        type.getDimSize(2) % (heads * mapParts) != 0 ||
+        type.getDimSize(2) == 0 || initType2.getRank() != 3 ||
+        type.getDimSize(2) != initType2.getDimSize(2) * mapParts ||
+        failed(verifyCompatibleShape(type.getShape().take_front(2),
+                                     qType.getShape().take_front(2))) ||
         type.getElementType() != qType.getElementType())
       return emitOpError() << "expects query, key, value and destination of "
                               "shape [batch, "
-                           << tokens << ", " << heads
-                           << " * head_dim] and one element type, got "
+                           << tokens << ", " << (parts == 3 ? "3 * " : "")
+                           << heads << " * head_dim] and one element type, got "
                            << formatShape(type.getShape());
   }
   if (!getPaddingValues().empty() && getPaddingValues().size() != 3)
     return emitOpError() << "expects three padding values (q, k, v) or none";
   for (Value pad : getPaddingValues()) {
     auto type = cast<ShapedType>(pad.getType());
-    if (type.getShape() != ArrayRef<int64_t>{qType.getDimSize(2)} ||
+    if (type.getShape() != ArrayRef<int64_t>{initType2.getDimSize(2)} ||
         type.getElementType() != qType.getElementType())
       return emitOpError() << "expects padding values of shape ["
-                           << qType.getDimSize(2)
+                           << initType2.getDimSize(2)
                            << "] and the query's element type";
   }
   return success();
@@ -579,7 +590,8 @@ LogicalResult FusedWindowAttentionOp::bufferize(
       rewriter, getLoc(), TypeRange{}, buffers[0], buffers[1], buffers[2],
       buffers[3], ArrayRef<Value>(buffers).slice(4, buffers.size() - 5),
       buffers.back(), getWindowAttr(), getScaleAttr(), getResolutionAttr(),
-      getShiftAttr(), getMaskValueAttr(), getImageAttr(), getPaddingAttr());
+      getShiftAttr(), getMaskValueAttr(), getImageAttr(), getPaddingAttr(),
+      getPackedQkvAttr());
   (void)bufferized;
   bufferization::replaceOpWithBufferizedValues(rewriter, *this, buffers.back());
   return success();

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -97,12 +98,51 @@ struct FuseWindowAttention : public OpRewritePattern<WindowAttentionOp> {
         rewriter.getF32FloatAttr(op.getEffectiveScale()), resolution, shift,
         bias->shiftMask ? bias->shiftMask.getMaskValueAttr()
                         : rewriter.getF64FloatAttr(-100.0),
-        /*image=*/nullptr, /*padding=*/nullptr);
+        /*image=*/nullptr, /*padding=*/nullptr, /*packed_qkv=*/nullptr);
     return success();
   }
 
   int64_t maxScratchBytes;
 };
+
+/// The `[batch, L, 3C]` map whose channel slices [0, C), [C, 2C), [2C, 3C)
+/// are q, k and v (the qkv projection's output), or null.
+static Value matchPackedQkv(ArrayRef<Value> maps) {
+  Value source;
+  for (auto [part, map] : llvm::enumerate(maps)) {
+    auto slice = map.getDefiningOp<tensor::ExtractSliceOp>();
+    if (!slice || (source && slice.getSource() != source))
+      return nullptr;
+    source = slice.getSource();
+    RankedTensorType sourceType = slice.getSourceType();
+    auto type = cast<RankedTensorType>(map.getType());
+    if (sourceType.getRank() != 3 || type.getRank() != 3 ||
+        ShapedType::isDynamic(type.getDimSize(2)))
+      return nullptr;
+    int64_t channels = type.getDimSize(2);
+    SmallVector<int64_t> offsets = {0, 0,
+                                    static_cast<int64_t>(part) * channels};
+    if (sourceType.getDimSize(2) != 3 * channels ||
+        slice.getStaticOffsets() != ArrayRef<int64_t>(offsets) ||
+        !llvm::all_of(slice.getStaticStrides(),
+                      [](int64_t s) { return s == 1; }) ||
+        slice.getStaticSizes().drop_front() !=
+            ArrayRef<int64_t>{type.getDimSize(1), channels})
+      return nullptr;
+    // All images: a static batch equal to the source's, or its tensor.dim.
+    OpFoldResult batch = slice.getMixedSizes()[0];
+    if (auto value = dyn_cast<Value>(batch)) {
+      auto dim = value.getDefiningOp<tensor::DimOp>();
+      std::optional<int64_t> index =
+          dim ? getConstantIntValue(dim.getIndex()) : std::nullopt;
+      if (!dim || dim.getSource() != source || index != 0)
+        return nullptr;
+    } else if (getConstantIntValue(batch) != sourceType.getDimSize(0)) {
+      return nullptr;
+    }
+  }
+  return source;
+}
 
 /// Token layout: reverse(attention(partition(q), partition(k),
 /// partition(v))) with one geometry throughout.
@@ -168,15 +208,22 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
     }
     RankedTensorType resultType = reverse.getResult().getType();
     Value init = emptyLike(rewriter, loc, resultType, partitions[0].getInput());
+    SmallVector<Value> maps = {partitions[0].getInput(),
+                               partitions[1].getInput(),
+                               partitions[2].getInput()};
+    // q, k, v sliced from one qkv projection output: read it as it is.
+    Value packed = matchPackedQkv(maps);
+    if (packed)
+      maps.assign(3, packed);
     rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
-        reverse, TypeRange{resultType}, partitions[0].getInput(),
-        partitions[1].getInput(), partitions[2].getInput(),
+        reverse, TypeRange{resultType}, maps[0], maps[1], maps[2],
         bias->lookup.getTable(), pads, init, bias->lookup.getWindowAttr(),
         rewriter.getF32FloatAttr(attention.getEffectiveScale()),
         rewriter.getDenseI64ArrayAttr(padded), reverse.getShiftAttr(),
         bias->shiftMask ? bias->shiftMask.getMaskValueAttr()
                         : rewriter.getF64FloatAttr(-100.0),
-        reverse.getResolutionAttr(), reverse.getPaddingAttr());
+        reverse.getResolutionAttr(), reverse.getPaddingAttr(),
+        packed ? rewriter.getUnitAttr() : nullptr);
     return success();
   }
 
@@ -393,7 +440,7 @@ struct FuseSpelledOutAttention : public OpRewritePattern<linalg::GenericOp> {
         resolution, shift,
         shiftMask ? shiftMask.getMaskValueAttr()
                   : rewriter.getF64FloatAttr(-100.0),
-        /*image=*/nullptr, /*padding=*/nullptr);
+        /*image=*/nullptr, /*padding=*/nullptr, /*packed_qkv=*/nullptr);
     return success();
   }
 

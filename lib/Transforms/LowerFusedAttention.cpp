@@ -195,7 +195,12 @@ private:
   struct RowAddress {
     Value offset, valid;
   };
-  RowAddress rowAddress(Value w, Value h, Value token);
+  RowAddress rowAddress(Value w, Value h, Value token,
+                        Input which = Input::Query);
+  /// A token's row in a feature map of `parts` rows of H*d channels per
+  /// token (3 for packed q, k, v), row `part`.
+  RowAddress mapRowAddress(Value w, Value h, Value token, int64_t parts,
+                           int64_t part);
   /// The same for the output row (merged heads: [b, t, h * d + e]).
   RowAddress outputAddress(Value w, Value h, Value token);
   Value loadInputElement(Input which, RowAddress row, Value h, int64_t e);
@@ -277,7 +282,7 @@ void FusedKernelEmitter::emitFlatViews() {
 FusedKernelEmitter::Row FusedKernelEmitter::inputRow(Input which, Value w,
                                                      Value h, Value token) {
   Value flat = flatInputs[static_cast<int>(which)];
-  RowAddress address = rowAddress(w, h, token);
+  RowAddress address = rowAddress(w, h, token, which);
   if (!address.valid)
     return {flat, address.offset};
   // Padding tokens read their padding row.
@@ -918,26 +923,37 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   return success();
 }
 
-FusedKernelEmitter::RowAddress FusedKernelEmitter::rowAddress(Value w, Value h,
-                                                              Value token) {
+FusedKernelEmitter::RowAddress
+FusedKernelEmitter::rowAddress(Value w, Value h, Value token, Input which) {
   if (!featureMap) // [b, h, t, e]
     return {
         mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens), token),
                  g.headDim),
         Value()};
-  // [image, position, h * d + e]
+  bool packed = op.getPackedQkv();
+  return mapRowAddress(w, h, token, packed ? 3 : 1,
+                       packed ? static_cast<int64_t>(which) : 0);
+}
+
+FusedKernelEmitter::RowAddress
+FusedKernelEmitter::mapRowAddress(Value w, Value h, Value token, int64_t parts,
+                                  int64_t part) {
+  // [image, position, (part, h, e)]: `parts` rows of C channels per token.
   TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
+  int64_t channels = g.heads * g.headDim;
   Value offset =
       add(mulConst(add(mulConst(source.image, featureMap->tokensPerImage()),
                        source.position),
-                   g.heads * g.headDim),
-          mulConst(h, g.headDim));
+                   parts * channels),
+          add(mulConst(h, g.headDim), index(part * channels)));
   return {offset, source.valid};
 }
 
 FusedKernelEmitter::RowAddress
 FusedKernelEmitter::outputAddress(Value w, Value h, Value token) {
-  if (featureMap || !op.hasMergedHeadsResult())
+  if (featureMap)
+    return mapRowAddress(w, h, token, /*parts=*/1, /*part=*/0);
+  if (!op.hasMergedHeadsResult())
     return rowAddress(w, h, token);
   // [b, t, h * d + e]
   return {add(mulConst(add(mulConst(w, g.tokens), token), g.heads * g.headDim),
@@ -1078,7 +1094,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   ValueRange state = forLoop(
       index(0), index(g.tokens), 1, init, [&](Value j, ValueRange carried) {
         Value m = carried[0], l = carried[1];
-        RowAddress keyRow = rowAddress(w, h, j);
+        RowAddress keyRow = rowAddress(w, h, j, Input::Key);
         Value s = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
         for (int64_t e = 0; e < g.headDim; ++e)
           s = math::FmaOp::create(
@@ -1104,7 +1120,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
         Value p = math::ExpOp::create(b, arith::SubFOp::create(b, s, mNew));
         SmallVector<Value> next = {mNew,
                                    math::FmaOp::create(b, l, correction, p)};
-        RowAddress valueRow = rowAddress(w, h, j);
+        RowAddress valueRow = rowAddress(w, h, j, Input::Value);
         for (int64_t e = 0; e < g.headDim; ++e)
           next.push_back(math::FmaOp::create(
               b, p, loadInputElement(Input::Value, valueRow, h, e),

@@ -174,6 +174,8 @@ class KernelConfig:
     name: str = _DEFAULT_NAME
     cpu: Optional[str] = None
     parallel: bool = True
+    #: Token layout: q, k, v as one ``[batch, L, 3, heads, head_dim]`` qkv map.
+    packed_qkv: bool = False
 
     @property
     def tokens_per_window(self) -> int:
@@ -232,6 +234,8 @@ class KernelConfig:
             args.append(f"--layout={self.layout}")
             if self.padding is not None:
                 args.append(f"--padding={_CLI_PADDING[self.padding]}")
+            if self.packed_qkv:
+                args.append("--packed-qkv")
         args += [f"--dtype={self.dtype}", f"--target={self.target}"]
         if self.name != _DEFAULT_NAME:
             args.append(f"--name={self.name}")
@@ -246,7 +250,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 resolution=None, shift=None, padding: Optional[str] = None,
                 layout: str = "windows", dtype: Any = "float32", target: str = "cpu",
                 name: Optional[str] = None, cpu: Optional[str] = None,
-                parallel: bool = True) -> KernelConfig:
+                parallel: bool = True, packed_qkv: bool = False) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of :func:`compile` but the table).
 
     Only structural checks happen here (types, ranks, positivity, names, divisibility
@@ -303,9 +307,12 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
         name = _DEFAULT_NAME
     if not isinstance(name, str) or not _IDENT.match(name):
         raise ValueError(f"name must be a C identifier, got {name!r}")
+    if packed_qkv and layout != "tokens":
+        raise ValueError("packed_qkv requires layout='tokens'")
     return KernelConfig(window=win, heads=heads, head_dim=head_dim, scale=scale, resolution=res,
                         shift=sft, padding=pad, layout=layout, dtype=normalize_dtype(dtype),
-                        target=target, name=name, cpu=cpu, parallel=bool(parallel))
+                        target=target, name=name, cpu=cpu, parallel=bool(parallel),
+                        packed_qkv=bool(packed_qkv))
 
 
 # --------------------------------------------------------------------------- #
@@ -494,6 +501,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append(f"padding={cfg.padding}")
     if cfg.layout != "windows":
         parts.append(f"layout={cfg.layout}")
+    if cfg.packed_qkv:
+        parts.append("packed_qkv")
     if cfg.scale is not None:
         parts.append(f"scale={cfg.scale!r}")
     return " ".join(parts)
@@ -515,6 +524,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     name: Optional[str] = None,
     cpu: Optional[str] = None,
     parallel: bool = True,
+    packed_qkv: bool = False,
     cache_dir: Optional[os.PathLike] = None,
 ) -> "Kernel":
     """Compile (or fetch from the cache) a window-attention kernel.
@@ -555,6 +565,10 @@ def compile(  # noqa: A001 - the public name is part of the API
         ``native``.  Kernels for ``native`` are cached per host CPU.
     parallel:
         ``False`` passes ``--no-parallel`` (single-threaded kernel, no OpenMP).
+    packed_qkv:
+        Token layout only: the kernel takes one ``qkv`` map ``[batch, L, 3,
+        heads, head_dim]`` (the qkv projection's output as it is) and is
+        called as ``kernel(qkv, table, pad_qkv=...)``.
     cache_dir:
         Override the cache directory (default :func:`get_cache_dir`).
 
@@ -567,7 +581,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     """
     cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
                        padding=padding, layout=layout, dtype=dtype, target=target, name=name,
-                      cpu=cpu, parallel=parallel)
+                      cpu=cpu, parallel=parallel, packed_qkv=packed_qkv)
     baked = None
     table_bytes = None
     if table is not None:
@@ -703,7 +717,8 @@ class Kernel:
                         raise RuntimeError(
                             f"{self.library} does not export {self.config.name!r}") from None
                     fn.restype = ctypes.c_int
-                    argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64]
+                    pointers = 3 if self.config.packed_qkv else 5
+                    argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int64]
                     if self.config.layout == "tokens":
                         argtypes.append(ctypes.c_void_p)
                     fn.argtypes = argtypes
@@ -731,7 +746,7 @@ class Kernel:
         return (self.config.table_rows, self.config.heads)
 
     # Call ---------------------------------------------------------------- #
-    def __call__(self, q, k, v, table=None, pad_qkv=None, *, out=None):
+    def __call__(self, q, k=None, v=None, table=None, pad_qkv=None, *, out=None):
         """Run the kernel and return ``out``.
 
         ``q, k, v``: ``[num_windows, heads, N, head_dim]`` (token layout:
@@ -744,6 +759,11 @@ class Kernel:
         output buffer.  The result has the kind (numpy/torch) of ``q``.
         """
         cfg = self.config
+        if cfg.packed_qkv:
+            # kernel(qkv, table, pad_qkv=..., out=...)
+            if v is not None or table is not None:
+                raise TypeError("a packed_qkv kernel is called as kernel(qkv, table, pad_qkv=...)")
+            return self._call_packed(q, k, pad_qkv, out)
         code = cfg.dtype
         for name, x in (("q", q), ("k", k), ("v", v)):
             if not (_is_torch(x) or isinstance(x, np.ndarray)):
@@ -804,6 +824,45 @@ class Kernel:
         if rc != 0:
             raise RuntimeError(f"kernel {cfg.name} returned {rc} (invalid arguments: "
                                f"{'batch' if cfg.layout == 'tokens' else 'num_windows'}={n})")
+        return out
+
+    def _call_packed(self, qkv, table, pad_qkv, out):
+        cfg = self.config
+        code = cfg.dtype
+        if not (_is_torch(qkv) or isinstance(qkv, np.ndarray)):
+            raise TypeError(f"qkv must be a numpy.ndarray or torch.Tensor, got {type(qkv).__name__}")
+        torch_io = _is_torch(qkv)
+        doc = "[batch, L, 3, heads, head_dim]"
+        if len(qkv.shape) != 5:
+            raise ValueError(f"qkv must have shape {doc}, got {tuple(qkv.shape)}")
+        n = int(qkv.shape[0])
+        tokens = math.prod(cfg.resolution)
+        qbuf = _buffer("qkv", qkv, code, (n, tokens, 3, cfg.heads, cfg.head_dim), doc)
+        if self.table is not None:
+            if table is not None:
+                raise ValueError("this kernel has a baked-in table; do not pass table")
+            tbuf = None
+        else:
+            if table is None:
+                raise ValueError(f"table [{cfg.table_rows}, {cfg.heads}] is required")
+            tbuf = _buffer("table", table, code, self.table_shape, "[prod(2W-1), heads]")
+        if pad_qkv is None:
+            pad_qkv = np.zeros((3, cfg.channels), dtype=np.float32)
+        pbuf = _buffer("pad_qkv", pad_qkv, code, (3, cfg.channels), allow_f32=True)
+        out_shape = self.output_shape(n)
+        if out is None:
+            if torch_io:
+                import torch
+
+                out = torch.empty(out_shape, dtype=qkv.dtype)
+            else:
+                out = np.empty(out_shape, dtype=qkv.dtype)
+        obuf = _buffer("out", out, code, out_shape)
+        if n == 0:
+            return out
+        rc = self.cfunc(qbuf.ptr, tbuf.ptr if tbuf else None, obuf.ptr, n, pbuf.ptr)
+        if rc != 0:
+            raise RuntimeError(f"kernel {cfg.name} returned {rc} (invalid arguments: batch={n})")
         return out
 
     def _shape_doc(self) -> str:

@@ -138,3 +138,23 @@ def test_stage1_unfused_path_agrees(aot_path, tmp_path):
         q, k, v, table, resolution=(9, 13), window=(4, 6), shift=(2, 3),
         padding="shift_then_pad", pad_qkv=pad)
     assert np.abs(out - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+
+
+@pytest.mark.parametrize("padding", ["pad_then_shift", "shift_then_pad"])
+def test_packed_qkv(build, padding):
+    """One qkv argument, the qkv projection's output [batch, L, 3, heads, d]
+    as it is: the kernel reads q, k and v out of it by addressing."""
+    cfg = dict(window=(4, 6), heads=2, head_dim=8, resolution=(9, 13), shift=(2, 3),
+               padding=padding)
+    kernel = build(packed_qkv=True, **cfg)
+    rng = np.random.default_rng(80)
+    qkv = rng.standard_normal((2, 9 * 13, 3, 2, 8)).astype(np.float32)
+    table = _random((ref.table_rows((4, 6)), 2), rng)
+    pad = _random((3, 16), rng)
+    out = kernel(qkv, table, pad_qkv=pad)
+    q, k, v = (qkv[:, :, i].reshape(2, 9 * 13, 16) for i in range(3))
+    expected = ref.swin_block_attention_tokens(q, k, v, table, resolution=(9, 13), window=(4, 6),
+                                               shift=(2, 3), padding=padding, pad_qkv=pad)
+    assert np.abs(out - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+    with pytest.raises(ValueError, match="qkv must have shape"):
+        kernel(qkv[:, :, 0], table)

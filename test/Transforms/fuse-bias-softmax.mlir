@@ -208,3 +208,28 @@ func.func @spelled_arbitrary_bias(%q: tensor<8x3x49x32xf32>, %k: tensor<8x3x49x3
   } -> tensor<8x3x49x32xf32>
   return %out : tensor<8x3x49x32xf32>
 }
+
+// -----
+
+// q, k, v sliced from one qkv projection output: the fused op reads that
+// map as it is (packed_qkv), no copy of q, k or v.
+// CHECK-LABEL: func @packed_qkv
+// CHECK-SAME: (%[[QKV:.*]]: tensor<?x117x48xf32>, %[[T:.*]]: tensor<77x2xf32>)
+// CHECK: rpe.fused_window_attention ins(%[[QKV]], %[[QKV]], %[[QKV]], %[[T]] : tensor<?x117x48xf32>, tensor<?x117x48xf32>, tensor<?x117x48xf32>, tensor<77x2xf32>) outs(%{{.*}} : tensor<?x117x16xf32>)
+// CHECK-SAME: packed_qkv
+// CHECK-NOT: tensor.extract_slice
+func.func @packed_qkv(%qkv: tensor<?x117x48xf32>, %t: tensor<77x2xf32>) -> tensor<?x117x16xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %qkv, %c0 : tensor<?x117x48xf32>
+  %q = tensor.extract_slice %qkv[0, 0, 0] [%n, 117, 16] [1, 1, 1] : tensor<?x117x48xf32> to tensor<?x117x16xf32>
+  %k = tensor.extract_slice %qkv[0, 0, 16] [%n, 117, 16] [1, 1, 1] : tensor<?x117x48xf32> to tensor<?x117x16xf32>
+  %v = tensor.extract_slice %qkv[0, 0, 32] [%n, 117, 16] [1, 1, 1] : tensor<?x117x48xf32> to tensor<?x117x16xf32>
+  %qw = rpe.window_partition %q {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x117x16xf32> -> tensor<?x2x24x8xf32>
+  %kw = rpe.window_partition %k {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x117x16xf32> -> tensor<?x2x24x8xf32>
+  %vw = rpe.window_partition %v {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x117x16xf32> -> tensor<?x2x24x8xf32>
+  %b = rpe.lookup %t {window = array<i64: 4, 6>} : tensor<77x2xf32> -> tensor<2x24x24xf32>
+  %o = rpe.window_attention ins(%qw, %kw, %vw : tensor<?x2x24x8xf32>, tensor<?x2x24x8xf32>, tensor<?x2x24x8xf32>)
+         bias(%b : tensor<2x24x24xf32>) -> tensor<?x24x16xf32>
+  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x24x16xf32> -> tensor<?x117x16xf32>
+  return %y : tensor<?x117x16xf32>
+}

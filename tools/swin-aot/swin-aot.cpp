@@ -77,6 +77,11 @@ static cl::opt<std::string> paddingOpt(
              "pad-then-shift (HF, torchvision, Video Swin) or shift-then-pad "
              "(timm)"),
     cl::cat(category));
+static cl::opt<bool> packedQkvOpt(
+    "packed-qkv",
+    cl::desc("Tokens layout: one qkv argument [batch, H*W, 3, heads, "
+             "head_dim], the qkv projection's output as it is"),
+    cl::cat(category));
 static cl::opt<std::string> dtypeOpt("dtype", cl::init("f32"),
                                      cl::desc("Element type: f32, f16, bf16"),
                                      cl::cat(category));
@@ -146,6 +151,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.cpu = cpuOpt;
   config.parallel = !noParallelOpt;
   config.fuse = !unfusedOpt;
+  config.packedQkv = packedQkvOpt;
   config.vectorWidth = vectorWidthOpt;
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
