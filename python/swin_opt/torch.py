@@ -445,16 +445,12 @@ def _heads_first(x, b, n, heads, head_dim):
     return x.view(b, n, heads, head_dim).transpose(1, 2).contiguous()
 
 
-def _qkv_tokens(torch, x, linear):
-    """``x`` ``[B, L, C]`` -> three contiguous ``[B, L, A]`` views of one ``[3, B, L, A]`` copy.
-
-    (One fused GEMM plus one copy measured about twice as fast on CPU as three
-    GEMMs with the row blocks of the weight, which give contiguous outputs directly.)
-    """
+def _qkv_packed(torch, x, linear, heads, head_dim):
+    """``x`` ``[B, L, C]`` -> the qkv projection ``[B, L, 3, heads, head_dim]``: one GEMM,
+    no copy; packed-qkv kernels read q, k and v out of it where they lie."""
     qkv = torch.nn.functional.linear(x, linear.weight, linear.bias)
-    b, n, three_a = qkv.shape
-    t = qkv.view(b, n, 3, three_a // 3).permute(2, 0, 1, 3).contiguous()
-    return t[0], t[1], t[2]
+    b, n, _ = qkv.shape
+    return qkv.view(b, n, 3, heads, head_dim)
 
 
 def _pad_rows(torch, linear, channels):
@@ -516,14 +512,14 @@ class _TimmBlock(_Patch):
         attn_dim = attn.qkv.out_features // 3
         head_dim = attn_dim // heads
         kern = self.kernel(window, heads, head_dim, attn.scale, dtype, layout="tokens",
-                           resolution=(h, w), shift=shift,
+                           resolution=(h, w), shift=shift, packed_qkv=True,
                            padding="shift_then_pad" if padded != (h, w) else None)
         if kern.config.window != window or kern.config.shift != shift:
             raise _Fallback("Swin's small-map rule changes this block's window")
         table = self.table(attn.relative_position_bias_table, window, heads,
                            getattr(attn, "relative_position_index", None), x.dtype)
-        q, k, v = _qkv_tokens(torch, x.reshape(b, h * w, c), attn.qkv)
-        out = kern(q, k, v, table, pad_qkv=_pad_rows(torch, attn.qkv, attn_dim))
+        qkv = _qkv_packed(torch, x.reshape(b, h * w, c), attn.qkv, heads, head_dim)
+        out = kern(qkv, table, pad_qkv=_pad_rows(torch, attn.qkv, attn_dim))
         out = attn.proj_drop(attn.proj(out))
         return out.view(b, h, w, -1)
 
@@ -551,11 +547,11 @@ class _TorchvisionAttention(_Patch):
         pads = (pad_h, pad_w) != (h, w)
         if self.options.layout == "auto" and h >= window[0] and w >= window[1]:
             kern = self.kernel(window, heads, head_dim, None, dtype, layout="tokens",
-                               resolution=(h, w), shift=shift,
+                               resolution=(h, w), shift=shift, packed_qkv=True,
                                padding="pad_then_shift" if pads else None)
             if kern.config.window == window and kern.config.shift == shift:
-                q, k, v = _qkv_tokens(torch, x.reshape(b, h * w, c), m.qkv)
-                out = kern(q, k, v, table, pad_qkv=_pad_rows(torch, m.qkv, c))
+                qkv = _qkv_packed(torch, x.reshape(b, h * w, c), m.qkv, heads, head_dim)
+                out = kern(qkv, table, pad_qkv=_pad_rows(torch, m.qkv, c))
                 return F.linear(out, m.proj.weight, m.proj.bias).view(b, h, w, c)
         # window layout: pad, roll and partition in torch exactly as torchvision does
         xp = F.pad(x, (0, 0, 0, pad_w - w, 0, pad_h - h))
