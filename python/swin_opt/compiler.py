@@ -783,15 +783,7 @@ class Kernel:
             raise ValueError(f"num_windows ({n}) must be a multiple of the {nw} windows per "
                              f"{'x'.join(map(str, cfg.padded_resolution))} image")
 
-        if self.table is not None:
-            if table is not None:
-                raise ValueError("this kernel has a baked-in table; do not pass table")
-            tbuf = None
-        else:
-            if table is None:
-                raise ValueError(f"table [{cfg.table_rows}, {cfg.heads}] is required "
-                                 "(the kernel was compiled without a baked table)")
-            tbuf = _buffer("table", table, code, self.table_shape, "[prod(2W-1), heads]")
+        tbuf = self._table_buffer(table)
 
         pbuf = None
         if cfg.layout == "tokens":
@@ -801,19 +793,7 @@ class Kernel:
         elif pad_qkv is not None:
             raise ValueError("pad_qkv is only accepted by layout='tokens' kernels")
 
-        out_shape = self.output_shape(n)
-        if out is None:
-            if torch_io:
-                import torch
-
-                out = torch.empty(out_shape, dtype=q.dtype)
-            else:
-                out = np.empty(out_shape, dtype=q.dtype)
-        elif _is_torch(out) != torch_io:
-            raise TypeError("out must be of the same kind (numpy/torch) as q")
-        obuf = _buffer("out", out, code, out_shape)
-        if not torch_io and not out.flags.writeable:
-            raise ValueError("out must be writeable")
+        out, obuf = self._output(out, n, q)
         if n == 0:
             return out
 
@@ -825,6 +805,36 @@ class Kernel:
             raise RuntimeError(f"kernel {cfg.name} returned {rc} (invalid arguments: "
                                f"{'batch' if cfg.layout == 'tokens' else 'num_windows'}={n})")
         return out
+
+    def _table_buffer(self, table):
+        """The table argument: None for a baked table, else a checked buffer."""
+        cfg = self.config
+        if self.table is not None:
+            if table is not None:
+                raise ValueError("this kernel has a baked-in table; do not pass table")
+            return None
+        if table is None:
+            raise ValueError(f"table [{cfg.table_rows}, {cfg.heads}] is required "
+                             "(the kernel was compiled without a baked table)")
+        return _buffer("table", table, cfg.dtype, self.table_shape, "[prod(2W-1), heads]")
+
+    def _output(self, out, n, like):
+        """``out`` (allocated like ``like`` when None) and its checked buffer."""
+        torch_io = _is_torch(like)
+        out_shape = self.output_shape(n)
+        if out is None:
+            if torch_io:
+                import torch
+
+                out = torch.empty(out_shape, dtype=like.dtype)
+            else:
+                out = np.empty(out_shape, dtype=like.dtype)
+        elif _is_torch(out) != torch_io:
+            raise TypeError("out must be of the same kind (numpy/torch) as the inputs")
+        obuf = _buffer("out", out, self.config.dtype, out_shape)
+        if not torch_io and not out.flags.writeable:
+            raise ValueError("out must be writeable")
+        return out, obuf
 
     def _call_packed(self, qkv, table, pad_qkv, out):
         cfg = self.config
@@ -838,26 +848,11 @@ class Kernel:
         n = int(qkv.shape[0])
         tokens = math.prod(cfg.resolution)
         qbuf = _buffer("qkv", qkv, code, (n, tokens, 3, cfg.heads, cfg.head_dim), doc)
-        if self.table is not None:
-            if table is not None:
-                raise ValueError("this kernel has a baked-in table; do not pass table")
-            tbuf = None
-        else:
-            if table is None:
-                raise ValueError(f"table [{cfg.table_rows}, {cfg.heads}] is required")
-            tbuf = _buffer("table", table, code, self.table_shape, "[prod(2W-1), heads]")
+        tbuf = self._table_buffer(table)
         if pad_qkv is None:
             pad_qkv = np.zeros((3, cfg.channels), dtype=np.float32)
         pbuf = _buffer("pad_qkv", pad_qkv, code, (3, cfg.channels), allow_f32=True)
-        out_shape = self.output_shape(n)
-        if out is None:
-            if torch_io:
-                import torch
-
-                out = torch.empty(out_shape, dtype=qkv.dtype)
-            else:
-                out = np.empty(out_shape, dtype=qkv.dtype)
-        obuf = _buffer("out", out, code, out_shape)
+        out, obuf = self._output(out, n, qkv)
         if n == 0:
             return out
         rc = self.cfunc(qbuf.ptr, tbuf.ptr if tbuf else None, obuf.ptr, n, pbuf.ptr)
