@@ -18,6 +18,11 @@
 
 namespace mlir::rpe {
 
+/// The most elements the compiler materializes as one constant (an index, a
+/// mask, a folded bias, a table of region labels): larger ones are not
+/// folded and their lowerings report an error instead of exhausting memory.
+constexpr int64_t kMaxConstantElements = int64_t(1) << 24;
+
 /// N = Wh * Ww (* Wd): tokens in a window.
 int64_t getNumTokens(llvm::ArrayRef<int64_t> window);
 

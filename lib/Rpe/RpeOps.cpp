@@ -80,6 +80,8 @@ LogicalResult RelativeIndexOp::verify() {
 
 OpFoldResult RelativeIndexOp::fold(FoldAdaptor) {
   auto type = getResult().getType();
+  if (type.getNumElements() > kMaxConstantElements)
+    return {};
   unsigned width = type.getElementType().isIndex()
                        ? IndexType::kInternalStorageBitWidth
                        : type.getElementType().getIntOrFloatBitWidth();
@@ -128,6 +130,8 @@ OpFoldResult LookupOp::fold(FoldAdaptor adaptor) {
     return {};
   int64_t heads = getTable().getType().getDimSize(1);
   int64_t n = getNumTokens(getWindow());
+  if (getResult().getType().getNumElements() > kMaxConstantElements)
+    return {};
   if (table.isSplat())
     return SplatElementsAttr::get(getResult().getType(),
                                   table.getSplatValue<Attribute>());
@@ -161,6 +165,8 @@ OpFoldResult ShiftMaskOp::fold(FoldAdaptor) {
   auto elementType = llvm::cast<FloatType>(type.getElementType());
   if (llvm::all_of(getShift(), [](int64_t s) { return s == 0; }))
     return SplatElementsAttr::get(type, FloatAttr::get(elementType, 0.0));
+  if (type.getNumElements() > kMaxConstantElements)
+    return {};
   SmallVector<APFloat> values;
   for (float v : computeShiftMask(getResolution(), getWindow(), getShift(),
                                   getMaskValue().convertToDouble())) {

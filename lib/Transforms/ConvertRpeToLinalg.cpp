@@ -130,6 +130,10 @@ struct LowerLookup : public OpRewritePattern<LookupOp> {
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     int64_t n = getNumTokens(op.getWindow());
+    if (n * n > kMaxConstantElements)
+      return op.emitOpError() << "has a " << n << "x" << n
+                              << " relative index, too large to materialize "
+                                 "(fuse it into the attention instead)";
     auto indexType = RankedTensorType::get({n, n}, b.getI32Type());
     SmallVector<int32_t> index32;
     for (int64_t v : computeRelativeIndex(op.getWindow()))

@@ -418,6 +418,11 @@ Value FusedKernelEmitter::emitRegionLabels() {
   ArrayRef<int64_t> resolution = *op.getResolution();
   ArrayRef<int64_t> shift = *op.getShift();
   int64_t numWindows = getNumWindows(resolution, g.window);
+  if (numWindows * g.paddedTokens > kMaxConstantElements) {
+    op.emitOpError() << "needs region labels for " << numWindows
+                     << " windows, too many to materialize";
+    return nullptr;
+  }
   SmallVector<int32_t> labels;
   labels.reserve(numWindows * g.paddedTokens);
   for (int64_t w = 0; w < numWindows; ++w)
@@ -842,8 +847,11 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   int64_t imageWindows = 1;
   if (op.getResolution())
     imageWindows = getNumWindows(*op.getResolution(), g.window);
-  if (op.hasShiftMask())
+  if (op.hasShiftMask()) {
     labels = emitRegionLabels();
+    if (!labels)
+      return failure();
+  }
   // Windows: q's first extent, or images times windows per image.
   Value windows = memref::DimOp::create(b, op.getQuery(), 0);
   if (featureMap)
