@@ -367,10 +367,14 @@ def attention_weights(q, k, bias=None, mask=None, scale=None) -> np.ndarray:
     ``mask`` is ``[nW, N, N]`` with window ``b`` using ``mask[b % nW]``.
     """
     q, k, _ = _check_qkv(q, k, k)
-    b, heads, n, d = q.shape
     if scale is None:
-        scale = d ** -0.5
-    logits = (q * scale) @ np.swapaxes(k, -1, -2)
+        scale = q.shape[-1] ** -0.5
+    return _biased_softmax((q * scale) @ np.swapaxes(k, -1, -2), bias, mask)
+
+
+def _biased_softmax(logits, bias, mask) -> np.ndarray:
+    """``softmax(logits + bias + mask)`` over the last axis; logits ``[B, heads, N, N]``."""
+    b, heads, n, _ = logits.shape
     if bias is not None:
         bias = np.asarray(bias, dtype=np.float64)
         if bias.shape != (heads, n, n):
@@ -387,10 +391,34 @@ def attention_weights(q, k, bias=None, mask=None, scale=None) -> np.ndarray:
         logits = (logits.reshape(b // nw, nw, heads, n, n) + mask[None, :, None]).reshape(
             b, heads, n, n
         )
-    logits -= logits.max(axis=-1, keepdims=True)
+    logits = logits - logits.max(axis=-1, keepdims=True)
     p = np.exp(logits)
     p /= p.sum(axis=-1, keepdims=True)
     return p
+
+
+def swinv2_window_attention(q, k, v, logit_scale, bias=None, mask=None) -> np.ndarray:
+    """SwinV2 cosine window attention in float64, ``[num_windows, N, heads * head_dim]``.
+
+    ``logits[h, i, j] = cos(q_i, k_j) * min(exp(logit_scale[h]), 100) + bias + mask``
+    with ``cos(a, b) = a.b / (max(|a|, 1e-12) max(|b|, 1e-12))`` (PyTorch's
+    ``F.normalize``); ``logit_scale`` has one value per head; ``bias`` is the
+    looked-up continuous position bias (see :func:`swinv2_cpb_table`).
+    """
+    q, k, v = _check_qkv(q, k, v)
+    heads = q.shape[1]
+    logit_scale = np.asarray(logit_scale, dtype=np.float64).reshape(-1)
+    if logit_scale.shape != (heads,):
+        raise ValueError(f"logit_scale must have one value per head ({heads}), "
+                         f"got {logit_scale.size}")
+    qn = np.maximum(np.linalg.norm(q, axis=-1), 1e-12)
+    kn = np.maximum(np.linalg.norm(k, axis=-1), 1e-12)
+    cos = (q @ np.swapaxes(k, -1, -2)) / (qn[..., :, None] * kn[..., None, :])
+    scale = np.minimum(np.exp(logit_scale), 100.0)
+    p = _biased_softmax(cos * scale[None, :, None, None], bias, mask)
+    out = p @ v
+    b, _, n, d = out.shape
+    return out.transpose(0, 2, 1, 3).reshape(b, n, heads * d)
 
 
 def window_attention(q, k, v, bias=None, mask=None, scale=None) -> np.ndarray:
@@ -526,8 +554,8 @@ def swinv2_cpb_table(coords, w1, b1, w2) -> np.ndarray:
     ``MLP(x) = relu(x @ w1.T + b1) @ w2.T`` with ``w1 [hidden, rank]``,
     ``b1 [hidden]`` and ``w2 [heads, hidden]`` (PyTorch ``Linear`` layout).
     The sigmoid is element-wise, so applying it to the table before
-    :func:`lookup` equals SwinV2 applying it after.  (SwinV2's cosine
-    attention itself is not modelled here.)
+    :func:`lookup` equals SwinV2 applying it after.  Cosine attention:
+    :func:`swinv2_window_attention`.
     """
     coords = np.asarray(coords, dtype=np.float64)
     hidden = np.maximum(coords @ np.asarray(w1, dtype=np.float64).T + np.asarray(b1, dtype=np.float64), 0.0)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import swin_opt
+from swin_opt import reference as R
 from swin_opt import testing as T
 
 pytestmark = pytest.mark.aot
@@ -107,6 +108,28 @@ def test_explicit_scale(build):
     kernel = build((7, 7), 3, 32, resolution=(14, 14), shift=3, scale=0.1)
     assert kernel.config.effective_scale == 0.1
     _check(kernel, 8)
+
+
+def test_swinv2_cosine_attention(build):
+    """SwinV2 (what swin_opt.torch does for its modules): a scale-1 kernel fed
+    ``s_h q/|q|`` and ``k/|k|`` with the continuous position bias table equals
+    the independent cosine-attention reference."""
+    window, heads, d = (4, 4), 3, 16
+    kernel = build(window, heads, d, resolution=(8, 8), shift=2, scale=1.0)
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((8, heads, 16, d)) for _ in range(3))
+    logit_scale = np.log([2.0, 30.0, 300.0])  # the last is clamped to 100
+    table = R.swinv2_cpb_table(R.swinv2_relative_coords_table(window),
+                               rng.standard_normal((64, 2)), rng.standard_normal(64),
+                               rng.standard_normal((heads, 64)))
+    s = np.minimum(np.exp(logit_scale), 100.0)[:, None, None]
+    qn = q / np.linalg.norm(q, axis=-1, keepdims=True) * s
+    kn = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    out = kernel(*(np.ascontiguousarray(x, dtype=np.float32) for x in (qn, kn, v, table)))
+    want = R.swinv2_window_attention(q, k, v, logit_scale, R.lookup(table, window),
+                                     R.shift_mask((8, 8), window, 2))
+    err, tol = T.compare(out, want, kernel.config.dtype)
+    assert err <= tol, err
 
 
 @pytest.mark.parametrize(

@@ -446,3 +446,26 @@ def test_swinv2_coords_and_table():
                                rng.standard_normal((3, 16)))
     assert table.shape == (35, 3)
     assert np.all((table > 0) & (table < 16))
+
+
+def test_swinv2_window_attention_elementwise():
+    """Cosine attention, one logit at a time from its definition."""
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((2, 2, 4, 3)) for _ in range(3))
+    q[0, 1, 2] = 0.0  # F.normalize's eps: a zero query gives all-zero logits
+    logit_scale = np.log([7.0, 500.0])  # the second is clamped to 100
+    bias = rng.standard_normal((2, 4, 4))
+    got = R.swinv2_window_attention(q, k, v, logit_scale, bias)
+    want = np.empty((2, 4, 2 * 3))
+    for b in range(2):
+        for h, s in enumerate((7.0, 100.0)):
+            for i in range(4):
+                logits = np.array([
+                    s * q[b, h, i] @ k[b, h, j]
+                    / (max(np.linalg.norm(q[b, h, i]), 1e-12) * np.linalg.norm(k[b, h, j]))
+                    + bias[h, i, j] for j in range(4)])
+                p = np.exp(logits - logits.max())
+                want[b, i, h * 3:(h + 1) * 3] = (p / p.sum()) @ v[b, h]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="one value per head"):
+        R.swinv2_window_attention(q, k, v, [1.0])
