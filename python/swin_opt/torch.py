@@ -25,13 +25,19 @@ timm                   ``timm.models.swin_transformer.WindowAttention`` (window
                        Swin's ``(resolution, shift)`` mask) and, when
                        ``layout="auto"``, its parent ``SwinTransformerBlock._attn``
                        (token layout: roll/pad/partition done by the kernel)
+timm (SwinV2)          ``timm.models.swin_transformer_v2.WindowAttention`` (window
+                       layout, mask identified as above)
 torchvision            ``torchvision.models.swin_transformer.ShiftedWindowAttention``
-                       (not ``...V2``); token layout when the map is at least one
+                       and ``...V2``; token layout when the map is at least one
                        window on both axes, else window layout with torch-side
                        pad/roll/partition
 transformers (>= 5)    ``transformers.models.swin.modeling_swin.SwinAttention``
 transformers (4.x)     ``transformers.models.swin.modeling_swin.SwinSelfAttention``
 =====================  ==========================================================
+
+SwinV2 modules (cosine attention, continuous position bias) run a scale-1
+kernel on ``s_h q/|q|`` and ``k/|k|`` with the table their ``cpb_mlp`` gives
+(see :func:`_cosine_qk`).
 
 Patched modules fall back to their original forward (or raise, with
 ``fallback=False``) whenever the kernel does not apply: training mode,
@@ -396,6 +402,13 @@ class _Patch:
             t = t.to(dtype)
         return t.contiguous()
 
+    def cpb_table(self, torch, m, window, heads, index, dtype):
+        """SwinV2's continuous position bias ``16 * sigmoid(cpb_mlp(relative_coords_table))``
+        as a ``[T, heads]`` table (the sigmoid is element-wise, so applying it before the
+        gather equals SwinV2 applying it after).  Recomputed per call: the MLP is tiny."""
+        table = m.cpb_mlp(m.relative_coords_table).reshape(-1, heads)
+        return self.table(16.0 * torch.sigmoid(table), window, heads, index, dtype)
+
     def mask_config(self, mask, window, num_windows) -> dict:
         """``resolution``/``shift`` kwargs for a window-layout kernel applying ``mask``."""
         if mask is None:
@@ -445,19 +458,41 @@ def _heads_first(x, b, n, heads, head_dim):
     return x.view(b, n, heads, head_dim).transpose(1, 2).contiguous()
 
 
-def _qkv_packed(torch, x, linear, heads, head_dim):
+def _qkv_packed(torch, x, weight, bias, heads, head_dim):
     """``x`` ``[B, L, C]`` -> the qkv projection ``[B, L, 3, heads, head_dim]``: one GEMM,
     no copy; packed-qkv kernels read q, k and v out of it where they lie."""
-    qkv = torch.nn.functional.linear(x, linear.weight, linear.bias)
+    qkv = torch.nn.functional.linear(x, weight, bias)
     b, n, _ = qkv.shape
     return qkv.view(b, n, 3, heads, head_dim)
 
 
-def _pad_rows(torch, linear, channels):
+def _pad_rows(torch, bias, channels):
     """q/k/v of a zero (padded) token: the qkv bias as ``[3, C]`` float32."""
-    if linear.bias is None:
+    if bias is None:
         return torch.zeros((3, channels), dtype=torch.float32)
-    return linear.bias.detach().float().reshape(3, channels).contiguous()
+    return bias.detach().float().reshape(3, channels).contiguous()
+
+
+def _cosine_qk(torch, q, k, logit_scale, head_axis: int) -> None:
+    """SwinV2's cosine attention as the kernel's plain attention with scale 1, in place.
+
+    SwinV2 computes ``cos(q_i, k_j) * s_h`` with ``s_h = exp(min(logit_scale_h,
+    log 100))``; that is the dot product of ``s_h q_i / |q_i|`` and
+    ``k_j / |k_j|``.  ``q``/``k`` are views whose axis ``head_axis`` is the
+    head (they may be slices of the packed qkv, which is then changed in
+    place); the bias table and the shift mask are added after the product in
+    both forms, so a scale-1 kernel on the normalised q/k is exact.
+    """
+    heads = q.shape[head_axis]
+    s = torch.clamp(logit_scale.detach().float(), max=math.log(100.0)).exp()
+    s = s.reshape((heads,) + (1,) * (q.dim() - head_axis - 1)).to(q.dtype)
+    # F.normalize is x / max(|x|, 1e-12); divide in place (no copy), the scale folded in
+    q.div_(torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min_(1e-12).div_(s))
+    k.div_(torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min_(1e-12))
+
+
+def _is_swinv2(module) -> bool:
+    return all(hasattr(module, a) for a in ("logit_scale", "cpb_mlp", "relative_coords_table"))
 
 
 # ---- timm ------------------------------------------------------------------ #
@@ -480,6 +515,32 @@ class _TimmAttention(_Patch):
                            getattr(m, "relative_position_index", None), x.dtype)
         kern = self.kernel(window, heads, head_dim, m.scale, dtype, **cfg)
         q, k, v = _qkv_windows(torch, m.qkv(x), b, n, heads, head_dim)
+        out = kern(q, k, v, table)
+        return m.proj_drop(m.proj(out))
+
+
+class _TimmV2Attention(_Patch):
+    """``timm.models.swin_transformer_v2.WindowAttention.forward(x, mask=None)``: cosine
+    attention with continuous position bias, as a scale-1 kernel on normalised q/k."""
+
+    framework = "timm"
+
+    def run(self, torch, m, x, mask=None):
+        dtype = self.common_checks(torch, m, x)
+        b, n, c = x.shape
+        window = tuple(int(s) for s in m.window_size)
+        heads = m.num_heads
+        head_dim = c // heads
+        if n != window[0] * window[1]:
+            raise _Fallback(f"{n} tokens per window, window is {window}")
+        cfg = self.mask_config(mask, window, b)
+        table = self.cpb_table(torch, m, window, heads,
+                               getattr(m, "relative_position_index", None), x.dtype)
+        kern = self.kernel(window, heads, head_dim, 1.0, dtype, **cfg)
+        bias = None if m.q_bias is None else torch.cat((m.q_bias, m.k_bias, m.v_bias))
+        qkv = torch.nn.functional.linear(x, m.qkv.weight, bias)
+        q, k, v = _qkv_windows(torch, qkv, b, n, heads, head_dim)
+        _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
         out = kern(q, k, v, table)
         return m.proj_drop(m.proj(out))
 
@@ -518,8 +579,9 @@ class _TimmBlock(_Patch):
             raise _Fallback("Swin's small-map rule changes this block's window")
         table = self.table(attn.relative_position_bias_table, window, heads,
                            getattr(attn, "relative_position_index", None), x.dtype)
-        qkv = _qkv_packed(torch, x.reshape(b, h * w, c), attn.qkv, heads, head_dim)
-        out = kern(qkv, table, pad_qkv=_pad_rows(torch, attn.qkv, attn_dim))
+        qkv = _qkv_packed(torch, x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias, heads,
+                          head_dim)
+        out = kern(qkv, table, pad_qkv=_pad_rows(torch, attn.qkv.bias, attn_dim))
         out = attn.proj_drop(attn.proj(out))
         return out.view(b, h, w, -1)
 
@@ -542,16 +604,35 @@ class _TorchvisionAttention(_Patch):
         pad_h, pad_w = (-(-h // window[0]) * window[0], -(-w // window[1]) * window[1])
         shift = tuple(0 if ws >= p else int(s) for ws, p, s in zip(window, (pad_h, pad_w),
                                                                    m.shift_size))
-        table = self.table(m.relative_position_bias_table, window, heads,
-                           getattr(m, "relative_position_index", None), x.dtype)
+        index = getattr(m, "relative_position_index", None)
+        qkv_bias = m.qkv.bias
+        if _is_swinv2(m):  # cosine attention (see _cosine_qk); V2 zeroes the key bias
+            table = self.cpb_table(torch, m, window, heads, index, x.dtype)
+            scale = 1.0
+            if qkv_bias is not None:
+                qkv_bias = qkv_bias.detach().clone()
+                qkv_bias[c:2 * c] = 0
+        else:
+            table = self.table(m.relative_position_bias_table, window, heads, index, x.dtype)
+            scale = None
+
+        def cosine(q, k, head_axis):
+            if scale is not None:
+                _cosine_qk(torch, q, k, m.logit_scale, head_axis)
+
         pads = (pad_h, pad_w) != (h, w)
         if self.options.layout == "auto" and h >= window[0] and w >= window[1]:
-            kern = self.kernel(window, heads, head_dim, None, dtype, layout="tokens",
+            kern = self.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
                                resolution=(h, w), shift=shift, packed_qkv=True,
                                padding="pad_then_shift" if pads else None)
             if kern.config.window == window and kern.config.shift == shift:
-                qkv = _qkv_packed(torch, x.reshape(b, h * w, c), m.qkv, heads, head_dim)
-                out = kern(qkv, table, pad_qkv=_pad_rows(torch, m.qkv, c))
+                qkv = _qkv_packed(torch, x.reshape(b, h * w, c), m.qkv.weight, qkv_bias, heads,
+                                  head_dim)
+                cosine(qkv[:, :, 0], qkv[:, :, 1], head_axis=2)
+                pad_qkv = _pad_rows(torch, qkv_bias, c)
+                pad_view = pad_qkv.view(3, heads, head_dim)
+                cosine(pad_view[0], pad_view[1], head_axis=0)
+                out = kern(qkv, table, pad_qkv=pad_qkv)
                 return F.linear(out, m.proj.weight, m.proj.bias).view(b, h, w, c)
         # window layout: pad, roll and partition in torch exactly as torchvision does
         xp = F.pad(x, (0, 0, 0, pad_w - w, 0, pad_h - h))
@@ -562,11 +643,12 @@ class _TorchvisionAttention(_Patch):
         n = window[0] * window[1]
         xw = xw.reshape(b * nh * nw, n, c)
         cfg = {"resolution": (pad_h, pad_w), "shift": shift} if any(shift) else {}
-        kern = self.kernel(window, heads, head_dim, None, dtype, **cfg)
+        kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg)
         if kern.config.window != window or (any(shift) and kern.config.shift != shift):
             raise _Fallback("kernel configuration differs from torchvision's")
-        q, k, v = _qkv_windows(torch, F.linear(xw, m.qkv.weight, m.qkv.bias), xw.shape[0], n,
+        q, k, v = _qkv_windows(torch, F.linear(xw, m.qkv.weight, qkv_bias), xw.shape[0], n,
                                heads, head_dim)
+        cosine(q, k, head_axis=1)
         out = F.linear(kern(q, k, v, table), m.proj.weight, m.proj.bias)
         out = out.view(b, nh, nw, window[0], window[1], c).permute(0, 1, 3, 2, 4, 5)
         out = out.reshape(b, pad_h, pad_w, c)
@@ -658,6 +740,9 @@ def _classes():
     if timm_swin is not None:
         found.append(("timm", getattr(timm_swin, "WindowAttention", None), _TimmAttention))
         found.append(("timm", getattr(timm_swin, "SwinTransformerBlock", None), _TimmBlock))
+    timm_swin_v2 = sys.modules.get("timm.models.swin_transformer_v2")
+    if timm_swin_v2 is not None:
+        found.append(("timm", getattr(timm_swin_v2, "WindowAttention", None), _TimmV2Attention))
     tv_swin = sys.modules.get("torchvision.models.swin_transformer")
     if tv_swin is not None:
         found.append(("torchvision", getattr(tv_swin, "ShiftedWindowAttention", None),
@@ -673,9 +758,14 @@ def _classes():
 
 def _supported(patch_type, module) -> Optional[str]:
     """None if ``module`` can be patched by ``patch_type``, else why not."""
+    if patch_type in (_TorchvisionAttention, _TimmV2Attention) and _is_swinv2(module):
+        mlp_out = getattr(module.cpb_mlp[-1], "out_features", None)
+        if mlp_out != module.num_heads:
+            return f"cpb_mlp gives {mlp_out} columns for {module.num_heads} heads"
+        return None
+    if patch_type is _TimmV2Attention:
+        return "not the SwinV2 WindowAttention layout (logit_scale, cpb_mlp, relative_coords_table)"
     if patch_type is _TorchvisionAttention:
-        if hasattr(module, "logit_scale") or hasattr(module, "cpb_mlp"):
-            return "Swin V2 (cosine attention) is not supported"
         table, heads = module.relative_position_bias_table, module.num_heads
     elif patch_type is _TimmAttention:
         table, heads = module.relative_position_bias_table, module.num_heads

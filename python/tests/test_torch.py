@@ -16,6 +16,7 @@ above the tolerance.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -78,10 +79,16 @@ def _sharpen(torch, model, seed=0):
         for name, p in model.named_parameters():
             if "relative_position_bias_table" in name:
                 p.copy_(torch.randn(p.shape, generator=gen))
+            elif name.endswith("logit_scale"):  # SwinV2: s_h = exp(.) in [2, 200], clamped at 100
+                p.copy_(torch.empty(p.shape).uniform_(math.log(2), math.log(200), generator=gen))
             elif p.dim() == 2:
                 p.copy_(torch.randn(p.shape, generator=gen) * (2.0 / p.shape[1] ** 0.5))
             elif "bias" in name:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            elif p.dim() == 1 and name.endswith("weight") and not p.any():
+                # timm's SwinV2 zero-inits the post-norms of the residual
+                # branches: the attention would not reach the output at all
+                p.fill_(1.0)
     return model
 
 
@@ -328,6 +335,24 @@ def test_timm_bfloat16(torch, timm_swin, opts):
     assert _rel_err(got, want) <= 2 * _rel_err(torch_bf16, want) + 2e-2
 
 
+@pytest.mark.parametrize("img,window", [
+    (64, 4),   # 16x16 (shift 2), 8x8
+    (40, 4),   # 10x10 and 5x5: padded (timm shifts, then pads)
+    (56, 7),   # 14x14, 7x7
+])
+@pytest.mark.aot
+def test_timm_v2_model(torch, opts, img, window):
+    """SwinV2: cosine attention and the continuous position bias (cpb_mlp)."""
+    pytest.importorskip("timm")
+    timm_v2 = pytest.importorskip("timm.models.swin_transformer_v2")
+    torch.manual_seed(0)
+    model = timm_v2.SwinTransformerV2(img_size=img, patch_size=4, window_size=window,
+                                      embed_dim=32, depths=(2, 2), num_heads=(2, 4),
+                                      num_classes=10)
+    _sharpen(torch, model).eval()
+    _compare_model(torch, model, torch.randn(2, 3, img, img), 4, opts)
+
+
 # --------------------------------------------------------------------------- #
 # torchvision
 # --------------------------------------------------------------------------- #
@@ -354,15 +379,21 @@ def test_torchvision_model(torch, tv_swin, opts, hw, window, depths, layout):
     _compare_model(torch, model, torch.randn(2, 3, *hw), 2 * len(depths), opts, layout=layout)
 
 
+@pytest.mark.parametrize("layout", ["auto", "windows"])
+@pytest.mark.parametrize("hw,window", [
+    ((32, 32), (4, 4)),   # 8x8 then 4x4 (= window: shift dropped)
+    ((40, 40), (4, 4)),   # 10x10, 5x5: padded (pad, then shift)
+])
 @pytest.mark.aot
-def test_torchvision_v2_not_patched(torch, tv_swin, opts):
+def test_torchvision_v2_model(torch, tv_swin, opts, hw, window, layout):
+    """SwinV2: cosine attention and the continuous position bias (cpb_mlp)."""
     torch.manual_seed(0)
-    model = tv_swin.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2], num_heads=[2],
-                                    window_size=[4, 4], num_classes=10,
+    model = tv_swin.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2],
+                                    num_heads=[2, 4], window_size=list(window), num_classes=10,
                                     block=tv_swin.SwinTransformerBlockV2,
                                     downsample_layer=tv_swin.PatchMergingV2)
-    with pytest.warns(UserWarning, match="V2"):
-        assert st.swap_attention(model, **opts) == 0
+    _sharpen(torch, model)
+    _compare_model(torch, model, torch.randn(2, 3, *hw), 4, opts, layout=layout)
 
 
 # --------------------------------------------------------------------------- #
