@@ -69,6 +69,13 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     kwargs = {"img_size": args.img} if args.img else {}
     model = timm.create_model(args.model, pretrained=args.pretrained, **kwargs).eval()
+    if not args.pretrained:
+        # timm's SwinV2 zero-initialises the post-norms of the residual branches:
+        # untrained, its attention would not reach the logits at all.
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if p.dim() == 1 and name.endswith("weight") and not p.any():
+                    p.fill_(1.0)
     size = args.img or model.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
     x = torch.randn(args.batch, 3, size, size)
 
