@@ -25,8 +25,8 @@ timm                   ``timm.models.swin_transformer.WindowAttention`` (window
                        Swin's ``(resolution, shift)`` mask) and, when
                        ``layout="auto"``, its parent ``SwinTransformerBlock._attn``
                        (token layout: roll/pad/partition done by the kernel)
-timm (SwinV2)          ``timm.models.swin_transformer_v2.WindowAttention`` (window
-                       layout, mask identified as above)
+timm (SwinV2)          ``timm.models.swin_transformer_v2.WindowAttention`` and
+                       ``SwinTransformerV2Block._attn``, as for timm above
 torchvision            ``torchvision.models.swin_transformer.ShiftedWindowAttention``
                        and ``...V2``; token layout when the map is at least one
                        window on both axes, else window layout with torch-side
@@ -409,6 +409,25 @@ class _Patch:
         table = m.cpb_mlp(m.relative_coords_table).reshape(-1, heads)
         return self.table(16.0 * torch.sigmoid(table), window, heads, index, dtype)
 
+    def attention_core(self, torch, m, window, heads, dtype, qkv_bias, scale):
+        """``(table, scale, qkv_bias, logit_scale)`` of a Swin (V1) or SwinV2 attention module.
+
+        V1: its learned table, ``scale`` and ``qkv_bias`` as given, no logit
+        scale.  V2: the continuous position bias table, scale 1 (the kernel
+        then runs on q/k prepared by :func:`_cosine_qk` with ``logit_scale``)
+        and the key third of ``qkv_bias`` zeroed, as both timm and torchvision
+        V2 do.
+        """
+        index = getattr(m, "relative_position_index", None)
+        if not _is_swinv2(m):
+            table = self.table(m.relative_position_bias_table, window, heads, index, dtype)
+            return table, scale, qkv_bias, None
+        if qkv_bias is not None:
+            qkv_bias = qkv_bias.detach().clone()
+            third = qkv_bias.numel() // 3
+            qkv_bias[third:2 * third] = 0
+        return self.cpb_table(torch, m, window, heads, index, dtype), 1.0, qkv_bias, m.logit_scale
+
     def mask_config(self, mask, window, num_windows) -> dict:
         """``resolution``/``shift`` kwargs for a window-layout kernel applying ``mask``."""
         if mask is None:
@@ -491,6 +510,26 @@ def _cosine_qk(torch, q, k, logit_scale, head_axis: int) -> None:
     k.div_(torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min_(1e-12))
 
 
+def _packed_inputs(torch, x, weight, bias, heads, head_dim, logit_scale):
+    """Packed qkv ``[B, L, 3, heads, head_dim]``, prepared for cosine attention when
+    ``logit_scale`` is given (SwinV2), and the padded tokens' ``[3, C]`` q/k/v.
+
+    The padded rows need no normalisation: SwinV2's key bias is zero, so a
+    padded key is 0 either way, and a padded query only gives outputs that are
+    cropped."""
+    qkv = _qkv_packed(torch, x, weight, bias, heads, head_dim)
+    if logit_scale is not None:
+        _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], logit_scale, head_axis=2)
+    return qkv, _pad_rows(torch, bias, heads * head_dim)
+
+
+def _timm_qkv_bias(torch, attn):
+    """timm's qkv bias: ``qkv.bias`` (V1) or ``cat(q_bias, k_bias, v_bias)`` (V2)."""
+    if getattr(attn, "q_bias", None) is None:
+        return attn.qkv.bias
+    return torch.cat((attn.q_bias, attn.k_bias, attn.v_bias))
+
+
 def _is_swinv2(module) -> bool:
     return all(hasattr(module, a) for a in ("logit_scale", "cpb_mlp", "relative_coords_table"))
 
@@ -534,19 +573,19 @@ class _TimmV2Attention(_Patch):
         if n != window[0] * window[1]:
             raise _Fallback(f"{n} tokens per window, window is {window}")
         cfg = self.mask_config(mask, window, b)
-        table = self.cpb_table(torch, m, window, heads,
-                               getattr(m, "relative_position_index", None), x.dtype)
-        kern = self.kernel(window, heads, head_dim, 1.0, dtype, **cfg)
-        bias = None if m.q_bias is None else torch.cat((m.q_bias, m.k_bias, m.v_bias))
-        qkv = torch.nn.functional.linear(x, m.qkv.weight, bias)
+        table, scale, qkv_bias, logit_scale = self.attention_core(
+            torch, m, window, heads, x.dtype, _timm_qkv_bias(torch, m), None)
+        kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg)
+        qkv = torch.nn.functional.linear(x, m.qkv.weight, qkv_bias)
         q, k, v = _qkv_windows(torch, qkv, b, n, heads, head_dim)
-        _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
+        _cosine_qk(torch, q, k, logit_scale, head_axis=1)
         out = kern(q, k, v, table)
         return m.proj_drop(m.proj(out))
 
 
 class _TimmBlock(_Patch):
-    """``timm.models.swin_transformer.SwinTransformerBlock._attn(x)`` (token layout)."""
+    """``SwinTransformerBlock._attn(x)`` of timm's swin_transformer and (SwinV2)
+    swin_transformer_v2 (token layout)."""
 
     framework = "timm"
     attr = "_attn"
@@ -572,16 +611,17 @@ class _TimmBlock(_Patch):
         heads = attn.num_heads
         attn_dim = attn.qkv.out_features // 3
         head_dim = attn_dim // heads
-        kern = self.kernel(window, heads, head_dim, attn.scale, dtype, layout="tokens",
+        table, scale, qkv_bias, logit_scale = self.attention_core(
+            torch, attn, window, heads, x.dtype, _timm_qkv_bias(torch, attn),
+            getattr(attn, "scale", None))
+        kern = self.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
                            resolution=(h, w), shift=shift, packed_qkv=True,
                            padding="shift_then_pad" if padded != (h, w) else None)
         if kern.config.window != window or kern.config.shift != shift:
             raise _Fallback("Swin's small-map rule changes this block's window")
-        table = self.table(attn.relative_position_bias_table, window, heads,
-                           getattr(attn, "relative_position_index", None), x.dtype)
-        qkv = _qkv_packed(torch, x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias, heads,
-                          head_dim)
-        out = kern(qkv, table, pad_qkv=_pad_rows(torch, attn.qkv.bias, attn_dim))
+        qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
+                                      heads, head_dim, logit_scale)
+        out = kern(qkv, table, pad_qkv=pad_qkv)
         out = attn.proj_drop(attn.proj(out))
         return out.view(b, h, w, -1)
 
@@ -604,34 +644,16 @@ class _TorchvisionAttention(_Patch):
         pad_h, pad_w = (-(-h // window[0]) * window[0], -(-w // window[1]) * window[1])
         shift = tuple(0 if ws >= p else int(s) for ws, p, s in zip(window, (pad_h, pad_w),
                                                                    m.shift_size))
-        index = getattr(m, "relative_position_index", None)
-        qkv_bias = m.qkv.bias
-        if _is_swinv2(m):  # cosine attention (see _cosine_qk); V2 zeroes the key bias
-            table = self.cpb_table(torch, m, window, heads, index, x.dtype)
-            scale = 1.0
-            if qkv_bias is not None:
-                qkv_bias = qkv_bias.detach().clone()
-                qkv_bias[c:2 * c] = 0
-        else:
-            table = self.table(m.relative_position_bias_table, window, heads, index, x.dtype)
-            scale = None
-
-        def cosine(q, k, head_axis):
-            if scale is not None:
-                _cosine_qk(torch, q, k, m.logit_scale, head_axis)
-
+        table, scale, qkv_bias, logit_scale = self.attention_core(
+            torch, m, window, heads, x.dtype, m.qkv.bias, None)
         pads = (pad_h, pad_w) != (h, w)
         if self.options.layout == "auto" and h >= window[0] and w >= window[1]:
             kern = self.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
                                resolution=(h, w), shift=shift, packed_qkv=True,
                                padding="pad_then_shift" if pads else None)
             if kern.config.window == window and kern.config.shift == shift:
-                qkv = _qkv_packed(torch, x.reshape(b, h * w, c), m.qkv.weight, qkv_bias, heads,
-                                  head_dim)
-                cosine(qkv[:, :, 0], qkv[:, :, 1], head_axis=2)
-                pad_qkv = _pad_rows(torch, qkv_bias, c)
-                pad_view = pad_qkv.view(3, heads, head_dim)
-                cosine(pad_view[0], pad_view[1], head_axis=0)
+                qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), m.qkv.weight,
+                                              qkv_bias, heads, head_dim, logit_scale)
                 out = kern(qkv, table, pad_qkv=pad_qkv)
                 return F.linear(out, m.proj.weight, m.proj.bias).view(b, h, w, c)
         # window layout: pad, roll and partition in torch exactly as torchvision does
@@ -648,7 +670,8 @@ class _TorchvisionAttention(_Patch):
             raise _Fallback("kernel configuration differs from torchvision's")
         q, k, v = _qkv_windows(torch, F.linear(xw, m.qkv.weight, qkv_bias), xw.shape[0], n,
                                heads, head_dim)
-        cosine(q, k, head_axis=1)
+        if logit_scale is not None:
+            _cosine_qk(torch, q, k, logit_scale, head_axis=1)
         out = F.linear(kern(q, k, v, table), m.proj.weight, m.proj.bias)
         out = out.view(b, nh, nw, window[0], window[1], c).permute(0, 1, 3, 2, 4, 5)
         out = out.reshape(b, pad_h, pad_w, c)
@@ -743,6 +766,7 @@ def _classes():
     timm_swin_v2 = sys.modules.get("timm.models.swin_transformer_v2")
     if timm_swin_v2 is not None:
         found.append(("timm", getattr(timm_swin_v2, "WindowAttention", None), _TimmV2Attention))
+        found.append(("timm", getattr(timm_swin_v2, "SwinTransformerV2Block", None), _TimmBlock))
     tv_swin = sys.modules.get("torchvision.models.swin_transformer")
     if tv_swin is not None:
         found.append(("torchvision", getattr(tv_swin, "ShiftedWindowAttention", None),

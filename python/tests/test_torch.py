@@ -340,8 +340,9 @@ def test_timm_bfloat16(torch, timm_swin, opts):
     (40, 4),   # 10x10 and 5x5: padded (timm shifts, then pads)
     (56, 7),   # 14x14, 7x7
 ])
+@pytest.mark.parametrize("layout", ["auto", "windows"])
 @pytest.mark.aot
-def test_timm_v2_model(torch, opts, img, window):
+def test_timm_v2_model(torch, opts, img, window, layout):
     """SwinV2: cosine attention and the continuous position bias (cpb_mlp)."""
     pytest.importorskip("timm")
     timm_v2 = pytest.importorskip("timm.models.swin_transformer_v2")
@@ -350,7 +351,9 @@ def test_timm_v2_model(torch, opts, img, window):
                                       embed_dim=32, depths=(2, 2), num_heads=(2, 4),
                                       num_classes=10)
     _sharpen(torch, model).eval()
-    _compare_model(torch, model, torch.randn(2, 3, img, img), 4, opts)
+    stats = _compare_model(torch, model, torch.randn(2, 3, img, img), 4, opts, layout=layout)
+    block_level = [s for s in stats if s["method"] == "_attn"]
+    assert len(block_level) == (4 if layout == "auto" else 0)
 
 
 # --------------------------------------------------------------------------- #
