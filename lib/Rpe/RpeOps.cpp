@@ -332,8 +332,8 @@ void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
 // WindowPartitionOp, WindowReverseOp
 //===----------------------------------------------------------------------===//
 
-/// Verifies the feature-map attributes and returns [batch, L, C] checks'
-/// common facts: the windows per image and the tokens per window.
+/// Verifies the feature-map attributes and that `mapType` is [batch, L, C]
+/// with L the resolution's token count and C static.
 static LogicalResult
 verifyFeatureMap(Operation *op, ArrayRef<int64_t> resolution,
                  ArrayRef<int64_t> window, ArrayRef<int64_t> shift,
@@ -352,9 +352,20 @@ verifyFeatureMap(Operation *op, ArrayRef<int64_t> resolution,
   return success();
 }
 
-/// Checks that `windows` is `batch * nW` (either may be dynamic).
-static LogicalResult verifyWindowCount(Operation *op, int64_t batch,
-                                       int64_t windows, int64_t perImage) {
+/// The checks shared by both directions between a feature map and its
+/// windows: one element type, and `batch * nW` windows (either count may be
+/// dynamic, but not only one of them).
+static LogicalResult verifyMapAndWindows(Operation *op,
+                                         RankedTensorType mapType,
+                                         RankedTensorType windowsType,
+                                         ArrayRef<int64_t> resolution,
+                                         ArrayRef<int64_t> window) {
+  if (mapType.getElementType() != windowsType.getElementType())
+    return op->emitOpError() << "expects the result to have the input's "
+                                "element type";
+  int64_t perImage =
+      rpe::getNumWindows(getPaddedResolution(resolution, window), window);
+  int64_t batch = mapType.getDimSize(0), windows = windowsType.getDimSize(0);
   if (ShapedType::isDynamic(batch) != ShapedType::isDynamic(windows) ||
       (!ShapedType::isDynamic(batch) && batch * perImage != windows))
     return op->emitOpError()
@@ -391,13 +402,8 @@ LogicalResult WindowPartitionOp::verify() {
     return emitOpError() << "expects a result of shape [windows, heads, " << n
                          << ", head_dim] with heads * head_dim = " << channels
                          << ", got " << formatShape(resultType.getShape());
-  if (resultType.getElementType() != inputType.getElementType())
-    return emitOpError() << "expects the result to have the input's element "
-                            "type";
-  int64_t perImage = rpe::getNumWindows(
-      getPaddedResolution(getResolution(), getWindow()), getWindow());
-  return verifyWindowCount(*this, inputType.getDimSize(0),
-                           resultType.getDimSize(0), perImage);
+  return verifyMapAndWindows(*this, inputType, resultType, getResolution(),
+                             getWindow());
 }
 
 LogicalResult WindowReverseOp::verify() {
@@ -413,13 +419,8 @@ LogicalResult WindowReverseOp::verify() {
     return emitOpError() << "expects an input of shape [windows, " << n << ", "
                          << channels << "], got "
                          << formatShape(inputType.getShape());
-  if (resultType.getElementType() != inputType.getElementType())
-    return emitOpError() << "expects the result to have the input's element "
-                            "type";
-  int64_t perImage = rpe::getNumWindows(
-      getPaddedResolution(getResolution(), getWindow()), getWindow());
-  return verifyWindowCount(*this, resultType.getDimSize(0),
-                           inputType.getDimSize(0), perImage);
+  return verifyMapAndWindows(*this, resultType, inputType, getResolution(),
+                             getWindow());
 }
 
 //===----------------------------------------------------------------------===//
