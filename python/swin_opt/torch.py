@@ -500,8 +500,11 @@ def _cosine_qk(torch, q, k, logit_scale, head_axis: int) -> None:
     ``k_j / |k_j|``.  ``q``/``k`` are views whose axis ``head_axis`` is the
     head (they may be slices of the packed qkv, which is then changed in
     place); the bias table and the shift mask are added after the product in
-    both forms, so a scale-1 kernel on the normalised q/k is exact.
+    both forms, so a scale-1 kernel on the normalised q/k is exact.  Nothing
+    to do when ``logit_scale`` is None (Swin V1).
     """
+    if logit_scale is None:
+        return
     heads = q.shape[head_axis]
     s = torch.clamp(logit_scale.detach().float(), max=math.log(100.0)).exp()
     s = s.reshape((heads,) + (1,) * (q.dim() - head_axis - 1)).to(q.dtype)
@@ -518,8 +521,7 @@ def _packed_inputs(torch, x, weight, bias, heads, head_dim, logit_scale):
     padded key is 0 either way, and a padded query only gives outputs that are
     cropped."""
     qkv = _qkv_packed(torch, x, weight, bias, heads, head_dim)
-    if logit_scale is not None:
-        _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], logit_scale, head_axis=2)
+    _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], logit_scale, head_axis=2)
     return qkv, _pad_rows(torch, bias, heads * head_dim)
 
 
@@ -536,45 +538,23 @@ def _is_swinv2(module) -> bool:
 
 # ---- timm ------------------------------------------------------------------ #
 class _TimmAttention(_Patch):
-    """``timm.models.swin_transformer.WindowAttention.forward(x, mask=None)``."""
+    """``WindowAttention.forward(x, mask=None)`` of timm's swin_transformer and (SwinV2)
+    swin_transformer_v2 (window layout)."""
 
     framework = "timm"
 
     def run(self, torch, m, x, mask=None):
         dtype = self.common_checks(torch, m, x)
         b, n, _ = x.shape
-        window = tuple(m.window_size)
+        window = tuple(int(s) for s in m.window_size)
         heads = m.num_heads
         attn_dim = m.qkv.out_features // 3
         head_dim = attn_dim // heads
         if n != window[0] * window[1]:
             raise _Fallback(f"{n} tokens per window, window is {window}")
         cfg = self.mask_config(mask, window, b)
-        table = self.table(m.relative_position_bias_table, window, heads,
-                           getattr(m, "relative_position_index", None), x.dtype)
-        kern = self.kernel(window, heads, head_dim, m.scale, dtype, **cfg)
-        q, k, v = _qkv_windows(torch, m.qkv(x), b, n, heads, head_dim)
-        out = kern(q, k, v, table)
-        return m.proj_drop(m.proj(out))
-
-
-class _TimmV2Attention(_Patch):
-    """``timm.models.swin_transformer_v2.WindowAttention.forward(x, mask=None)``: cosine
-    attention with continuous position bias, as a scale-1 kernel on normalised q/k."""
-
-    framework = "timm"
-
-    def run(self, torch, m, x, mask=None):
-        dtype = self.common_checks(torch, m, x)
-        b, n, c = x.shape
-        window = tuple(int(s) for s in m.window_size)
-        heads = m.num_heads
-        head_dim = c // heads
-        if n != window[0] * window[1]:
-            raise _Fallback(f"{n} tokens per window, window is {window}")
-        cfg = self.mask_config(mask, window, b)
         table, scale, qkv_bias, logit_scale = self.attention_core(
-            torch, m, window, heads, x.dtype, _timm_qkv_bias(torch, m), None)
+            torch, m, window, heads, x.dtype, _timm_qkv_bias(torch, m), getattr(m, "scale", None))
         kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg)
         qkv = torch.nn.functional.linear(x, m.qkv.weight, qkv_bias)
         q, k, v = _qkv_windows(torch, qkv, b, n, heads, head_dim)
@@ -670,8 +650,7 @@ class _TorchvisionAttention(_Patch):
             raise _Fallback("kernel configuration differs from torchvision's")
         q, k, v = _qkv_windows(torch, F.linear(xw, m.qkv.weight, qkv_bias), xw.shape[0], n,
                                heads, head_dim)
-        if logit_scale is not None:
-            _cosine_qk(torch, q, k, logit_scale, head_axis=1)
+        _cosine_qk(torch, q, k, logit_scale, head_axis=1)
         out = F.linear(kern(q, k, v, table), m.proj.weight, m.proj.bias)
         out = out.view(b, nh, nw, window[0], window[1], c).permute(0, 1, 3, 2, 4, 5)
         out = out.reshape(b, pad_h, pad_w, c)
@@ -765,7 +744,7 @@ def _classes():
         found.append(("timm", getattr(timm_swin, "SwinTransformerBlock", None), _TimmBlock))
     timm_swin_v2 = sys.modules.get("timm.models.swin_transformer_v2")
     if timm_swin_v2 is not None:
-        found.append(("timm", getattr(timm_swin_v2, "WindowAttention", None), _TimmV2Attention))
+        found.append(("timm", getattr(timm_swin_v2, "WindowAttention", None), _TimmAttention))
         found.append(("timm", getattr(timm_swin_v2, "SwinTransformerV2Block", None), _TimmBlock))
     tv_swin = sys.modules.get("torchvision.models.swin_transformer")
     if tv_swin is not None:
@@ -782,16 +761,14 @@ def _classes():
 
 def _supported(patch_type, module) -> Optional[str]:
     """None if ``module`` can be patched by ``patch_type``, else why not."""
-    if patch_type in (_TorchvisionAttention, _TimmV2Attention) and _is_swinv2(module):
+    if patch_type in (_TorchvisionAttention, _TimmAttention) and _is_swinv2(module):
         mlp_out = getattr(module.cpb_mlp[-1], "out_features", None)
         if mlp_out != module.num_heads:
             return f"cpb_mlp gives {mlp_out} columns for {module.num_heads} heads"
         return None
-    if patch_type is _TimmV2Attention:
-        return "not the SwinV2 WindowAttention layout (logit_scale, cpb_mlp, relative_coords_table)"
-    if patch_type is _TorchvisionAttention:
-        table, heads = module.relative_position_bias_table, module.num_heads
-    elif patch_type is _TimmAttention:
+    if patch_type in (_TorchvisionAttention, _TimmAttention):
+        if not hasattr(module, "relative_position_bias_table"):
+            return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
         table, heads = module.relative_position_bias_table, module.num_heads
     elif patch_type is _TimmBlock:
         if not callable(getattr(type(module), "_attn", None)):
