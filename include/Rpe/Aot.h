@@ -66,6 +66,10 @@ struct KernelConfig {
   std::string target = "cpu";
   /// Host CPU to generate code for ("native" for this machine).
   std::string cpu = "native";
+  /// The fused kernel: "tiles" (CPU), "warps" (GPU tensor cores) or
+  /// "rows" (GPU, a thread per query row); empty: the target's default.
+  /// The GPU kernels also compile for the CPU, to test them on the host.
+  std::string kernel;
   /// GPU architecture and PTX features (nvptx).
   std::string chip = "sm_90";
   std::string ptxFeatures = "+ptx80";
@@ -151,6 +155,8 @@ struct GpuKernel {
   llvm::SmallVector<Param> params;
   /// Threads per block; the grid is (windows * heads).
   int64_t blockSize = 0;
+  /// (window, head) items per block: the grid is ceil(items / this).
+  int64_t itemsPerBlock = 1;
 };
 
 /// Compiles the module of buildKernelModule into a GPU kernel: `format` is

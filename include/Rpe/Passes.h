@@ -7,6 +7,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -22,6 +24,10 @@
 #endif
 
 namespace mlir::rpe {
+
+/// Set by rpe-lower-fused-attention{target=gpu} on the function holding the
+/// launch: the (window, head) items one block of the kernel computes.
+inline constexpr llvm::StringLiteral kItemsPerBlockAttr = "rpe.items_per_block";
 
 #define GEN_PASS_DECL
 #include "Rpe/Passes.h.inc"
@@ -45,11 +51,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "vector-width",
       llvm::cl::desc("f32 lanes per vector in the fused kernel"),
       llvm::cl::init(8)};
-  PassOptions::Option<bool> rowKernel{
-      *this, "row-kernel",
-      llvm::cl::desc("Use the GPU's row-parallel fused kernel (to test it on "
-                     "the host)"),
-      llvm::cl::init(false)};
+  PassOptions::Option<std::string> kernel{
+      *this, "kernel",
+      llvm::cl::desc("The fused kernel: tiles (the CPU's), or the GPU's rows "
+                     "or warps, run on the host to test them"),
+      llvm::cl::init("tiles")};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
       llvm::cl::desc("Run windows x heads in parallel through OpenMP"),
@@ -76,6 +82,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("What gpu.binary holds: isa (PTX), bin (cubin), fatbin, "
                      "or none (stop at the NVVM dialect)"),
       llvm::cl::init("isa")};
+  PassOptions::Option<std::string> kernel{
+      *this, "kernel",
+      llvm::cl::desc("warps (tensor cores, where the op qualifies, else "
+                     "rows) or rows (a thread per query row)"),
+      llvm::cl::init("warps")};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit (libdevice, ptxas); passed explicitly "
@@ -88,7 +99,7 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
 /// then the host lowering; swin-aot runs the parts and keeps the kernel.
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
 /// Fusion, bufferization, the fused op as a gpu.launch, kernel outlining.
-void buildGpuKernelPipeline(OpPassManager &pm);
+void buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel = "warps");
 /// The NVVM target and the device lowering of the gpu.module.
 void buildGpuDevicePipeline(OpPassManager &pm,
                             const GpuPipelineOptions &options);

@@ -124,19 +124,35 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     `score-block-bytes`: the softmax of a row always sees the whole row, so
     a single pass suffices and no online rescaling is needed.
 
-    `strategy=rows` emits instead the form the GPU pipeline maps to threads:
-    a parallel loop over (window, head) around a parallel loop over query
-    rows, each row an online softmax over the keys (running max `m`, sum
-    `l` and rescaled accumulator), with the bias read from the table at
-    `idx(i, j)` and the mask computed from the tokens' region labels in
-    closed form. It needs no scratch memory and runs on the CPU as well,
-    which is how its numbers are tested without a GPU.
+    `strategy=rows` emits instead one online softmax per query row (running
+    max `m`, sum `l` and rescaled accumulator), with the bias read from the
+    table at `idx(i, j)` and the mask computed from the tokens' region
+    labels in closed form: nested `scf.parallel` loops over (window, head)
+    and rows on the host, or, with `target=gpu`, a `gpu.launch` with a
+    block per (window, head) and a thread per row. It needs no scratch and
+    takes any op; it is the GPU's fallback.
+
+    `strategy=warps` emits the tensor-core form: one warp per (window,
+    head), its keys, values, a 16-row query tile and the head's table
+    staged in shared memory, scores and `P·v` as m16n8k16 `mma.sync` tiles
+    (f16 or bf16 operands, f32 accumulators), an online softmax over blocks
+    of up to 64 keys with the row max and sum reduced by quad shuffles, and
+    the probabilities kept in registers between the two products (the C
+    fragments of S are the A fragment of P). Several warps share a block
+    for small windows. With `target=host` each warp is emulated by vectors
+    of its 32 lanes (shuffles as vector shuffles, mma.sync by its
+    definition), which is how its numbers are tested without a GPU. Ops it
+    does not take (f32 operands, a head_dim not a multiple of 16, a window
+    whose keys and values exceed 48 KiB of shared memory) get `rows`.
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"tiles\"",
            "tiles (CPU micro-kernels), rows (one online softmax per query "
-           "row, in scf.parallel loops) or gpu (the rows in a gpu.launch: "
-           "block = (window, head), thread = query row)">,
+           "row) or warps (a warp per (window, head) on tensor-core tiles, "
+           "rows where it does not apply)">,
+    Option<"target", "target", "std::string", /*default=*/"\"host\"",
+           "host (scf.parallel loops; warps emulated by 32-lane vectors) or "
+           "gpu (one gpu.launch)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
            "f32 lanes of the micro-kernels and the exponentials (8 for AVX2, "
            "16 for AVX-512); key rows are padded to min(width, 8) lanes">,
@@ -151,6 +167,8 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",

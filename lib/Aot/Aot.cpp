@@ -129,6 +129,14 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
       config.vectorWidth != 8 && config.vectorWidth != 16)
     return configError(llvm::formatv(
         "--vector-width must be 4, 8 or 16, got {0}", config.vectorWidth));
+  if (!config.kernel.empty() && config.kernel != "warps" &&
+      config.kernel != "rows" &&
+      (config.kernel != "tiles" || config.target == "nvptx"))
+    return configError(
+        "--kernel must be " +
+        std::string(config.target == "nvptx" ? "warps or rows"
+                                             : "tiles, warps or rows") +
+        " for --target=" + config.target + ", got '" + config.kernel + "'");
   if (config.target == "nvptx" && config.numTokens() > 1024)
     return configError(llvm::formatv(
         "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "
@@ -468,6 +476,8 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   options.parallel = config.parallel;
   options.fuse = config.fuse;
   options.vectorWidth = config.vectorWidth;
+  if (!config.kernel.empty())
+    options.kernel = config.kernel;
   if (!config.vectorWidth) {
     bool avx512 = false;
     if (config.cpu == "native") {
@@ -737,7 +747,8 @@ llvm::Expected<GpuKernel>
 mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
                             llvm::StringRef format) {
   PassManager kernelPm(module.getContext());
-  buildGpuKernelPipeline(kernelPm);
+  buildGpuKernelPipeline(kernelPm,
+                         config.kernel.empty() ? "warps" : config.kernel);
   if (failed(kernelPm.run(module)))
     return configError("lowering to a GPU kernel failed");
 
@@ -755,6 +766,13 @@ mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
   if (!matchPattern(launch.getBlockSizeX(), m_ConstantInt(&blockSize)))
     return configError("the GPU block size is not a constant");
   kernel.blockSize = blockSize.getSExtValue();
+  auto host = launch->getParentOfType<FunctionOpInterface>();
+  auto itemsPerBlock =
+      host ? host->getAttrOfType<IntegerAttr>(kItemsPerBlockAttr) : nullptr;
+  if (!itemsPerBlock || itemsPerBlock.getInt() < 1)
+    return configError("the GPU launch does not say how many items a block "
+                       "takes");
+  kernel.itemsPerBlock = itemsPerBlock.getInt();
   // C arguments: 0 q, 1 k, 2 v, 3 table, 4 out, 6 pad_qkv.
   SmallVector<unsigned> cArgument = {0, 1, 2};
   if (!config.table)
@@ -910,9 +928,13 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
       params.push_back(llvm::formatv("&d{0}[{1}]", i, j));
   }
   os << "  void *params[] = {" << llvm::join(params, ", ") << "};\n"
-     << "  CUresult s = cuLaunchKernel(" << name
-     << "_function, (unsigned)(windows * " << config.heads << "), 1, 1, "
-     << kernel.blockSize << ", 1, 1, 0, stream, params, 0);\n"
+     << "  CUresult s = cuLaunchKernel(" << name << "_function, (unsigned)"
+     << (kernel.itemsPerBlock == 1
+             ? llvm::formatv("(windows * {0})", config.heads).str()
+             : llvm::formatv("((windows * {0} + {1}) / {2})", config.heads,
+                             kernel.itemsPerBlock - 1, kernel.itemsPerBlock)
+                   .str())
+     << ", 1, 1, " << kernel.blockSize << ", 1, 1, 0, stream, params, 0);\n"
      << "  if (s != CUDA_SUCCESS) return " << name
      << "_fail(s, \"cuLaunchKernel\");\n"
      << "  return 0;\n}\n";

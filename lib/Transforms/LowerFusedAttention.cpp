@@ -31,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FeatureMapAddressing.h"
+#include "FusedKernelEmitter.h"
 #include "Rpe/Passes.h"
 #include "Rpe/WindowGeometry.h"
 
@@ -51,194 +52,11 @@ namespace mlir::rpe {
 
 using namespace mlir;
 using namespace mlir::rpe;
+using namespace mlir::rpe::detail;
 
-namespace {
+namespace mlir::rpe::detail {
 
-/// The tiles kernel computes its softmax in base 2: log2(e) is folded into
-/// the scale of kᵀ, into the table and into the mask value (all three, or
-/// the scores would mix bases), and exp(s - m) becomes 2^(s' - m').
-constexpr double kLog2E = 1.4426950408889634;
-
-/// Compile-time shape of one fused kernel.
-struct KernelGeometry {
-  SmallVector<int64_t> window;
-  int64_t heads, tokens, headDim, tableRows;
-  int64_t lanes;             // L: f32 lanes of the softmax, min(width, 8)
-  int64_t computeLanes;      // Lc: f32 lanes of the micro-kernels (the width)
-  int64_t registers;         // vector registers the micro-kernels block for
-  int64_t rowLength;         // Wx: innermost window extent
-  int64_t paddedRowLength;   // Wpad = roundup(Wx, L)
-  int64_t keyRows;           // R = N / Wx
-  int64_t paddedTokens;      // N' = R * Wpad
-  int64_t scoreColumns;      // roundup(N', Lc): columns of kᵀ and the scores
-  int64_t keyVectors;        // N' / L
-  int64_t computeKeyVectors; // scoreColumns / Lc
-  int64_t rowVectors;        // Wpad / L
-  int64_t valueVectors;      // ceil(d / Lc)
-  int64_t queryBlock;        // query rows per block of scores
-  /// P(t) = sum_a coord_a(t) * tableStride[a]: the table offset of a token.
-  SmallVector<int64_t> tableStrides;
-  int64_t center; // (T - 1) / 2
-
-  KernelGeometry(FusedWindowAttentionOp op, int64_t width,
-                 int64_t scoreBlockBytes)
-      : window(op.getWindow()), heads(op.getNumHeads()),
-        tokens(op.getNumTokens()), headDim(op.getHeadDim()),
-        tableRows(getNumTableRows(op.getWindow())),
-        lanes(std::min<int64_t>(width, 8)), computeLanes(width) {
-    // 16 lanes means AVX-512 and its 32 registers; else AVX2's 16.
-    registers = computeLanes >= 16 ? 32 : 16;
-    rowLength = window.back();
-    paddedRowLength = llvm::divideCeil(rowLength, lanes) * lanes;
-    keyRows = tokens / rowLength;
-    paddedTokens = keyRows * paddedRowLength;
-    scoreColumns = llvm::divideCeil(paddedTokens, computeLanes) * computeLanes;
-    keyVectors = paddedTokens / lanes;
-    computeKeyVectors = scoreColumns / computeLanes;
-    rowVectors = paddedRowLength / lanes;
-    valueVectors = llvm::divideCeil(headDim, computeLanes);
-    int64_t rowsPerBlock = scoreBlockBytes / (scoreColumns * 4);
-    queryBlock = std::clamp<int64_t>(rowsPerBlock, 1, tokens);
-    tableStrides.assign(window.size(), 1);
-    for (int64_t a = window.size() - 2; a >= 0; --a)
-      tableStrides[a] = tableStrides[a + 1] * (2 * window[a + 1] - 1);
-    center = (tableRows - 1) / 2;
-  }
-};
-
-/// Builds the kernel. Holds the builder, the operands and the geometry; each
-/// step of the algorithm is one method.
-class FusedKernelEmitter {
-public:
-  FusedKernelEmitter(ImplicitLocOpBuilder &b, FusedWindowAttentionOp op,
-                     const KernelGeometry &g)
-      : b(b), op(op), g(g), f32(b.getF32Type()),
-        vecType(VectorType::get({g.lanes}, b.getF32Type())),
-        computeType(VectorType::get({g.computeLanes}, b.getF32Type())) {}
-
-  /// The CPU kernel: register-blocked tiles (the steps above), with its
-  /// scratch allocated once (`hoistScratch`) or per (window, head).
-  LogicalResult emit(bool hoistScratch);
-  /// The row-parallel form: one online softmax per query row, as nested
-  /// scf.parallel loops (host) or one gpu.launch (block = (window, head),
-  /// thread = query row).
-  LogicalResult emitRowParallel(bool gpuLaunch);
-
-private:
-  //===--- small builders ---------------------------------------------===//
-  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value splat(double v, VectorType type = {}) {
-    return arith::ConstantOp::create(
-        b, DenseElementsAttr::get(type ? type : vecType, b.getF32FloatAttr(v)));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
-  Value mulConst(Value x, int64_t c) { return c == 1 ? x : mul(x, index(c)); }
-  Value divConst(Value x, int64_t c) {
-    return c == 1 ? x : arith::DivUIOp::create(b, x, index(c)).getResult();
-  }
-  Value remConst(Value x, int64_t c) {
-    return arith::RemUIOp::create(b, x, index(c));
-  }
-  Value toF32(Value v) {
-    Type type = v.getType();
-    Type target = f32;
-    if (auto vector = dyn_cast<VectorType>(type))
-      target = VectorType::get(vector.getShape(), f32);
-    if (getElementTypeOrSelf(type).isF32())
-      return v;
-    return arith::ExtFOp::create(b, target, v);
-  }
-  Value broadcast(Value scalar, VectorType type = {}) {
-    return vector::BroadcastOp::create(b, type ? type : vecType, scalar);
-  }
-  Value loadScalar(Value memref, ValueRange indices) {
-    return toF32(memref::LoadOp::create(b, memref, indices));
-  }
-  /// Loads `width` lanes as f32; `validLanes` < width masks the tail
-  /// (zeros).
-  Value loadVector(Value memref, ValueRange indices, int64_t validLanes,
-                   int64_t width);
-  /// Stores `width` f32 lanes in the memref's element type.
-  void storeVector(Value value, Value memref, ValueRange indices,
-                   int64_t validLanes, int64_t width);
-
-  /// `for iv in [lb, ub) step step` carrying `init`.
-  ValueRange forLoop(Value lb, Value ub, int64_t step, ValueRange init,
-                     function_ref<SmallVector<Value>(Value, ValueRange)> body);
-  /// Runs `body(localRow, rows)` on blocks of `blockRows` rows of [0, count),
-  /// then on the remaining rows one at a time.
-  void forRowBlocks(Value count, int64_t blockRows,
-                    function_ref<void(Value, int64_t)> body);
-  /// j' = j + (j / Wx) * (Wpad - Wx): the padded position of token j.
-  Value paddedPosition(Value token);
-  /// P(t) for a token index `t`.
-  Value tableOffset(Value token);
-
-  //===--- rows of q, k, v and out ------------------------------------===//
-  /// A token's head_dim channels: element e at `memref[offset + e]`.
-  struct Row {
-    Value memref, offset;
-  };
-  enum class Input { Query = 0, Key = 1, Value = 2 };
-  /// Flat views and, for the token layout, padding rows; once per call.
-  void emitFlatViews();
-  Row inputRow(Input which, Value w, Value h, Value token);
-  Row outputRow(Value w, Value h, Value token, Value discard);
-  Value loadElement(Row row, Value e) {
-    return toF32(memref::LoadOp::create(b, row.memref, add(row.offset, e)));
-  }
-
-  //===--- the row-parallel form ---------------------------------------===//
-  /// Element e of token `token`'s row of q, k or v (f32): a padding token
-  /// reads its padding row, or zero.
-  struct RowAddress {
-    Value offset, valid;
-  };
-  RowAddress rowAddress(Value w, Value h, Value token,
-                        Input which = Input::Query);
-  /// A token's row in a feature map of `parts` rows of H*d channels per
-  /// token (3 for packed q, k, v), row `part`.
-  RowAddress mapRowAddress(Value w, Value h, Value token, int64_t parts,
-                           int64_t part);
-  /// The same for the output row (merged heads: [b, t, h * d + e]).
-  RowAddress outputAddress(Value w, Value h, Value token);
-  Value loadInputElement(Input which, RowAddress row, Value h, int64_t e);
-  /// Swin's region label of token `token` of the image's window `wi`, in
-  /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
-  Value regionLabel(Value wi, Value token);
-  /// 2^x on a vector of x in [-115, 0].
-  Value exp2(Value x);
-  /// The work of query row `i` of (window w, head h).
-  void emitRow(Value w, Value h, Value i);
-
-  //===--- the steps --------------------------------------------------===//
-  Value emitReversedTables();
-  Value emitPackValues(Value w, Value h, Value scratch);
-  Value emitRegionLabels();
-  void emitPackKeys(Value w, Value h, Value kt);
-  void zeroExtraKeyColumns(Value kt);
-  void emitScores(Value w, Value h, Value kt, Value scores, Value qb,
-                  Value rows);
-  void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
-                       Value scores, Value invSums, Value qb, Value rows);
-  void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,
-                  Value valueBase, Value discard, Value qb, Value rows);
-
-  ImplicitLocOpBuilder &b;
-  FusedWindowAttentionOp op;
-  const KernelGeometry &g;
-  Type f32;
-  VectorType vecType, computeType;
-  /// 1-D views of q, k, v, out; padding value rows (token layout).
-  SmallVector<Value, 3> flatInputs, paddingRows;
-  Value flatOutput;
-  std::optional<FeatureMap> featureMap;
-};
-
-/// A 1-D view of a contiguous memref, of one type for all (any size and
-/// offset), so that rows of different buffers can be selected between.
-static Value flatten(OpBuilder &b, Location loc, Value memref) {
+Value flatten(OpBuilder &b, Location loc, Value memref) {
   auto type = cast<MemRefType>(memref.getType());
   ReassociationIndices all =
       llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
@@ -970,18 +788,19 @@ FusedKernelEmitter::outputAddress(Value w, Value h, Value token) {
 }
 
 Value FusedKernelEmitter::loadInputElement(Input which, RowAddress row, Value h,
-                                           int64_t e) {
-  Value flat = flatInputs[static_cast<int>(which)];
-  Value value =
-      toF32(memref::LoadOp::create(b, flat, add(row.offset, index(e))));
+                                           Value e, LoadFn load) {
+  auto loadAt = [&](Value memref, Value offset) {
+    return toF32(load ? load(memref, offset)
+                      : memref::LoadOp::create(b, memref, offset).getResult());
+  };
+  Value value = loadAt(flatInputs[static_cast<int>(which)], add(row.offset, e));
   if (!row.valid)
     return value;
   Value padding = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
   if (!paddingRows.empty())
-    padding =
-        toF32(memref::LoadOp::create(b, paddingRows[static_cast<int>(which)],
-                                     add(mulConst(h, g.headDim), index(e))));
-  return arith::SelectOp::create(b, row.valid, value, padding);
+    padding = loadAt(paddingRows[static_cast<int>(which)],
+                     add(mulConst(h, g.headDim), e));
+  return select(row.valid, value, padding);
 }
 
 Value FusedKernelEmitter::regionLabel(Value wi, Value token) {
@@ -1001,13 +820,11 @@ Value FusedKernelEmitter::regionLabel(Value wi, Value token) {
     }
     Value p = add(mulConst(windowCoord, g.window[a]), tokenCoord);
     auto below = [&](int64_t bound) {
-      return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, p,
-                                   index(bound));
+      return compare(arith::CmpIPredicate::ult, p, index(bound));
     };
-    Value axisLabel = arith::SelectOp::create(
-        b, below(resolution[a] - g.window[a]), index(0),
-        arith::SelectOp::create(b, below(resolution[a] - shift[a]), index(1),
-                                index(2)));
+    Value axisLabel =
+        select(below(resolution[a] - g.window[a]), index(0),
+               select(below(resolution[a] - shift[a]), index(1), index(2)));
     label = add(label, mulConst(axisLabel, weight));
     weight *= 3;
   }
@@ -1056,6 +873,7 @@ LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
   Value one = index(1);
   auto launch =
       gpu::LaunchOp::create(b, items, one, one, index(threads), one, one);
+  setItemsPerBlock(1);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value item = launch.getBlockIds().x;
   Value i = launch.getThreadIds().x;
@@ -1085,7 +903,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   SmallVector<Value> query;
   for (int64_t e = 0; e < g.headDim; ++e)
     query.push_back(arith::MulFOp::create(
-        b, loadInputElement(Input::Query, queryRow, h, e), scale));
+        b, loadInputElement(Input::Query, queryRow, h, index(e)), scale));
   Value queryOffset = tableOffset(i);
   Value windowInImage = op.hasShiftMask() ? remConst(w, imageWindows) : Value();
   Value queryLabel =
@@ -1106,7 +924,8 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
         Value s = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
         for (int64_t e = 0; e < g.headDim; ++e)
           s = math::FmaOp::create(
-              b, query[e], loadInputElement(Input::Key, keyRow, h, e), s);
+              b, query[e], loadInputElement(Input::Key, keyRow, h, index(e)),
+              s);
         // idx(i, j) = P(i) - P(j) + (T - 1) / 2
         Value idx = arith::SubIOp::create(b, add(queryOffset, index(g.center)),
                                           tableOffset(j));
@@ -1131,7 +950,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
         RowAddress valueRow = rowAddress(w, h, j, Input::Value);
         for (int64_t e = 0; e < g.headDim; ++e)
           next.push_back(math::FmaOp::create(
-              b, p, loadInputElement(Input::Value, valueRow, h, e),
+              b, p, loadInputElement(Input::Value, valueRow, h, index(e)),
               arith::MulFOp::create(b, carried[2 + e], correction)));
         return next;
       });
@@ -1157,10 +976,14 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   storeRow(outRow.offset);
 }
 
+} // namespace mlir::rpe::detail
+
+namespace {
+
 struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
-  LowerFusedAttention(MLIRContext *context, StringRef strategy, int64_t lanes,
-                      int64_t scoreBlockBytes, bool hoistScratch)
-      : OpRewritePattern(context), strategy(strategy), lanes(lanes),
+  LowerFusedAttention(MLIRContext *context, StringRef strategy, bool gpu,
+                      int64_t lanes, int64_t scoreBlockBytes, bool hoistScratch)
+      : OpRewritePattern(context), strategy(strategy), gpu(gpu), lanes(lanes),
         scoreBlockBytes(scoreBlockBytes), hoistScratch(hoistScratch) {}
 
   LogicalResult matchAndRewrite(FusedWindowAttentionOp op,
@@ -1170,9 +993,16 @@ struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
     KernelGeometry geometry(op, lanes, scoreBlockBytes);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     FusedKernelEmitter emitter(b, op, geometry);
-    LogicalResult emitted = strategy == "tiles"
-                                ? emitter.emit(hoistScratch)
-                                : emitter.emitRowParallel(strategy == "gpu");
+    LogicalResult emitted = failure();
+    if (strategy == "tiles") {
+      emitted = emitter.emit(hoistScratch);
+    } else if (std::optional<WarpTileShape> shape;
+               strategy == "warps" && (shape = getWarpTileShape(op))) {
+      emitted = emitter.emitWarpTiles(*shape, gpu);
+    } else {
+      // rows, and the ops the warp kernel does not take.
+      emitted = emitter.emitRowParallel(gpu);
+    }
     if (failed(emitted))
       return failure();
     rewriter.eraseOp(op);
@@ -1180,6 +1010,7 @@ struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
   }
 
   std::string strategy;
+  bool gpu;
   int64_t lanes, scoreBlockBytes;
   bool hoistScratch;
 };
@@ -1192,9 +1023,19 @@ struct RpeLowerFusedAttentionPass
       getOperation()->emitError("vector-width must be a power of two");
       return signalPassFailure();
     }
-    if (strategy != "tiles" && strategy != "rows" && strategy != "gpu") {
-      getOperation()->emitError("strategy must be tiles, rows or gpu, got '")
+    if (strategy != "tiles" && strategy != "rows" && strategy != "warps") {
+      getOperation()->emitError("strategy must be tiles, rows or warps, got '")
           << strategy << "'";
+      return signalPassFailure();
+    }
+    if (target != "host" && target != "gpu") {
+      getOperation()->emitError("target must be host or gpu, got '")
+          << target << "'";
+      return signalPassFailure();
+    }
+    if (strategy == "tiles" && target == "gpu") {
+      getOperation()->emitError(
+          "strategy=tiles is the CPU kernel; the GPU takes rows or warps");
       return signalPassFailure();
     }
     // Lower each op where it is (walk, not greedy: the emitted loops must
@@ -1208,8 +1049,8 @@ struct RpeLowerFusedAttentionPass
       }
       PatternRewriter rewriter(&getContext());
       rewriter.setInsertionPoint(op);
-      LowerFusedAttention pattern(&getContext(), strategy, vectorWidth,
-                                  scoreBlockBytes, hoistScratch);
+      LowerFusedAttention pattern(&getContext(), strategy, target == "gpu",
+                                  vectorWidth, scoreBlockBytes, hoistScratch);
       if (failed(pattern.matchAndRewrite(op, rewriter)))
         return signalPassFailure();
     }

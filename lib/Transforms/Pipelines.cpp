@@ -61,7 +61,7 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   if (options.fuse) {
     RpeLowerFusedAttentionOptions fused;
     fused.vectorWidth = options.vectorWidth;
-    fused.strategy = options.rowKernel ? "rows" : "tiles";
+    fused.strategy = options.kernel;
     fused.hoistScratch = !options.parallel;
     pm.addPass(createRpeLowerFusedAttention(fused));
     // No canonicalization here: it would inline the kernel's per-iteration
@@ -100,16 +100,17 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
-void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm) {
+void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel) {
   buildBufferizationPipeline(pm, /*fuse=*/true);
   // Unfused leftovers run on the host as loops.
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
 
-  // The fused attention as one gpu.launch: a block per (window, head), a
-  // thread per query row running an online softmax.
+  // The fused attention as one gpu.launch: a warp per (window, head) on
+  // tensor cores, or a block per (window, head) and a thread per row.
   RpeLowerFusedAttentionOptions fused;
-  fused.strategy = "gpu";
+  fused.strategy = kernel.str();
+  fused.target = "gpu";
   pm.addPass(createRpeLowerFusedAttention(fused));
   pm.addPass(createGpuKernelOutliningPass());
 }
@@ -141,7 +142,7 @@ void mlir::rpe::addGpuSerializationPass(OpPassManager &pm,
 
 void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
                                  const GpuPipelineOptions &options) {
-  buildGpuKernelPipeline(pm);
+  buildGpuKernelPipeline(pm, options.kernel);
   buildGpuDevicePipeline(pm, options);
 
   // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls.

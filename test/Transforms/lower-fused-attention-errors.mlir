@@ -1,9 +1,13 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention -split-input-file -verify-diagnostics
 // RUN: not swin-opt %s --rpe-lower-fused-attention=strategy=bogus 2>&1 | FileCheck %s --check-prefix=STRATEGY
 // RUN: not swin-opt %s --rpe-lower-fused-attention=vector-width=3 2>&1 | FileCheck %s --check-prefix=WIDTH
+// RUN: not swin-opt %s --rpe-lower-fused-attention=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=tiles target=gpu" 2>&1 | FileCheck %s --check-prefix=TILES
 
-// STRATEGY: error: strategy must be tiles, rows or gpu, got 'bogus'
+// STRATEGY: error: strategy must be tiles, rows or warps, got 'bogus'
 // WIDTH: error: vector-width must be a power of two
+// TARGET: error: target must be host or gpu, got 'tpu'
+// TILES: error: strategy=tiles is the CPU kernel; the GPU takes rows or warps
 
 func.func @on_tensors(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %o: tensor<?x49x96xf32>) -> tensor<?x49x96xf32> {
   // expected-error @below {{must be bufferized before rpe-lower-fused-attention}}

@@ -116,6 +116,13 @@ static cl::opt<bool> unfusedOpt(
     cl::desc("Use the unfused reference lowering (materialized bias and "
              "mask, step-by-step softmax) instead of the fused kernel"),
     cl::cat(category));
+static cl::opt<std::string> kernelOpt(
+    "kernel",
+    cl::desc("The fused kernel. nvptx: warps (tensor cores; the default, "
+             "rows where a window does not qualify) or rows (a thread per "
+             "query row). cpu: tiles (the default), or the GPU's warps or "
+             "rows run on the host, to test them"),
+    cl::cat(category));
 static cl::opt<std::string> nameOpt("name", cl::init("swin_window_attention"),
                                     cl::desc("Name of the C entry point"),
                                     cl::cat(category));
@@ -187,6 +194,7 @@ static llvm::Expected<KernelConfig> readConfig() {
     return error("--target must be cpu or nvptx, got '" + targetOpt + "'");
   config.target = targetOpt;
   config.chip = chipOpt;
+  config.kernel = kernelOpt;
   config.cudaToolkit = cudaOpt;
 
   config.resolution.assign(resolutionOpt.begin(), resolutionOpt.end());

@@ -1,0 +1,310 @@
+//===- FusedKernelEmitter.h - emitter of the fused attention kernels -----===//
+//
+// The geometry and the emitter shared by the kernels of
+// rpe-lower-fused-attention: the CPU tiles and the row-parallel form
+// (LowerFusedAttention.cpp) and the warp-level tensor-core form
+// (WarpKernel.cpp). Private to lib/Transforms.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RPE_TRANSFORMS_FUSEDKERNELEMITTER_H
+#define RPE_TRANSFORMS_FUSEDKERNELEMITTER_H
+
+#include "FeatureMapAddressing.h"
+#include "Rpe/Passes.h"
+#include "Rpe/RpeOps.h"
+#include "Rpe/WindowGeometry.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include <optional>
+
+namespace mlir::rpe::detail {
+
+/// The tiles kernel computes its softmax in base 2: log2(e) is folded into
+/// the scale of kᵀ, into the table and into the mask value (all three, or
+/// the scores would mix bases), and exp(s - m) becomes 2^(s' - m').
+constexpr double kLog2E = 1.4426950408889634;
+
+/// Compile-time shape of one fused kernel.
+struct KernelGeometry {
+  SmallVector<int64_t> window;
+  int64_t heads, tokens, headDim, tableRows;
+  int64_t lanes;             // L: f32 lanes of the softmax, min(width, 8)
+  int64_t computeLanes;      // Lc: f32 lanes of the micro-kernels (the width)
+  int64_t registers;         // vector registers the micro-kernels block for
+  int64_t rowLength;         // Wx: innermost window extent
+  int64_t paddedRowLength;   // Wpad = roundup(Wx, L)
+  int64_t keyRows;           // R = N / Wx
+  int64_t paddedTokens;      // N' = R * Wpad
+  int64_t scoreColumns;      // roundup(N', Lc): columns of kᵀ and the scores
+  int64_t keyVectors;        // N' / L
+  int64_t computeKeyVectors; // scoreColumns / Lc
+  int64_t rowVectors;        // Wpad / L
+  int64_t valueVectors;      // ceil(d / Lc)
+  int64_t queryBlock;        // query rows per block of scores
+  /// P(t) = sum_a coord_a(t) * tableStride[a]: the table offset of a token.
+  SmallVector<int64_t> tableStrides;
+  int64_t center; // (T - 1) / 2
+
+  KernelGeometry(FusedWindowAttentionOp op, int64_t width,
+                 int64_t scoreBlockBytes)
+      : window(op.getWindow()), heads(op.getNumHeads()),
+        tokens(op.getNumTokens()), headDim(op.getHeadDim()),
+        tableRows(getNumTableRows(op.getWindow())),
+        lanes(std::min<int64_t>(width, 8)), computeLanes(width) {
+    // 16 lanes means AVX-512 and its 32 registers; else AVX2's 16.
+    registers = computeLanes >= 16 ? 32 : 16;
+    rowLength = window.back();
+    paddedRowLength = llvm::divideCeil(rowLength, lanes) * lanes;
+    keyRows = tokens / rowLength;
+    paddedTokens = keyRows * paddedRowLength;
+    scoreColumns = llvm::divideCeil(paddedTokens, computeLanes) * computeLanes;
+    keyVectors = paddedTokens / lanes;
+    computeKeyVectors = scoreColumns / computeLanes;
+    rowVectors = paddedRowLength / lanes;
+    valueVectors = llvm::divideCeil(headDim, computeLanes);
+    int64_t rowsPerBlock = scoreBlockBytes / (scoreColumns * 4);
+    queryBlock = std::clamp<int64_t>(rowsPerBlock, 1, tokens);
+    tableStrides.assign(window.size(), 1);
+    for (int64_t a = window.size() - 2; a >= 0; --a)
+      tableStrides[a] = tableStrides[a + 1] * (2 * window[a + 1] - 1);
+    center = (tableRows - 1) / 2;
+  }
+};
+
+/// Compile-time shape of the warp-level (tensor-core) kernel; see
+/// WarpKernel.cpp.
+struct WarpTileShape {
+  Type element;          // f16 or bf16: the mma.sync operand type
+  int64_t queryTiles;    // ceil(N / 16): m16 tiles of query rows
+  int64_t paddedTokens;  // 16 * queryTiles: keys and values, zero padded
+  int64_t keyBlock;      // keys per online-softmax step (16..64)
+  int64_t warpsPerBlock; // (window, head) items per GPU block
+  int64_t sharedBytes;   // shared memory per warp
+};
+
+/// The warp kernel's shape for `op`, or nothing when the op does not
+/// qualify: f16/bf16 operands, head_dim a multiple of 16, and one warp's
+/// keys, values, query tile and table within a block's 48 KiB of static
+/// shared memory.
+std::optional<WarpTileShape> getWarpTileShape(FusedWindowAttentionOp op);
+
+class Warp;
+struct WarpScratch;
+
+/// Builds the kernel. Holds the builder, the operands and the geometry; each
+/// step of the algorithm is one method.
+class FusedKernelEmitter {
+public:
+  FusedKernelEmitter(ImplicitLocOpBuilder &b, FusedWindowAttentionOp op,
+                     const KernelGeometry &g)
+      : b(b), op(op), g(g), f32(b.getF32Type()),
+        vecType(VectorType::get({g.lanes}, b.getF32Type())),
+        computeType(VectorType::get({g.computeLanes}, b.getF32Type())) {}
+
+  /// The CPU kernel: register-blocked tiles (the steps above), with its
+  /// scratch allocated once (`hoistScratch`) or per (window, head).
+  LogicalResult emit(bool hoistScratch);
+  /// The row-parallel form: one online softmax per query row, as nested
+  /// scf.parallel loops (host) or one gpu.launch (block = (window, head),
+  /// thread = query row).
+  LogicalResult emitRowParallel(bool gpuLaunch);
+  /// The warp-level form (WarpKernel.cpp): one warp per (window, head),
+  /// scores and P·v on m16n8k16 tensor-core tiles (mma.sync), an online
+  /// softmax over blocks of keys with quad shuffles for the row max and
+  /// sum. On the host (`gpuLaunch` false) each warp is emulated by
+  /// vectors of its 32 lanes, which is how its numbers are tested.
+  LogicalResult emitWarpTiles(const WarpTileShape &shape, bool gpuLaunch);
+
+private:
+  //===--- small builders ---------------------------------------------===//
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value splat(double v, VectorType type = {}) {
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type ? type : vecType, b.getF32FloatAttr(v)));
+  }
+  // Index arithmetic is lane-polymorphic: an operand may be a uniform
+  // scalar or the 32 lanes of an emulated warp (vector<32xindex>, see
+  // WarpKernel.cpp); mixed operands broadcast the scalar. The address
+  // helpers below (tableOffset, regionLabel) thus serve both.
+  Value add(Value x, Value y) {
+    matchLanes(x, y);
+    return arith::AddIOp::create(b, x, y);
+  }
+  Value mul(Value x, Value y) {
+    matchLanes(x, y);
+    return arith::MulIOp::create(b, x, y);
+  }
+  Value mulConst(Value x, int64_t c) { return c == 1 ? x : mul(x, index(c)); }
+  Value divConst(Value x, int64_t c) {
+    if (c == 1)
+      return x;
+    Value y = index(c);
+    matchLanes(x, y);
+    return arith::DivUIOp::create(b, x, y);
+  }
+  Value remConst(Value x, int64_t c) {
+    Value y = index(c);
+    matchLanes(x, y);
+    return arith::RemUIOp::create(b, x, y);
+  }
+  Value sub(Value x, Value y) {
+    matchLanes(x, y);
+    return arith::SubIOp::create(b, x, y);
+  }
+  Value minConst(Value x, int64_t c) {
+    Value y = index(c);
+    matchLanes(x, y);
+    return arith::MinUIOp::create(b, x, y);
+  }
+  Value select(Value condition, Value x, Value y) {
+    matchLanes(x, y);
+    matchLanes(condition, x);
+    matchLanes(x, y);
+    return arith::SelectOp::create(b, condition, x, y);
+  }
+  Value compare(arith::CmpIPredicate predicate, Value x, Value y) {
+    matchLanes(x, y);
+    return arith::CmpIOp::create(b, predicate, x, y);
+  }
+  /// Broadcasts whichever of `x`, `y` is a scalar when the other is a
+  /// vector of lanes.
+  void matchLanes(Value &x, Value &y) {
+    auto xv = dyn_cast<VectorType>(x.getType());
+    auto yv = dyn_cast<VectorType>(y.getType());
+    if (xv && !yv)
+      y = vector::BroadcastOp::create(b, xv.clone(y.getType()), y);
+    else if (yv && !xv)
+      x = vector::BroadcastOp::create(b, yv.clone(x.getType()), x);
+  }
+  Value toF32(Value v) {
+    Type type = v.getType();
+    Type target = f32;
+    if (auto vector = dyn_cast<VectorType>(type))
+      target = VectorType::get(vector.getShape(), f32);
+    if (getElementTypeOrSelf(type).isF32())
+      return v;
+    return arith::ExtFOp::create(b, target, v);
+  }
+  Value broadcast(Value scalar, VectorType type = {}) {
+    return vector::BroadcastOp::create(b, type ? type : vecType, scalar);
+  }
+  Value loadScalar(Value memref, ValueRange indices) {
+    return toF32(memref::LoadOp::create(b, memref, indices));
+  }
+  /// Loads `width` lanes as f32; `validLanes` < width masks the tail
+  /// (zeros).
+  Value loadVector(Value memref, ValueRange indices, int64_t validLanes,
+                   int64_t width);
+  /// Stores `width` f32 lanes in the memref's element type.
+  void storeVector(Value value, Value memref, ValueRange indices,
+                   int64_t validLanes, int64_t width);
+
+  /// `for iv in [lb, ub) step step` carrying `init`.
+  ValueRange forLoop(Value lb, Value ub, int64_t step, ValueRange init,
+                     function_ref<SmallVector<Value>(Value, ValueRange)> body);
+  /// Runs `body(localRow, rows)` on blocks of `blockRows` rows of [0, count),
+  /// then on the remaining rows one at a time.
+  void forRowBlocks(Value count, int64_t blockRows,
+                    function_ref<void(Value, int64_t)> body);
+  /// j' = j + (j / Wx) * (Wpad - Wx): the padded position of token j.
+  Value paddedPosition(Value token);
+  /// P(t) for a token index `t`.
+  Value tableOffset(Value token);
+
+  //===--- rows of q, k, v and out ------------------------------------===//
+  /// A token's head_dim channels: element e at `memref[offset + e]`.
+  struct Row {
+    Value memref, offset;
+  };
+  enum class Input { Query = 0, Key = 1, Value = 2 };
+  /// Flat views and, for the token layout, padding rows; once per call.
+  void emitFlatViews();
+  Row inputRow(Input which, Value w, Value h, Value token);
+  Row outputRow(Value w, Value h, Value token, Value discard);
+  Value loadElement(Row row, Value e) {
+    return toF32(memref::LoadOp::create(b, row.memref, add(row.offset, e)));
+  }
+
+  //===--- the row-parallel form ---------------------------------------===//
+  /// Element e of token `token`'s row of q, k or v (f32): a padding token
+  /// reads its padding row, or zero.
+  struct RowAddress {
+    Value offset, valid;
+  };
+  RowAddress rowAddress(Value w, Value h, Value token,
+                        Input which = Input::Query);
+  /// A token's row in a feature map of `parts` rows of H*d channels per
+  /// token (3 for packed q, k, v), row `part`.
+  RowAddress mapRowAddress(Value w, Value h, Value token, int64_t parts,
+                           int64_t part);
+  /// The same for the output row (merged heads: [b, t, h * d + e]).
+  RowAddress outputAddress(Value w, Value h, Value token);
+  /// Loads `memref[index]`; the warp kernel's loads take lanes of indices.
+  using LoadFn = function_ref<Value(Value memref, Value index)>;
+  Value loadInputElement(Input which, RowAddress row, Value h, Value e,
+                         LoadFn load = nullptr);
+  /// Swin's region label of token `token` of the image's window `wi`, in
+  /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
+  Value regionLabel(Value wi, Value token);
+  /// 2^x on a vector of x in [-115, 0].
+  Value exp2(Value x);
+  /// The work of query row `i` of (window w, head h).
+  void emitRow(Value w, Value h, Value i);
+
+  /// Records on the enclosing function how many (window, head) items a
+  /// block of the GPU kernel takes: hosts that launch the kernel
+  /// themselves (swin-aot's runtime) size the grid from it.
+  void setItemsPerBlock(int64_t items) {
+    op->getParentOfType<FunctionOpInterface>()->setAttr(
+        kItemsPerBlockAttr, b.getI64IntegerAttr(items));
+  }
+
+  //===--- the warp-level form (WarpKernel.cpp) --------------------------===//
+  /// The work of one warp: (window, head) `item`.
+  void emitWarpItem(Warp &warp, const WarpTileShape &shape, Value item,
+                    const WarpScratch &scratch);
+  /// Copies `count` token rows of q, k or v from `first` on into `dest`
+  /// at `destBase` (element type of the shape), then zeros up to `total`.
+  void stageTokenRows(Warp &warp, const WarpTileShape &shape, Input which,
+                      Value w, Value h, Value first, Value count, int64_t total,
+                      Value dest, Value destBase);
+
+  //===--- the steps --------------------------------------------------===//
+  Value emitReversedTables();
+  Value emitPackValues(Value w, Value h, Value scratch);
+  Value emitRegionLabels();
+  void emitPackKeys(Value w, Value h, Value kt);
+  void zeroExtraKeyColumns(Value kt);
+  void emitScores(Value w, Value h, Value kt, Value scores, Value qb,
+                  Value rows);
+  void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
+                       Value scores, Value invSums, Value qb, Value rows);
+  void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,
+                  Value valueBase, Value discard, Value qb, Value rows);
+
+  ImplicitLocOpBuilder &b;
+  FusedWindowAttentionOp op;
+  const KernelGeometry &g;
+  Type f32;
+  VectorType vecType, computeType;
+  /// 1-D views of q, k, v, out; padding value rows (token layout).
+  SmallVector<Value, 3> flatInputs, paddingRows;
+  Value flatOutput;
+  std::optional<FeatureMap> featureMap;
+};
+
+/// A 1-D view of a contiguous memref, of one type for all (any size and
+/// offset), so that rows of different buffers can be selected between.
+Value flatten(OpBuilder &b, Location loc, Value memref);
+
+} // namespace mlir::rpe::detail
+
+#endif // RPE_TRANSFORMS_FUSEDKERNELEMITTER_H

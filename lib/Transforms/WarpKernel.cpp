@@ -1,0 +1,724 @@
+//===- WarpKernel.cpp - the tensor-core form of the fused attention -------===//
+//
+// One warp computes the attention of one (window b, head h), N tokens of d
+// channels, on m16n8k16 tensor-core tiles (mma.sync, f16 or bf16 operands,
+// f32 accumulators). With P(t) the table offset of token t and the softmax
+// in base 2 (log2 e folded into the scale, the table and the mask value):
+//
+//   shared: K, V (N' x d, zero rows past N), R = table[:, h] * log2 e
+//   for each tile of 16 query rows I:
+//     m = -inf, l = 0, O = 0                                 per row of I
+//     for each block J of keys:
+//       S   = q_I kᵀ_J                           mma.sync, m16n8k16
+//       S   = S * scale * log2 e + R[P(i) - P(j) + (T-1)/2]
+//             (+ mask * log2 e where labels differ) (-inf where j >= N)
+//       m'  = max(m, max_J S)                    quad shuffles (xor 1, 2)
+//       P   = 2^(S - m'),  c = 2^(m - m')
+//       l   = l c + sum_J P,  O = O c + P v_J    mma.sync, P stays in
+//       m   = m'                                 registers (C -> A layout)
+//     out_I = O / l                              via shared, a row at a time
+//
+// Fragments follow PTX's mma.m16n8k16 layouts. With lane = 4 g + t:
+//   A (16 x 16, row major) a0..a7: row g (+8 for a2, a3, a6, a7),
+//                                  column 2t + (i & 1) (+8 for a4..a7)
+//   B (16 x 8)             b0..b3: row 2t + (i & 1) (+8 for b2, b3), column g
+//   C (16 x 8)             c0..c3: row g (+8 for c2, c3), column 2t + (i & 1)
+// so the C fragments of two adjacent 8-key tiles of S are, rounded, the A
+// fragment of P for those 16 keys: no shuffle between the two products.
+//
+// The same code runs on the host with each warp emulated by vectors of its
+// 32 lanes (SIMT as SIMD): lane values are vector<32x...>, shared memory is
+// stack scratch, loads and stores are gathers and scatters, shuffles are
+// vector shuffles and mma.sync is its definition as lane permutations and
+// FMAs. That is how the kernel's numbers are tested without a GPU; only
+// the primitives of the Warp class differ between the two.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FusedKernelEmitter.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::rpe;
+using namespace mlir::rpe::detail;
+
+static constexpr int64_t kWarpSize = 32;
+/// Static shared memory a block may use without opting in to more.
+static constexpr int64_t kSharedBytesPerBlock = 48 * 1024;
+/// Several (window, head) items per block for small windows: a block of
+/// one warp would cap an SM at 32 resident warps.
+static constexpr int64_t kMaxWarpsPerBlock = 4;
+static constexpr double kLog2EWarp = 1.4426950408889634;
+
+std::optional<WarpTileShape>
+mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op) {
+  Type element = getElementTypeOrSelf(op.getQuery().getType());
+  if (!element.isF16() && !element.isBF16())
+    return std::nullopt;
+  for (Value operand : {op.getKey(), op.getValue(), op.getInit()})
+    if (getElementTypeOrSelf(operand.getType()) != element)
+      return std::nullopt;
+  int64_t d = op.getHeadDim();
+  if (d % 16 != 0)
+    return std::nullopt;
+  WarpTileShape shape;
+  shape.element = element;
+  shape.queryTiles = llvm::divideCeil(op.getNumTokens(), 16);
+  shape.paddedTokens = 16 * shape.queryTiles;
+  // The largest block of <= 64 keys that tiles N': then every block holds
+  // at least one real key (N' - N < 16), so the running max is finite.
+  int64_t tiles = shape.queryTiles;
+  shape.keyBlock = 16 * (tiles % 4 == 0   ? 4
+                         : tiles % 3 == 0 ? 3
+                         : tiles % 2 == 0 ? 2
+                                          : 1);
+  int64_t elementBytes = 2;
+  shape.sharedBytes = (16 + 2 * shape.paddedTokens) * d * elementBytes +
+                      getNumTableRows(op.getWindow()) * 4 +
+                      2 * shape.paddedTokens * 4;
+  shape.warpsPerBlock = std::min<int64_t>(
+      kMaxWarpsPerBlock, kSharedBytesPerBlock / shape.sharedBytes);
+  if (shape.warpsPerBlock == 0)
+    return std::nullopt;
+  return shape;
+}
+
+namespace mlir::rpe::detail {
+
+/// The shared memory of one warp: a query tile (16 x d, reused for the
+/// output tile), the keys and values (N' x d), the head's table (T, f32),
+/// and per key its table offset P(j) and region label (-1: padding), i32.
+/// On the GPU the buffers are the block's and `*Base` the warp's offsets.
+struct WarpScratch {
+  Value queries, keys, values, table, keyOffsets, keyLabels;
+  Value queryBase, tokenBase, tableBase, keyBase;
+};
+
+/// The primitives of a warp program. A lane value is a scalar on the GPU
+/// (each thread holds its own) and a vector<32 x T> in the host emulation.
+/// Uniform values (loop counters, token addresses) are scalars in both; the
+/// lane-polymorphic index helpers of FusedKernelEmitter mix the two.
+class Warp {
+public:
+  Warp(ImplicitLocOpBuilder &b, bool emulated) : b(b), emulated(emulated) {}
+
+  bool isEmulated() const { return emulated; }
+
+  /// The lane's index within the warp.
+  Value laneId() {
+    if (!emulated)
+      return gpu::LaneIdOp::create(b, /*upper_bound=*/nullptr);
+    SmallVector<int64_t> lanes = llvm::to_vector(llvm::seq<int64_t>(0, 32));
+    auto type = VectorType::get({kWarpSize}, b.getIndexType());
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type, ArrayRef<int64_t>(lanes)));
+  }
+
+  /// The type of a lane value of element type `element`.
+  Type laneType(Type element) {
+    return emulated ? VectorType::get({kWarpSize}, element) : element;
+  }
+
+  /// The same float constant in every lane.
+  Value constant(double value, Type element) {
+    Attribute attr = b.getFloatAttr(element, value);
+    if (emulated)
+      attr = DenseElementsAttr::get(cast<ShapedType>(laneType(element)), attr);
+    return arith::ConstantOp::create(b, cast<TypedAttr>(attr));
+  }
+
+  /// memref[index] in every lane (index uniform or per lane); lanes whose
+  /// `mask` is false read nothing and get zero.
+  Value load(Value memref, Value index, Value mask = {}) {
+    Type element = cast<MemRefType>(memref.getType()).getElementType();
+    if (!emulated) {
+      if (!mask)
+        return memref::LoadOp::create(b, memref, index);
+      auto guarded = scf::IfOp::create(b, TypeRange{element}, mask,
+                                       /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&guarded.getThenRegion().front());
+      scf::YieldOp::create(
+          b, ValueRange{memref::LoadOp::create(b, memref, index)});
+      b.setInsertionPointToStart(&guarded.getElseRegion().front());
+      scf::YieldOp::create(b, ValueRange{arith::ConstantOp::create(
+                                  b, cast<TypedAttr>(b.getZeroAttr(element)))});
+      return guarded.getResult(0);
+    }
+    auto type = VectorType::get({kWarpSize}, element);
+    Value zero = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type, b.getZeroAttr(element)));
+    return vector::GatherOp::create(b, type, memref, ValueRange{index0()},
+                                    lanes(index), laneMask(mask), zero);
+  }
+
+  /// memref[index] = value in every lane whose `mask` holds.
+  void store(Value value, Value memref, Value index, Value mask = {}) {
+    if (!emulated) {
+      if (!mask) {
+        memref::StoreOp::create(b, value, memref, index);
+        return;
+      }
+      auto guarded = scf::IfOp::create(b, mask, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&guarded.getThenRegion().front());
+      memref::StoreOp::create(b, value, memref, index);
+      return;
+    }
+    vector::ScatterOp::create(b, Type(), memref, ValueRange{index0()},
+                              lanes(index), laneMask(mask), lanes(value));
+  }
+
+  /// The value of lane (lane xor offset).
+  Value shuffleXor(Value value, int64_t offset) {
+    if (!emulated)
+      return gpu::ShuffleOp::create(b, value, offset, kWarpSize,
+                                    gpu::ShuffleMode::XOR)
+          .getShuffleResult();
+    SmallVector<int64_t> source;
+    for (int64_t lane = 0; lane < kWarpSize; ++lane)
+      source.push_back(lane ^ offset);
+    return vector::ShuffleOp::create(b, value, value, source);
+  }
+
+  /// Orders the warp's shared-memory accesses (__syncwarp).
+  void sync() {
+    if (!emulated)
+      NVVM::SyncWarpOp::create(
+          b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+  }
+
+  /// D = A B + C on one m16n8k16 tile: `a` holds a0..a7, `bOperand` b0..b3
+  /// (f16 or bf16 lane values), `c` c0..c3 (f32), in PTX's layouts.
+  SmallVector<Value, 4> mma(ArrayRef<Value> a, ArrayRef<Value> bOperand,
+                            ArrayRef<Value> c) {
+    return emulated ? emulatedMma(a, bOperand, c) : nvvmMma(a, bOperand, c);
+  }
+
+private:
+  Value index0() { return arith::ConstantIndexOp::create(b, 0); }
+
+  /// Broadcasts a uniform value to the warp's lanes (emulation only).
+  Value lanes(Value value) {
+    if (isa<VectorType>(value.getType()))
+      return value;
+    return vector::BroadcastOp::create(b, laneType(value.getType()), value);
+  }
+  Value laneMask(Value mask) {
+    if (mask)
+      return lanes(mask);
+    auto type = VectorType::get({kWarpSize}, b.getI1Type());
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type, b.getBoolAttr(true)));
+  }
+
+  SmallVector<Value, 4> nvvmMma(ArrayRef<Value> a, ArrayRef<Value> bOperand,
+                                ArrayRef<Value> c) {
+    Type element = a.front().getType();
+    bool bf16 = element.isBF16();
+    // Two elements per 32-bit register; NVVM takes bf16 pairs as i32.
+    auto pair = [&](Value x, Value y) -> Value {
+      Value packed = vector::FromElementsOp::create(
+          b, VectorType::get({2}, element), ValueRange{x, y});
+      if (!bf16)
+        return packed;
+      return LLVM::BitcastOp::create(b, b.getI32Type(), packed);
+    };
+    SmallVector<Value> aRegs, bRegs;
+    for (int64_t i = 0; i < 8; i += 2)
+      aRegs.push_back(pair(a[i], a[i + 1]));
+    for (int64_t i = 0; i < 4; i += 2)
+      bRegs.push_back(pair(bOperand[i], bOperand[i + 1]));
+    Type f32 = b.getF32Type();
+    auto resultType =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    NVVM::MMATypes type = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+    Value d = NVVM::MmaOp::create(
+        b, resultType, aRegs, bRegs, c, ArrayRef<int64_t>{16, 8, 16},
+        std::nullopt, std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value, 4> result;
+    for (int64_t i = 0; i < 4; ++i)
+      result.push_back(LLVM::ExtractValueOp::create(b, d, i));
+    return result;
+  }
+
+  /// mma.sync by its definition: c_i(lane) += sum_k A(row, k) B(k, col)
+  /// with (row, col) the lane's element i of C; A(row, k) and B(k, col) are
+  /// fetched from the lanes and registers the layouts above put them in.
+  SmallVector<Value, 4> emulatedMma(ArrayRef<Value> a, ArrayRef<Value> bOperand,
+                                    ArrayRef<Value> c) {
+    auto f32Type = VectorType::get({kWarpSize}, b.getF32Type());
+    auto widen = [&](Value v) -> Value {
+      return arith::ExtFOp::create(b, f32Type, v);
+    };
+    SmallVector<Value> aWide = llvm::map_to_vector(a, widen);
+    SmallVector<Value> bWide = llvm::map_to_vector(bOperand, widen);
+    auto gather = [&](Value v, function_ref<int64_t(int64_t)> sourceLane) {
+      SmallVector<int64_t> source;
+      for (int64_t lane = 0; lane < kWarpSize; ++lane)
+        source.push_back(sourceLane(lane));
+      return vector::ShuffleOp::create(b, v, v, source).getResult();
+    };
+    // A(g + 8 rowHalf, k) for every lane, and B(k, 2t + column).
+    DenseMap<std::pair<int64_t, int64_t>, Value> aAt, bAt;
+    for (int64_t k = 0; k < 16; ++k)
+      for (int64_t half = 0; half < 2; ++half) {
+        int64_t aRegister = (k >= 8 ? 4 : 0) + 2 * half + (k & 1);
+        aAt[{k, half}] = gather(aWide[aRegister], [&](int64_t lane) {
+          return (lane / 4) * 4 + (k % 8) / 2;
+        });
+        int64_t bRegister = (k >= 8 ? 2 : 0) + (k & 1);
+        bAt[{k, half}] = gather(bWide[bRegister], [&](int64_t lane) {
+          return (2 * (lane % 4) + half) * 4 + (k % 8) / 2;
+        });
+      }
+    SmallVector<Value, 4> result;
+    for (int64_t i = 0; i < 4; ++i) {
+      Value sum = c[i];
+      for (int64_t k = 0; k < 16; ++k)
+        sum = math::FmaOp::create(b, aAt[{k, i / 2}], bAt[{k, i % 2}], sum);
+      result.push_back(sum);
+    }
+    return result;
+  }
+
+  ImplicitLocOpBuilder &b;
+  bool emulated;
+};
+
+} // namespace mlir::rpe::detail
+
+LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
+                                                bool gpuLaunch) {
+  if (op.hasTokenLayout())
+    featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
+                       op.isShiftThenPad());
+  // (window, head) items; computed where used, so that the outlined kernel
+  // captures the query, not a count.
+  auto countItems = [&] {
+    Value windows = memref::DimOp::create(b, op.getQuery(), 0);
+    if (featureMap)
+      windows = mulConst(windows, getNumWindows(*op.getResolution(), g.window));
+    return mulConst(windows, g.heads);
+  };
+  Value items = countItems();
+
+  int64_t queryElements = 16 * g.headDim;
+  int64_t tokenElements = shape.paddedTokens * g.headDim;
+  OpBuilder::InsertionGuard guard(b);
+  if (!gpuLaunch) {
+    auto loop = scf::ParallelOp::create(
+        b, ValueRange{index(0)}, ValueRange{items}, ValueRange{index(1)});
+    b.setInsertionPointToStart(loop.getBody());
+    auto scope = memref::AllocaScopeOp::create(b, TypeRange{});
+    scope.getBodyRegion().push_back(new Block());
+    b.setInsertionPointToStart(&scope.getBodyRegion().front());
+    auto buffer = [&](int64_t elements, Type element) -> Value {
+      return memref::AllocaOp::create(b, MemRefType::get({elements}, element));
+    };
+    Type i32 = b.getI32Type();
+    WarpScratch scratch{buffer(queryElements, shape.element),
+                        buffer(tokenElements, shape.element),
+                        buffer(tokenElements, shape.element),
+                        buffer(g.tableRows, f32),
+                        buffer(shape.paddedTokens, i32),
+                        buffer(shape.paddedTokens, i32),
+                        index(0),
+                        index(0),
+                        index(0),
+                        index(0)};
+    Warp warp(b, /*emulated=*/true);
+    emitWarpItem(warp, shape, loop.getInductionVars()[0], scratch);
+    memref::AllocaScopeReturnOp::create(b, ValueRange{});
+    return success();
+  }
+
+  // A block of `warps` warps, one (window, head) each, each with its own
+  // slice of the block's shared memory.
+  int64_t warps = shape.warpsPerBlock;
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto shared = [&](int64_t elements, Type element) -> Type {
+    return MemRefType::get({warps * elements}, element,
+                           MemRefLayoutAttrInterface(), workgroup);
+  };
+  Value one = index(1);
+  Value blocks = divConst(add(items, index(warps - 1)), warps);
+  auto launch = gpu::LaunchOp::create(
+      b, blocks, one, one, index(warps * kWarpSize), one, one,
+      /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
+      /*asyncDependencies=*/{},
+      TypeRange{shared(queryElements, shape.element),
+                shared(tokenElements, shape.element),
+                shared(tokenElements, shape.element), shared(g.tableRows, f32),
+                shared(shape.paddedTokens, b.getI32Type()),
+                shared(shape.paddedTokens, b.getI32Type())});
+  setItemsPerBlock(warps);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  items = countItems();
+  Value slot = divConst(launch.getThreadIds().x, kWarpSize);
+  Value item = add(mulConst(launch.getBlockIds().x, warps), slot);
+  ArrayRef<BlockArgument> buffers = launch.getWorkgroupAttributions();
+  WarpScratch scratch{buffers[0],
+                      buffers[1],
+                      buffers[2],
+                      buffers[3],
+                      buffers[4],
+                      buffers[5],
+                      mulConst(slot, queryElements),
+                      mulConst(slot, tokenElements),
+                      mulConst(slot, g.tableRows),
+                      mulConst(slot, shape.paddedTokens)};
+  auto isItem = scf::IfOp::create(
+      b, compare(arith::CmpIPredicate::ult, item, items), /*withElse=*/false);
+  b.setInsertionPointToStart(&isItem.getThenRegion().front());
+  Warp warp(b, /*emulated=*/false);
+  emitWarpItem(warp, shape, item, scratch);
+  b.setInsertionPointToEnd(&launch.getBody().front());
+  gpu::TerminatorOp::create(b);
+  return success();
+}
+
+/// `value` (f32 or narrower, lanes or not) as `element`.
+static Value convertFloat(ImplicitLocOpBuilder &b, Value value, Type element) {
+  Type type = value.getType();
+  Type target = element;
+  if (auto vector = dyn_cast<VectorType>(type))
+    target = vector.clone(element);
+  Type from = getElementTypeOrSelf(type);
+  if (from == element)
+    return value;
+  if (from.getIntOrFloatBitWidth() < element.getIntOrFloatBitWidth())
+    return arith::ExtFOp::create(b, target, value);
+  return arith::TruncFOp::create(b, target, value);
+}
+
+void FusedKernelEmitter::stageTokenRows(Warp &warp, const WarpTileShape &shape,
+                                        Input which, Value w, Value h,
+                                        Value first, Value count, int64_t total,
+                                        Value dest, Value destBase) {
+  int64_t d = g.headDim;
+  Value lane = warp.laneId();
+  // Lanes run along the channels of a token row: each load of the warp is
+  // one contiguous row segment of the input.
+  auto forChannels = [&](Value rowBase, function_ref<Value(Value, Value)> get) {
+    for (int64_t c0 = 0; c0 < d; c0 += kWarpSize) {
+      Value channel = add(lane, index(c0));
+      Value valid = c0 + kWarpSize > d
+                        ? compare(arith::CmpIPredicate::ult, channel, index(d))
+                        : Value();
+      warp.store(convertFloat(b, get(channel, valid), shape.element), dest,
+                 add(rowBase, channel), valid);
+    }
+  };
+  forLoop(index(0), count, 1, {}, [&](Value r, ValueRange) {
+    RowAddress row = rowAddress(w, h, add(first, r), which);
+    forChannels(add(destBase, mulConst(r, d)), [&](Value channel, Value valid) {
+      return loadInputElement(which, row, h, channel,
+                              [&](Value memref, Value offset) {
+                                return warp.load(memref, offset, valid);
+                              });
+    });
+    return SmallVector<Value>{};
+  });
+  forLoop(count, index(total), 1, {}, [&](Value r, ValueRange) {
+    forChannels(add(destBase, mulConst(r, d)),
+                [&](Value, Value) { return warp.constant(0.0, f32); });
+    return SmallVector<Value>{};
+  });
+}
+
+void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
+                                      Value item, const WarpScratch &scratch) {
+  // Views are made here, inside the launch, so that the outlined kernel
+  // captures only the operands themselves.
+  for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
+    flatInputs.push_back(flatten(b, b.getLoc(), input));
+  flatOutput = flatten(b, b.getLoc(), op.getInit());
+  for (Value pad : op.getPaddingValues())
+    paddingRows.push_back(flatten(b, b.getLoc(), pad));
+  Value table = flatten(b, b.getLoc(), op.getTable());
+
+  const int64_t n = g.tokens, d = g.headDim, tableRows = g.tableRows;
+  const int64_t keyTiles = shape.keyBlock / 8, channelTiles = d / 8;
+  Type element = shape.element;
+  Value w = divConst(item, g.heads), h = remConst(item, g.heads);
+  Value lane = warp.laneId();
+  Value group = divConst(lane, 4), quadLane = remConst(lane, 4); // g, t
+  Value twiceQuadLane = mulConst(quadLane, 2);                   // 2t
+  auto ef32 = [&](Value v) { return convertFloat(b, v, f32); };
+  auto fadd = [&](Value x, Value y) { return arith::AddFOp::create(b, x, y); };
+  auto fmul = [&](Value x, Value y) { return arith::MulFOp::create(b, x, y); };
+  auto fmax = [&](Value x, Value y) {
+    return arith::MaximumFOp::create(b, x, y);
+  };
+  auto exp2 = [&](Value x) { return math::Exp2Op::create(b, x); };
+
+  // 1. The head's table, times log2 e, and the window's keys and values
+  //    into the warp's shared memory.
+  Value log2e = warp.constant(kLog2EWarp, f32);
+  for (int64_t t0 = 0; t0 < tableRows; t0 += kWarpSize) {
+    Value t = add(lane, index(t0));
+    Value valid = t0 + kWarpSize > tableRows
+                      ? compare(arith::CmpIPredicate::ult, t, index(tableRows))
+                      : Value();
+    Value entry = ef32(warp.load(table, add(mulConst(t, g.heads), h), valid));
+    warp.store(fmul(entry, log2e), scratch.table, add(scratch.tableBase, t),
+               valid);
+  }
+  // Per key: P(j) and its region label, -1 past N (the softmax's -inf),
+  // computed once here rather than in every query tile.
+  int64_t imageWindows =
+      op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
+  Value windowInImage = op.hasShiftMask() ? remConst(w, imageWindows) : Value();
+  Type i32 = b.getI32Type();
+  auto toI32 = [&](Value v) -> Value {
+    Type type = i32;
+    if (auto lanes = dyn_cast<VectorType>(v.getType()))
+      type = lanes.clone(i32);
+    return arith::IndexCastOp::create(b, type, v);
+  };
+  for (int64_t t0 = 0; t0 < shape.paddedTokens; t0 += kWarpSize) {
+    Value t = add(lane, index(t0));
+    Value valid =
+        t0 + kWarpSize > shape.paddedTokens
+            ? compare(arith::CmpIPredicate::ult, t, index(shape.paddedTokens))
+            : Value();
+    Value clamped = minConst(t, n - 1);
+    Value label =
+        windowInImage ? regionLabel(windowInImage, clamped) : index(0);
+    if (shape.paddedTokens != n)
+      label = select(compare(arith::CmpIPredicate::uge, t, index(n)), index(-1),
+                     label);
+    Value at = add(scratch.keyBase, t);
+    warp.store(toI32(tableOffset(clamped)), scratch.keyOffsets, at, valid);
+    warp.store(toI32(label), scratch.keyLabels, at, valid);
+  }
+  stageTokenRows(warp, shape, Input::Key, w, h, index(0), index(n),
+                 shape.paddedTokens, scratch.keys, scratch.tokenBase);
+  stageTokenRows(warp, shape, Input::Value, w, h, index(0), index(n),
+                 shape.paddedTokens, scratch.values, scratch.tokenBase);
+  warp.sync();
+
+  Value scaleLog2e =
+      warp.constant(op.getScale().convertToDouble() * kLog2EWarp, f32);
+  Value maskLog2e =
+      warp.constant(op.getMaskValue().convertToDouble() * kLog2EWarp, f32);
+  Value zero = warp.constant(0.0, f32);
+  Value minusInf = warp.constant(-std::numeric_limits<double>::infinity(), f32);
+
+  forLoop(
+      index(0), index(shape.queryTiles), 1, {}, [&](Value tile, ValueRange) {
+        Value first = mulConst(tile, 16);
+        Value rows = arith::MinUIOp::create(
+            b, index(16), arith::SubIOp::create(b, index(n), first));
+        // 2. The tile's 16 query rows, then their A fragments (16 channels
+        //    each): a_i = Q[g + 8 (i/2 % 2), 16 kk + 8 (i/4) + 2t + (i % 2)].
+        stageTokenRows(warp, shape, Input::Query, w, h, first, rows, 16,
+                       scratch.queries, scratch.queryBase);
+        warp.sync();
+        auto queryAt = [&](Value row, Value column) {
+          return warp.load(scratch.queries, add(scratch.queryBase,
+                                                add(mulConst(row, d), column)));
+        };
+        SmallVector<SmallVector<Value, 8>> queryFragments(d / 16);
+        for (int64_t kk = 0; kk < d / 16; ++kk)
+          for (int64_t i = 0; i < 8; ++i)
+            queryFragments[kk].push_back(queryAt(
+                add(group, index(8 * ((i / 2) % 2))),
+                add(twiceQuadLane, index(16 * kk + 8 * (i / 4) + i % 2))));
+
+        // The lane's two rows, g and g + 8, clamped into the window for the
+        // table and label arithmetic (rows past N are computed, then dropped).
+        SmallVector<Value, 2> rowOffset, rowLabel;
+        for (int64_t half = 0; half < 2; ++half) {
+          Value row = minConst(add(first, add(group, index(8 * half))), n - 1);
+          rowOffset.push_back(toI32(
+              add(tableOffset(row), add(scratch.tableBase, index(g.center)))));
+          if (windowInImage)
+            rowLabel.push_back(toI32(regionLabel(windowInImage, row)));
+        }
+
+        // 3. The online softmax over blocks of keys. State: m and l for the two
+        //    rows (l per lane: the quad's partial sums), then O's C fragments.
+        SmallVector<Value> init = {minusInf, minusInf, zero, zero};
+        init.append(4 * channelTiles, zero);
+        int64_t blocks = shape.paddedTokens / shape.keyBlock;
+        ValueRange state = forLoop(
+            index(0), index(blocks), 1, init,
+            [&](Value block, ValueRange carried) {
+              Value key0 = mulConst(block, shape.keyBlock);
+              // S = q kᵀ for 8 keys at a time:
+              //   b_i = K[key0 + 8 nj + g, 16 kk + 8 (i/2) + 2t + (i % 2)].
+              SmallVector<SmallVector<Value, 4>> scores;
+              for (int64_t nj = 0; nj < keyTiles; ++nj) {
+                Value keyRow =
+                    add(scratch.tokenBase,
+                        mulConst(add(key0, add(group, index(8 * nj))), d));
+                SmallVector<Value, 4> acc(4, zero);
+                for (int64_t kk = 0; kk < d / 16; ++kk) {
+                  SmallVector<Value, 4> keyFragment;
+                  for (int64_t i = 0; i < 4; ++i)
+                    keyFragment.push_back(warp.load(
+                        scratch.keys,
+                        add(keyRow,
+                            add(twiceQuadLane,
+                                index(16 * kk + 8 * (i / 2) + i % 2)))));
+                  acc = warp.mma(queryFragments[kk], keyFragment, acc);
+                }
+                scores.push_back(acc);
+              }
+              // s = S scale log2e + R[P(i) - P(j) + c] (+ mask) (-inf past N),
+              // element c of a tile: row g + 8 (c / 2), key 2t + (c % 2).
+              for (int64_t nj = 0; nj < keyTiles; ++nj)
+                for (int64_t column = 0; column < 2; ++column) {
+                  Value key = add(
+                      scratch.keyBase,
+                      add(key0, add(twiceQuadLane, index(8 * nj + column))));
+                  Value keyOffset = warp.load(scratch.keyOffsets, key);
+                  Value keyLabel = windowInImage || shape.paddedTokens != n
+                                       ? warp.load(scratch.keyLabels, key)
+                                       : Value();
+                  Value isPadding = shape.paddedTokens != n
+                                        ? compare(arith::CmpIPredicate::slt,
+                                                  keyLabel, toI32(index(0)))
+                                        : Value();
+                  for (int64_t half = 0; half < 2; ++half) {
+                    Value &s = scores[nj][2 * half + column];
+                    Value bias = warp.load(
+                        scratch.table, arith::IndexCastOp::create(
+                                           b, warp.laneType(b.getIndexType()),
+                                           arith::SubIOp::create(
+                                               b, rowOffset[half], keyOffset)));
+                    s = math::FmaOp::create(b, s, scaleLog2e, bias);
+                    if (windowInImage)
+                      s = fadd(s, select(compare(arith::CmpIPredicate::ne,
+                                                 rowLabel[half], keyLabel),
+                                         maskLog2e, zero));
+                    if (isPadding)
+                      s = select(isPadding, minusInf, s);
+                  }
+                }
+              // m' = max(m, the block's row max over the quad's 4 lanes);
+              // c = 2^(m - m').
+              SmallVector<Value, 2> newMax, correction;
+              for (int64_t half = 0; half < 2; ++half) {
+                Value rowMax = carried[half];
+                for (int64_t nj = 0; nj < keyTiles; ++nj)
+                  for (int64_t column = 0; column < 2; ++column)
+                    rowMax = fmax(rowMax, scores[nj][2 * half + column]);
+                rowMax = fmax(rowMax, warp.shuffleXor(rowMax, 1));
+                rowMax = fmax(rowMax, warp.shuffleXor(rowMax, 2));
+                newMax.push_back(rowMax);
+                correction.push_back(
+                    exp2(arith::SubFOp::create(b, carried[half], rowMax)));
+              }
+              // P = 2^(s - m'), rounded to the operand type; l = l c + sum P of
+              // the rounded values, so that the weights used are the ones
+              // normalized.
+              SmallVector<SmallVector<Value, 4>> probabilities;
+              SmallVector<Value, 2> sums = {zero, zero};
+              for (int64_t nj = 0; nj < keyTiles; ++nj) {
+                SmallVector<Value, 4> tileP;
+                for (int64_t c = 0; c < 4; ++c) {
+                  Value p = convertFloat(b,
+                                         exp2(arith::SubFOp::create(
+                                             b, scores[nj][c], newMax[c / 2])),
+                                         element);
+                  sums[c / 2] = fadd(sums[c / 2], ef32(p));
+                  tileP.push_back(p);
+                }
+                probabilities.push_back(tileP);
+              }
+              SmallVector<Value> next = {newMax[0], newMax[1]};
+              for (int64_t half = 0; half < 2; ++half)
+                next.push_back(math::FmaOp::create(
+                    b, carried[2 + half], correction[half], sums[half]));
+              SmallVector<SmallVector<Value, 4>> out(channelTiles);
+              for (int64_t nt = 0; nt < channelTiles; ++nt)
+                for (int64_t c = 0; c < 4; ++c)
+                  out[nt].push_back(
+                      fmul(carried[4 + 4 * nt + c], correction[c / 2]));
+              // O += P v, 16 keys at a time: P's A fragment is two C fragments
+              // of S; b_i = V[key0 + 16 kk + 8 (i/2) + 2t + (i % 2), 8 nt + g].
+              for (int64_t kk = 0; kk < shape.keyBlock / 16; ++kk) {
+                SmallVector<Value, 8> pFragment(probabilities[2 * kk].begin(),
+                                                probabilities[2 * kk].end());
+                llvm::append_range(pFragment, probabilities[2 * kk + 1]);
+                for (int64_t nt = 0; nt < channelTiles; ++nt) {
+                  SmallVector<Value, 4> valueFragment;
+                  for (int64_t i = 0; i < 4; ++i) {
+                    Value key =
+                        add(key0, add(twiceQuadLane,
+                                      index(16 * kk + 8 * (i / 2) + i % 2)));
+                    valueFragment.push_back(warp.load(
+                        scratch.values,
+                        add(scratch.tokenBase,
+                            add(mulConst(key, d), add(group, index(8 * nt))))));
+                  }
+                  out[nt] = warp.mma(pFragment, valueFragment, out[nt]);
+                }
+              }
+              for (const SmallVector<Value, 4> &fragment : out)
+                next.append(fragment.begin(), fragment.end());
+              return next;
+            });
+
+        // 4. out = O / l, l summed over the quad. The tile goes through the
+        //    query tile's shared memory so that it is stored a token row at a
+        //    time, the way the inputs were loaded.
+        SmallVector<Value, 2> inverse;
+        for (int64_t half = 0; half < 2; ++half) {
+          Value sum = state[2 + half];
+          sum = fadd(sum, warp.shuffleXor(sum, 1));
+          sum = fadd(sum, warp.shuffleXor(sum, 2));
+          inverse.push_back(
+              arith::DivFOp::create(b, warp.constant(1.0, f32), sum));
+        }
+        warp.sync();
+        for (int64_t nt = 0; nt < channelTiles; ++nt)
+          for (int64_t c = 0; c < 4; ++c) {
+            Value row = add(group, index(8 * (c / 2)));
+            Value column = add(twiceQuadLane, index(8 * nt + c % 2));
+            warp.store(convertFloat(b,
+                                    fmul(state[4 + 4 * nt + c], inverse[c / 2]),
+                                    element),
+                       scratch.queries,
+                       add(scratch.queryBase, add(mulConst(row, d), column)));
+          }
+        warp.sync();
+        Type outElement = getElementTypeOrSelf(op.getInit().getType());
+        forLoop(index(0), rows, 1, {}, [&](Value r, ValueRange) {
+          RowAddress outRow = outputAddress(w, h, add(first, r));
+          OpBuilder::InsertionGuard guard(b);
+          if (outRow.valid) {
+            auto ifReal =
+                scf::IfOp::create(b, outRow.valid, /*withElse=*/false);
+            b.setInsertionPointToStart(&ifReal.getThenRegion().front());
+          }
+          for (int64_t c0 = 0; c0 < d; c0 += kWarpSize) {
+            Value channel = add(lane, index(c0));
+            Value valid =
+                c0 + kWarpSize > d
+                    ? compare(arith::CmpIPredicate::ult, channel, index(d))
+                    : Value();
+            Value value = warp.load(
+                scratch.queries,
+                add(scratch.queryBase, add(mulConst(r, d), channel)), valid);
+            warp.store(convertFloat(b, value, outElement), flatOutput,
+                       add(outRow.offset, channel), valid);
+          }
+          return SmallVector<Value>{};
+        });
+        warp.sync();
+        return SmallVector<Value>{};
+      });
+}

@@ -1,0 +1,106 @@
+// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu" -split-input-file | FileCheck %s --check-prefix=GPU
+// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps" -split-input-file | FileCheck %s --check-prefix=HOST
+
+// Swin-T stage 1, f16, shifted: N = 49 -> N' = 64 keys, one block of 64.
+// Shared memory per warp: query tile 16x32, keys and values 64x32 (f16),
+// table 169 (f32), key offsets and labels 64 each (i32): 10.4 KB, so four
+// warps (items) per block of 128 threads; the grid rounds up.
+// GPU-LABEL: func @stage1_f16
+// GPU-SAME: attributes {rpe.items_per_block = 4 : i64}
+// GPU: %[[ITEMS:.*]] = arith.muli %{{.*}}, %c3
+// GPU: %[[ROUND:.*]] = arith.addi %[[ITEMS]], %c3
+// GPU: %[[BLOCKS:.*]] = arith.divui %[[ROUND]], %c4
+// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %[[BLOCKS]], {{.*}}) threads({{.*}}) in ({{.*}} = %c128
+// GPU-SAME: workgroup(%[[SQ:.*]] : memref<2048xf16, #gpu.address_space<workgroup>>, %[[SK:.*]] : memref<8192xf16, #gpu.address_space<workgroup>>, %[[SV:.*]] : memref<8192xf16, #gpu.address_space<workgroup>>, %[[ST:.*]] : memref<676xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xi32, #gpu.address_space<workgroup>>)
+// A warp per (window, head): item = block * 4 + thread / 32.
+// GPU: %[[SLOT:.*]] = arith.divui %{{.*}}, %c32
+// GPU: gpu.lane_id
+// The table is staged times log2(e): the softmax runs in base 2.
+// GPU: arith.mulf %{{.*}}, %{{.*}} : f32
+// GPU: memref.store %{{.*}}, %[[ST]][%{{.*}}] : memref<676xf32, #gpu.address_space<workgroup>>
+// GPU: nvvm.bar.warp.sync
+// Scores: 8 key tiles x 2 k-steps of m16n8k16, f16 operands, f32 accumulators.
+// GPU-COUNT-16: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// The row max over a quad of lanes, then 2^x.
+// GPU: gpu.shuffle xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : f32
+// GPU: gpu.shuffle xor %{{.*}}, %c2_i32{{.*}}, %c32_i32{{.*}} : f32
+// GPU: math.exp2
+// P·v: 4 k-steps of 16 keys x 4 tiles of 8 channels, P straight from the
+// score fragments (rounded to f16).
+// GPU: arith.truncf %{{.*}} : f32 to f16
+// GPU-COUNT-16: nvvm.mma.sync
+// GPU-NOT: nvvm.mma.sync
+// GPU: gpu.terminator
+
+// On the host, each lane value is a vector of the warp's 32 lanes.
+// HOST-LABEL: func @stage1_f16
+// HOST: scf.parallel
+// HOST: memref.alloca_scope
+// HOST: memref.alloca() : memref<512xf16>
+// HOST: memref.alloca() : memref<2048xf16>
+// HOST: vector.gather %{{.*}} : memref<?xf16, strided<[1], offset: ?>>, vector<32xindex>, vector<32xi1>, vector<32xf16> into vector<32xf16>
+// HOST: vector.scatter
+// mma.sync by its definition: lanes of A and B permuted, then FMAs.
+// HOST: vector.shuffle %{{.*}}, %{{.*}} [0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8,
+// HOST: math.fma %{{.*}} : vector<32xf32>
+// The quad reduction: lane ^ 1.
+// HOST: vector.shuffle %{{.*}}, %{{.*}} [1, 0, 3, 2, 5, 4,
+// HOST-NOT: nvvm
+// HOST-NOT: gpu.
+func.func @stage1_f16(%q: memref<?x3x49x32xf16>, %t: memref<169x3xf16>, %o: memref<?x49x96xf16>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf16>)
+    outs(%o : memref<?x49x96xf16>) {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
+                                     resolution = array<i64: 56, 56>, shift = array<i64: 3, 3>}
+  return
+}
+
+// -----
+
+// bf16 operands go to NVVM as i32 pairs. A 12x12 window (N' = 144) runs
+// three blocks of 48 keys; 23 KB of shared memory per warp: two warps per
+// block.
+// GPU-LABEL: func @window12_bf16
+// GPU-SAME: attributes {rpe.items_per_block = 2 : i64}
+// GPU: threads({{.*}}) in ({{.*}} = %c64
+// GPU: scf.for %{{.*}} = %c0{{.*}} to %c3 step %c1{{.*}} iter_args
+// GPU: llvm.bitcast %{{.*}} : vector<2xbf16> to i32
+// GPU: nvvm.mma.sync {{.*}} multiplicandAPtxType = #nvvm.mma_type<bf16>
+func.func @window12_bf16(%q: memref<?x2x144x32xbf16>, %t: memref<529x2xbf16>, %o: memref<?x2x144x32xbf16>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x2x144x32xbf16>, memref<?x2x144x32xbf16>, memref<?x2x144x32xbf16>, memref<529x2xbf16>)
+    outs(%o : memref<?x2x144x32xbf16>) {window = array<i64: 12, 12>, scale = 0.1767767 : f32}
+  return
+}
+
+// -----
+
+// What the tensor-core kernel does not take gets the row kernel: f32
+// operands, a head_dim that is not a multiple of 16, and a window whose keys
+// and values exceed 48 KiB of shared memory (24x24, N = 576).
+// GPU-LABEL: func @f32_rows
+// GPU-SAME: attributes {rpe.items_per_block = 1 : i64}
+// GPU-NOT: nvvm.mma.sync
+// GPU: threads({{.*}}) in ({{.*}} = %c64
+// GPU-LABEL: func @head_dim_8_rows
+// GPU-NOT: nvvm.mma.sync
+// GPU-LABEL: func @window24_rows
+// GPU-NOT: nvvm.mma.sync
+// GPU: threads({{.*}}) in ({{.*}} = %c576
+// HOST-LABEL: func @f32_rows
+// HOST-NOT: vector.gather
+// HOST: scf.parallel
+// HOST: scf.parallel
+func.func @f32_rows(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+    outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 0.1767767 : f32}
+  return
+}
+func.func @head_dim_8_rows(%q: memref<?x3x49x8xf16>, %t: memref<169x3xf16>, %o: memref<?x3x49x8xf16>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x8xf16>, memref<?x3x49x8xf16>, memref<?x3x49x8xf16>, memref<169x3xf16>)
+    outs(%o : memref<?x3x49x8xf16>) {window = array<i64: 7, 7>, scale = 0.35 : f32}
+  return
+}
+func.func @window24_rows(%q: memref<?x1x576x32xf16>, %t: memref<2209x1xf16>, %o: memref<?x1x576x32xf16>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x1x576x32xf16>, memref<?x1x576x32xf16>, memref<?x1x576x32xf16>, memref<2209x1xf16>)
+    outs(%o : memref<?x1x576x32xf16>) {window = array<i64: 24, 24>, scale = 0.1767767 : f32}
+  return
+}
