@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """GPU benchmark of the fused window-attention kernel (swin-aot --target=nvptx).
 
-    python3 bench/gpu_bench.py [--dtype f16|f32] [--repeat 20] [--chip sm_90]
+    python3 bench/gpu_bench.py [--dtype f16|bf16|f32] [--kernel warps|rows|both]
+                               [--repeat 20] [--chip sm_90]
 
-For each configuration prints the kernel time (CUDA events, median), the
-achieved bandwidth (bytes of q, k, v read and out written, over the time; the
-table is a few KiB and not counted), GFLOP/s (4 N^2 d per window-head) and,
-when PyTorch with CUDA is importable, the ratio against
-torch.nn.functional.scaled_dot_product_attention with the bias (and shift
-mask) passed as a float attention mask. Bounded to a few minutes; exits with
-a clear message where no GPU is present.
+First measures the device's copy bandwidth (cuMemcpyDtoD of 1 GiB: read +
+write), the yardstick of a kernel that is memory-bound at these sizes. Then,
+for each configuration and kernel (warps: tensor cores; rows: a thread per
+query row), prints the kernel time (CUDA events, median), the achieved
+bandwidth (bytes of q, k, v read and out written, over the time; the table is
+a few KiB and not counted) and its share of the copy bandwidth, GFLOP/s
+(4 N^2 d per window-head) and, when PyTorch with CUDA is importable, the
+ratio against torch.nn.functional.scaled_dot_product_attention with the bias
+(and shift mask) passed as a float attention mask. Bounded to a few minutes;
+exits with a clear message where no GPU is present.
 """
 
 import argparse
@@ -21,6 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from swin_opt import cuda  # noqa: E402
 from swin_opt import reference as ref  # noqa: E402
+from swin_opt import testing as T  # noqa: E402
 
 # (name, windows, heads, window, head_dim, feature map or None, shift):
 # Swin-T at 224x224 (56x56, 28x28, 14x14 token maps), then larger windows.
@@ -42,7 +47,7 @@ def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
             return None
     except ImportError:
         return None
-    tdtype = torch.float16 if dtype == "f16" else torch.float32
+    tdtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
     q, k, v = (torch.randn(windows, heads, n, d, device="cuda", dtype=tdtype) for _ in range(3))
     attn_mask = torch.as_tensor(bias, device="cuda", dtype=tdtype)[None]
     if mask is not None:
@@ -65,7 +70,8 @@ def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dtype", default="f16", choices=["f16", "f32"])
+    parser.add_argument("--dtype", default="f16", choices=["f16", "bf16", "f32"])
+    parser.add_argument("--kernel", default="both", choices=["warps", "rows", "both"])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--chip", default="sm_90")
     args = parser.parse_args()
@@ -74,27 +80,43 @@ def main():
         print("gpu_bench: no CUDA driver or GPU on this machine; nothing to measure.")
         return 0
     driver = cuda.Driver()
-    np_type = np.float16 if args.dtype == "f16" else np.float32
-    print(f"device: {driver.name}, dtype {args.dtype}")
-    print(f"{'config':22} {'ms':>9} {'GB/s':>8} {'GFLOP/s':>9} {'vs SDPA':>8}")
+    # Storage: bf16 as raw uint16 bits (the kernels take bits).
+    np_type = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32}[args.dtype]
+    kernels = ["warps", "rows"] if args.kernel == "both" else [args.kernel]
+
+    def storage(x):
+        return T.to_storage(x.astype(np.float32), args.dtype)
+
+    gib = 1 << 30
+    src, dst = driver.alloc(gib), driver.alloc(gib)
+    copy_ms = driver.time_ms(lambda: driver.copy_device(dst, src, gib), repeat=args.repeat)
+    copy_gbs = 2 * gib / copy_ms / 1e6
+    driver.free(src)
+    driver.free(dst)
+    print(f"device: {driver.name}, dtype {args.dtype}; copy bandwidth {copy_gbs:.0f} GB/s")
+    print(f"{'config':22} {'kernel':6} {'ms':>9} {'GB/s':>8} {'% copy':>7} {'GFLOP/s':>9} "
+          f"{'vs SDPA':>8}")
     rng = np.random.default_rng(0)
     for label, windows, heads, window, d, resolution, shift in CONFIGS:
         n = int(np.prod(window))
-        kernel = cuda.compile_gpu(window, heads, d, resolution=resolution,
-                                  shift=(shift, shift) if shift else None, dtype=args.dtype,
-                                  chip=args.chip)
-        q, k, v = (rng.standard_normal((windows, heads, n, d)).astype(np_type) for _ in range(3))
-        table = rng.standard_normal((ref.table_rows(window), heads)).astype(np_type)
+        q, k, v = (storage(rng.standard_normal((windows, heads, n, d))) for _ in range(3))
+        table = storage(rng.standard_normal((ref.table_rows(window), heads)))
         pointers = [driver.to_device(a) for a in (q, k, v, table)]
         out = driver.alloc(windows * n * heads * d * np.dtype(np_type).itemsize)
-        ms = driver.time_ms(lambda: kernel(*pointers, out, windows), repeat=args.repeat)
         nbytes = 4 * windows * heads * n * d * np.dtype(np_type).itemsize
         flops = 4.0 * n * n * d * windows * heads
-        bias = ref.lookup(table.astype(np.float64), window)
+        bias = ref.lookup(T.to_float64(table, args.dtype), window)
         mask = ref.shift_mask(resolution, window, (shift, shift)) if shift else None
         sdpa = torch_sdpa_ms(windows, heads, n, d, bias, mask, args.dtype, args.repeat)
-        ratio = f"{sdpa / ms:7.2f}x" if sdpa else "    n/a"
-        print(f"{label:22} {ms:9.3f} {nbytes / ms / 1e6:8.1f} {flops / ms / 1e6:9.1f} {ratio:>8}")
+        for which in kernels:
+            kernel = cuda.compile_gpu(window, heads, d, resolution=resolution,
+                                      shift=(shift, shift) if shift else None, dtype=args.dtype,
+                                      chip=args.chip, kernel=which)
+            ms = driver.time_ms(lambda: kernel(*pointers, out, windows), repeat=args.repeat)
+            gbs = nbytes / ms / 1e6
+            ratio = f"{sdpa / ms:7.2f}x" if sdpa else "    n/a"
+            print(f"{label:22} {which:6} {ms:9.3f} {gbs:8.1f} {100 * gbs / copy_gbs:6.1f}% "
+                  f"{flops / ms / 1e6:9.1f} {ratio:>8}")
         for p in pointers + [out]:
             driver.free(p)
     return 0

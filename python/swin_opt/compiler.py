@@ -176,6 +176,9 @@ class KernelConfig:
     parallel: bool = True
     #: Token layout: q, k, v as one ``[batch, L, 3, heads, head_dim]`` qkv map.
     packed_qkv: bool = False
+    #: ``swin-aot --kernel``: None (the target's default), ``"tiles"``, or the
+    #: GPU's ``"warps"``/``"rows"`` (on the CPU: emulated, to test them).
+    kernel: Optional[str] = None
 
     @property
     def tokens_per_window(self) -> int:
@@ -243,6 +246,8 @@ class KernelConfig:
             args.append(f"--cpu={self.cpu}")
         if not self.parallel:
             args.append("--no-parallel")
+        if self.kernel is not None:
+            args.append(f"--kernel={self.kernel}")
         return args
 
 
@@ -250,7 +255,8 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 resolution=None, shift=None, padding: Optional[str] = None,
                 layout: str = "windows", dtype: Any = "float32", target: str = "cpu",
                 name: Optional[str] = None, cpu: Optional[str] = None,
-                parallel: bool = True, packed_qkv: bool = False) -> KernelConfig:
+                parallel: bool = True, packed_qkv: bool = False,
+                kernel: Optional[str] = None) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of :func:`compile` but the table).
 
     Only structural checks happen here (types, ranks, positivity, names, divisibility
@@ -309,10 +315,12 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
         raise ValueError(f"name must be a C identifier, got {name!r}")
     if packed_qkv and layout != "tokens":
         raise ValueError("packed_qkv requires layout='tokens'")
+    if kernel is not None and kernel not in ("tiles", "warps", "rows"):
+        raise ValueError(f"kernel must be 'tiles', 'warps' or 'rows', got {kernel!r}")
     return KernelConfig(window=win, heads=heads, head_dim=head_dim, scale=scale, resolution=res,
                         shift=sft, padding=pad, layout=layout, dtype=normalize_dtype(dtype),
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),
-                        packed_qkv=bool(packed_qkv))
+                        packed_qkv=bool(packed_qkv), kernel=kernel)
 
 
 # --------------------------------------------------------------------------- #
@@ -525,6 +533,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     cpu: Optional[str] = None,
     parallel: bool = True,
     packed_qkv: bool = False,
+    kernel: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
 ) -> "Kernel":
     """Compile (or fetch from the cache) a window-attention kernel.
@@ -569,6 +578,10 @@ def compile(  # noqa: A001 - the public name is part of the API
         Token layout only: the kernel takes one ``qkv`` map ``[batch, L, 3,
         heads, head_dim]`` (the qkv projection's output as it is) and is
         called as ``kernel(qkv, table, pad_qkv=...)``.
+    kernel:
+        ``swin-aot --kernel``: ``"tiles"`` (the CPU's, the default), or the GPU
+        kernels ``"warps"`` (tensor-core tiles, each warp emulated by 32-lane
+        vectors) and ``"rows"`` run on the host, to test them.
     cache_dir:
         Override the cache directory (default :func:`get_cache_dir`).
 
@@ -581,7 +594,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     """
     cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
                        padding=padding, layout=layout, dtype=dtype, target=target, name=name,
-                      cpu=cpu, parallel=parallel, packed_qkv=packed_qkv)
+                      cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel)
     baked = None
     table_bytes = None
     if table is not None:
@@ -594,7 +607,8 @@ def compile(  # noqa: A001 - the public name is part of the API
         table_bytes = baked.tobytes()
 
     info = _tool_info(find_swin_aot())
-    for flag, used in (("--cpu", cfg.cpu is not None), ("--no-parallel", not cfg.parallel)):
+    for flag, used in (("--cpu", cfg.cpu is not None), ("--no-parallel", not cfg.parallel),
+                       ("--kernel", cfg.kernel is not None)):
         if used and not _supports_flag(info, flag):
             raise NotImplementedError(f"{info.path} does not support {flag}")
     if cfg.layout == "tokens":

@@ -87,6 +87,11 @@ class Driver:
     def synchronize(self) -> None:
         self._check(self.lib.cuCtxSynchronize(), "cuCtxSynchronize")
 
+    def copy_device(self, dst: int, src: int, nbytes: int) -> None:
+        """Device-to-device copy (the bandwidth yardstick of the benchmark)."""
+        self._check(self.lib.cuMemcpyDtoD_v2(ctypes.c_uint64(dst), ctypes.c_uint64(src),
+                                             ctypes.c_size_t(nbytes)), "cuMemcpyDtoD")
+
     def time_ms(self, fn, repeat: int = 20) -> float:
         """Median milliseconds of ``fn()`` (which queues work) over ``repeat`` runs, by events."""
         start, stop = ctypes.c_void_p(), ctypes.c_void_p()
@@ -136,8 +141,12 @@ class GpuKernel:
 def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, resolution=None, shift=None,
                 layout: str = "windows", padding: Optional[str] = None, dtype: str = "f32",
                 chip: str = "sm_90", name: str = "swin_window_attention",
-                cache_dir: Optional[Path] = None) -> GpuKernel:
-    """Compiles a GPU kernel and its runtime (``cc`` against the toolkit's ``cuda.h``)."""
+                kernel: Optional[str] = None, cache_dir: Optional[Path] = None) -> GpuKernel:
+    """Compiles a GPU kernel and its runtime (``cc`` against the toolkit's ``cuda.h``).
+
+    ``kernel``: ``"warps"`` (tensor cores; swin-aot's default, which falls back to
+    rows for f32 or a head_dim not a multiple of 16) or ``"rows"``.
+    """
     args = [f"--window={','.join(map(str, window))}", f"--heads={heads}", f"--head-dim={head_dim}",
             f"--dtype={dtype}", "--target=nvptx", f"--chip={chip}", f"--name={name}",
             f"--cuda-toolkit={CUDA_HOME}"]
@@ -148,6 +157,8 @@ def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, resolution=
         args.append(f"--layout={layout}")
         if padding:
             args.append(f"--padding={padding.replace('_', '-')}")
+    if kernel is not None:
+        args.append(f"--kernel={kernel}")
     aot = find_swin_aot()
     key = hashlib.sha256(("\0".join(args) + str(aot.stat().st_mtime)).encode()).hexdigest()[:16]
     root = Path(cache_dir or tempfile.gettempdir()) / f"swin-gpu-{key}"

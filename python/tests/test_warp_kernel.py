@@ -1,0 +1,108 @@
+"""The GPU's tensor-core kernel (``--kernel=warps``), run on the host.
+
+``rpe-lower-fused-attention{strategy=warps}`` emits one program for a warp of
+32 lanes; with ``target=host`` each lane value is a vector of the warp's 32
+lanes, shuffles are vector shuffles and ``mma.sync`` is computed from its
+definition (PTX's m16n8k16 fragment layouts). The GPU kernel differs only in
+those primitives, so these tests check its tiling, fragment indexing, online
+softmax over key blocks, bias and mask addressing, padding of N to whole
+tiles and the token-layout addressing against the independent NumPy
+reference, without a GPU.
+
+The cases cover each shape of the key loop: N' = 16 * ceil(N / 16) keys in
+blocks of 64 (7x7: one block, 4 of its keys padding; 16x16: four blocks), 48
+(12x12: three) and 16 (10x10 and 2x7x7: seven, N' / 16 prime), head_dim 16 to
+64 (one to four 16-channel k-steps; more lanes than channels at 16).
+
+Tolerances: swin_opt.testing's (f16 2e-3, bf16 1.6e-2, relative to
+max(1, max|ref|)). The kernel rounds the probabilities to the operand type
+before ``P v`` and normalises by the sum of the rounded values, so its error
+is that of one rounding of p and one of the output.
+"""
+
+import numpy as np
+import pytest
+
+import swin_opt
+from swin_opt import testing as T
+
+pytestmark = pytest.mark.aot
+
+
+@pytest.fixture(scope="module")
+def build(aot_path, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("warp-kernels")
+
+    def _build(**kwargs):
+        return swin_opt.compile(kernel="warps", cache_dir=cache, **kwargs)
+    return _build
+
+
+def _check(kernel, n, seed=0):
+    inp = T.random_inputs(kernel, n, seed=seed)
+    out = kernel(*inp.args(), pad_qkv=inp.pad_qkv)
+    want = T.reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64, inp.pad_qkv)
+    err, tol = T.compare(out, want, kernel.config.dtype)
+    assert err <= tol, (f"{swin_opt.describe(kernel.config)} n={n}: max abs error {err:.3g} "
+                        f"> {tol:.3g}")
+
+
+WINDOWS = [
+    dict(window=(7, 7), heads=3, head_dim=32),
+    dict(window=(7, 7), heads=2, head_dim=32, resolution=(14, 14), shift=3),
+    dict(window=(8, 8), heads=2, head_dim=64),
+    dict(window=(10, 10), heads=2, head_dim=16, resolution=(20, 20), shift=5),
+    dict(window=(12, 12), heads=2, head_dim=32, resolution=(24, 24), shift=6),
+    dict(window=(16, 16), heads=1, head_dim=48),
+    dict(window=(4, 6), heads=2, head_dim=16, resolution=(8, 18), shift=(2, 3)),
+    dict(window=(2, 7, 7), heads=2, head_dim=32, resolution=(4, 14, 14), shift=(1, 3, 3)),
+    dict(window=(1, 1), heads=1, head_dim=16),
+]
+
+
+def _id(case):
+    extra = "-shifted" if case.get("shift") else ""
+    return "x".join(map(str, case["window"])) + f"-d{case['head_dim']}" + extra
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", WINDOWS, ids=_id)
+def test_windows_layout(build, case, dtype):
+    kernel = build(dtype=dtype, **case)
+    windows = 1
+    if case.get("resolution"):
+        windows = kernel.config.windows_per_image
+    _check(kernel, windows)
+    _check(kernel, 2 * windows, seed=1)
+
+
+@pytest.mark.parametrize("padding", ["pad_then_shift", "shift_then_pad"])
+def test_tokens_layout_padded(build, padding):
+    """Swin-T's 7x7 windows on a padded 10x13 map, batch 2, both conventions."""
+    kernel = build(layout="tokens", window=(7, 7), heads=3, head_dim=32, resolution=(10, 13),
+                   shift=3, padding=padding, dtype="float16")
+    _check(kernel, 2, seed=3)
+
+
+def test_tokens_layout_packed_qkv(build):
+    kernel = build(layout="tokens", window=(7, 7), heads=2, head_dim=32, resolution=(14, 14),
+                   shift=3, packed_qkv=True, dtype="float16")
+    rng = np.random.default_rng(4)
+    qkv = T.to_storage(rng.standard_normal((2, 196, 3, 2, 32), dtype=np.float32), "f16")
+    t32 = T.random_table(kernel.config, seed=4)
+    out = kernel(qkv, T.to_storage(t32, "f16"))
+    q, k, v = (qkv[:, :, i].reshape(2, 196, 64) for i in range(3))
+    want = T.reference_output(kernel.config, q, k, v, t32.astype(np.float64))
+    err, tol = T.compare(out, want, "f16")
+    assert err <= tol, err
+
+
+def test_f32_falls_back_to_rows(build):
+    """f32 operands have no m16n8k16 tensor-core form: the rows kernel runs."""
+    _check(build(window=(7, 7), heads=2, head_dim=32, dtype="float32"), 2)
+
+
+def test_large_logits(build):
+    """Scores far from zero: the running max must be subtracted before 2^x."""
+    kernel = build(window=(7, 7), heads=2, head_dim=32, dtype="float16", scale=4.0)
+    _check(kernel, 3, seed=5)
