@@ -684,13 +684,16 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
        << " bits; the arithmetic runs in f32.\n";
   os << " * Returns 0, or non-zero when the arguments are invalid (a NULL\n"
      << " * buffer, a negative count"
+     << (config.target == "nvptx" ? ", a device buffer not 16-byte aligned"
+                                  : "")
      << (!tokens && config.isShifted()
              ? ", or num_windows not a multiple of the windows per image"
              : "")
      << "); nothing is written then.\n"
      << (config.target == "nvptx"
              ? " * Runs on an NVIDIA GPU (" + config.chip +
-                   "): a block per (window, head), a thread per query row.\n"
+                   "): f16/bf16 with head_dim % 16 == 0 on tensor cores (a\n"
+                   " * warp per (window, head)), else a thread per query row.\n"
              : std::string(" * Runs on all cores through OpenMP; "
                            "OMP_NUM_THREADS sets the number of threads.\n"))
      << " */\n"
@@ -896,6 +899,14 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
   os << ") {\n"
      << "    snprintf(" << name << "_error, sizeof " << name << "_error, \""
      << name << ": invalid arguments\");\n"
+     << "    return 1;\n  }\n"
+     // The tensor-core kernel moves rows in 16-byte vectors; one contract
+     // for every GPU kernel.
+     << "  if ((q | k | v | out" << (tokens ? " | pad_qkv" : "")
+     << ") % 16) {\n"
+     << "    snprintf(" << name << "_error, sizeof " << name << "_error, \""
+     << name << ": q, k, v, out" << (tokens ? " and pad_qkv" : "")
+     << " must be 16-byte aligned\");\n"
      << "    return 1;\n  }\n"
      << "  if (" << count << " == 0) return 0;\n"
      << "  pthread_once(&" << name << "_once, " << name << "_load);\n"

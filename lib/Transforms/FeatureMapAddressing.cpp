@@ -15,6 +15,7 @@
 #include "FeatureMapAddressing.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::rpe;
@@ -46,19 +47,31 @@ struct IndexMath {
   OpBuilder &b;
   Location loc;
   Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  template <typename OpTy> Value binary(Value x, Value y) {
+    matchLanes(b, loc, x, y);
+    return OpTy::create(b, loc, x, y);
+  }
+  Value add(Value x, Value y) { return binary<arith::AddIOp>(x, y); }
   Value addConst(Value x, int64_t v) { return v ? add(x, c(v)) : x; }
   Value mulConst(Value x, int64_t v) {
-    return v == 1 ? x : arith::MulIOp::create(b, loc, x, c(v)).getResult();
+    return v == 1 ? x : binary<arith::MulIOp>(x, c(v));
   }
   Value div(Value x, int64_t v) {
-    return v == 1 ? x : arith::DivUIOp::create(b, loc, x, c(v)).getResult();
+    return v == 1 ? x : binary<arith::DivUIOp>(x, c(v));
   }
   Value rem(Value x, int64_t v) {
-    return v == 1 ? c(0) : arith::RemUIOp::create(b, loc, x, c(v)).getResult();
+    return v == 1 ? c(0) : binary<arith::RemUIOp>(x, c(v));
   }
   Value less(Value x, int64_t v) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, c(v));
+    Value y = c(v);
+    matchLanes(b, loc, x, y);
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value select(Value condition, Value x, Value y) {
+    matchLanes(b, loc, x, y);
+    matchLanes(b, loc, condition, x);
+    matchLanes(b, loc, x, y);
+    return arith::SelectOp::create(b, loc, condition, x, y);
   }
   /// Row-major coordinates of `linear` over `extents` (first outermost).
   SmallVector<Value> delinearize(Value linear, ArrayRef<int64_t> extents) {
@@ -81,6 +94,15 @@ struct IndexMath {
   }
 };
 } // namespace
+
+void mlir::rpe::matchLanes(OpBuilder &b, Location loc, Value &x, Value &y) {
+  auto xv = dyn_cast<VectorType>(x.getType());
+  auto yv = dyn_cast<VectorType>(y.getType());
+  if (xv && !yv)
+    y = vector::BroadcastOp::create(b, loc, xv.clone(y.getType()), y);
+  else if (yv && !xv)
+    x = vector::BroadcastOp::create(b, loc, yv.clone(x.getType()), x);
+}
 
 TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
                                    const FeatureMap &map, Value window,
@@ -111,14 +133,11 @@ TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
     }
     if (valid)
       source.valid =
-          source.valid
-              ? arith::AndIOp::create(b, loc, source.valid, valid).getResult()
-              : valid;
+          source.valid ? m.binary<arith::AndIOp>(source.valid, valid) : valid;
   }
   source.position = m.linearize(position, map.image);
   if (source.valid)
-    source.position =
-        arith::SelectOp::create(b, loc, source.valid, source.position, m.c(0));
+    source.position = m.select(source.valid, source.position, m.c(0));
   return source;
 }
 

@@ -39,6 +39,11 @@ struct TokenSource {
   Value valid;    // i1, false for padding; null when the map is not padded
 };
 
+/// Broadcasts whichever of `x`, `y` is a scalar when the other is a vector
+/// (the lanes of an emulated warp), so that index arithmetic on uniform and
+/// per-lane values composes. A no-op for two scalars.
+void matchLanes(OpBuilder &b, Location loc, Value &x, Value &y);
+
 /// Locates token `token` of window `window` (b = image * nW + w) in the
 /// feature map.
 TokenSource locateToken(OpBuilder &b, Location loc, const FeatureMap &map,

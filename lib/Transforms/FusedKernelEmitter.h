@@ -86,6 +86,7 @@ struct WarpTileShape {
   int64_t queryTiles;    // ceil(N / 16): m16 tiles of query rows
   int64_t paddedTokens;  // 16 * queryTiles: keys and values, zero padded
   int64_t keyBlock;      // keys per online-softmax step (16..64)
+  int64_t rowStride;     // elements per q, k, v row in shared memory
   int64_t warpsPerBlock; // (window, head) items per GPU block
   int64_t sharedBytes;   // shared memory per warp
 };
@@ -174,16 +175,7 @@ private:
     matchLanes(x, y);
     return arith::CmpIOp::create(b, predicate, x, y);
   }
-  /// Broadcasts whichever of `x`, `y` is a scalar when the other is a
-  /// vector of lanes.
-  void matchLanes(Value &x, Value &y) {
-    auto xv = dyn_cast<VectorType>(x.getType());
-    auto yv = dyn_cast<VectorType>(y.getType());
-    if (xv && !yv)
-      y = vector::BroadcastOp::create(b, xv.clone(y.getType()), y);
-    else if (yv && !xv)
-      x = vector::BroadcastOp::create(b, yv.clone(x.getType()), x);
-  }
+  void matchLanes(Value &x, Value &y) { rpe::matchLanes(b, b.getLoc(), x, y); }
   Value toF32(Value v) {
     Type type = v.getType();
     Type target = f32;
@@ -271,6 +263,11 @@ private:
   /// The work of one warp: (window, head) `item`.
   void emitWarpItem(Warp &warp, const WarpTileShape &shape, Value item,
                     const WarpScratch &scratch);
+  /// A 16-byte chunk of a token row of q, k or v (its padding row for a
+  /// padding token), in the shape's element type.
+  SmallVector<Value> loadInputChunk(Warp &warp, const WarpTileShape &shape,
+                                    Input which, RowAddress row, Value h,
+                                    Value column);
   /// Copies `count` token rows of q, k or v from `first` on into `dest`
   /// at `destBase` (element type of the shape), then zeros up to `total`.
   void stageTokenRows(Warp &warp, const WarpTileShape &shape, Input which,

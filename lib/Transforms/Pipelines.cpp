@@ -113,6 +113,9 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel) {
   fused.target = "gpu";
   pm.addPass(createRpeLowerFusedAttention(fused));
   pm.addPass(createGpuKernelOutliningPass());
+  // Outlining copies the kernel's shared-memory globals into its module;
+  // the host's copies are left unused.
+  pm.addPass(createSymbolDCEPass());
 }
 
 void mlir::rpe::buildGpuDevicePipeline(OpPassManager &pm,

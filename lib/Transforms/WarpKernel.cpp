@@ -26,12 +26,21 @@
 // so the C fragments of two adjacent 8-key tiles of S are, rounded, the A
 // fragment of P for those 16 keys: no shuffle between the two products.
 //
+// Memory: token rows move between global and shared memory as 16-byte
+// vectors, d / 8 lanes per row, eight steps' loads issued before their
+// stores (the kernel is memory-bound: bytes in flight are what count);
+// rows sit in shared memory with a stride of d + 8 elements, so that the
+// 8 rows x 4 column pairs of a fragment load hit distinct banks. Small
+// windows put several warps in a block (up to 48 KiB of static shared
+// memory); the host runtime sizes the grid from rpe.items_per_block.
+//
 // The same code runs on the host with each warp emulated by vectors of its
 // 32 lanes (SIMT as SIMD): lane values are vector<32x...>, shared memory is
 // stack scratch, loads and stores are gathers and scatters, shuffles are
 // vector shuffles and mma.sync is its definition as lane permutations and
 // FMAs. That is how the kernel's numbers are tested without a GPU; only
-// the primitives of the Warp class differ between the two.
+// the primitives of the Warp class differ between the two (and the host
+// stages rows in a loop rather than in unrolled batches).
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +64,8 @@ static constexpr int64_t kSharedBytesPerBlock = 48 * 1024;
 /// one warp would cap an SM at 32 resident warps.
 static constexpr int64_t kMaxWarpsPerBlock = 4;
 static constexpr double kLog2EWarp = 1.4426950408889634;
+/// Rows move between memories in chunks of this many bytes per lane.
+static constexpr int64_t kChunkBytes = 16;
 
 std::optional<WarpTileShape>
 mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op) {
@@ -64,8 +75,9 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op) {
   for (Value operand : {op.getKey(), op.getValue(), op.getInit()})
     if (getElementTypeOrSelf(operand.getType()) != element)
       return std::nullopt;
+  // Rows move in 16-byte chunks, a row's within one warp step.
   int64_t d = op.getHeadDim();
-  if (d % 16 != 0)
+  if (d % 16 != 0 || d > 256)
     return std::nullopt;
   WarpTileShape shape;
   shape.element = element;
@@ -79,9 +91,14 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op) {
                          : tiles % 2 == 0 ? 2
                                           : 1);
   int64_t elementBytes = 2;
-  shape.sharedBytes = (16 + 2 * shape.paddedTokens) * d * elementBytes +
-                      getNumTableRows(op.getWindow()) * 4 +
-                      2 * shape.paddedTokens * 4;
+  // Rows of q, k, v in shared memory are padded by 16 bytes: with a stride
+  // of d + 8 elements the 8 rows x 4 column pairs of a fragment load fall
+  // in distinct banks (a stride of 64 bytes would put rows g and g + 2 in
+  // the same bank).
+  shape.rowStride = d + 8;
+  shape.sharedBytes =
+      (16 + 2 * shape.paddedTokens) * shape.rowStride * elementBytes +
+      getNumTableRows(op.getWindow()) * 4 + 2 * shape.paddedTokens * 4;
   shape.warpsPerBlock = std::min<int64_t>(
       kMaxWarpsPerBlock, kSharedBytesPerBlock / shape.sharedBytes);
   if (shape.warpsPerBlock == 0)
@@ -175,6 +192,56 @@ public:
                               lanes(index), laneMask(mask), lanes(value));
   }
 
+  /// `width` consecutive elements from memref[index] on in every lane whose
+  /// `mask` holds (zeros elsewhere): on the GPU one vector load, aligned to
+  /// its size (16 bytes: ld.v4.b32), in the emulation `width` gathers.
+  SmallVector<Value> loadChunk(Value memref, Value index, int64_t width,
+                               Value mask = {}) {
+    Type element = cast<MemRefType>(memref.getType()).getElementType();
+    if (emulated) {
+      SmallVector<Value> parts;
+      for (int64_t i = 0; i < width; ++i)
+        parts.push_back(load(memref, offset(index, i), mask));
+      return parts;
+    }
+    auto type = VectorType::get({width}, element);
+    auto loadVector = [&] {
+      return vector::LoadOp::create(b, type, memref, index,
+                                    /*nontemporal=*/false, chunkAlignment(type))
+          .getResult();
+    };
+    if (!mask)
+      return {loadVector()};
+    auto guarded = scf::IfOp::create(b, TypeRange{type}, mask,
+                                     /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&guarded.getThenRegion().front());
+    scf::YieldOp::create(b, ValueRange{loadVector()});
+    b.setInsertionPointToStart(&guarded.getElseRegion().front());
+    scf::YieldOp::create(
+        b, ValueRange{arith::ConstantOp::create(
+               b, DenseElementsAttr::get(type, b.getZeroAttr(element)))});
+    return {guarded.getResult(0)};
+  }
+
+  /// Stores a chunk of loadChunk's form at memref[index] on.
+  void storeChunk(ArrayRef<Value> chunk, Value memref, Value index,
+                  Value mask = {}) {
+    if (emulated) {
+      for (auto [i, part] : llvm::enumerate(chunk))
+        store(part, memref, offset(index, i), mask);
+      return;
+    }
+    OpBuilder::InsertionGuard guard(b);
+    if (mask) {
+      auto guarded = scf::IfOp::create(b, mask, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(&guarded.getThenRegion().front());
+    }
+    vector::StoreOp::create(
+        b, chunk.front(), memref, index, /*nontemporal=*/false,
+        chunkAlignment(cast<VectorType>(chunk.front().getType())));
+  }
+
   /// The value of lane (lane xor offset).
   Value shuffleXor(Value value, int64_t offset) {
     if (!emulated)
@@ -203,6 +270,18 @@ public:
 
 private:
   Value index0() { return arith::ConstantIndexOp::create(b, 0); }
+  Value offset(Value index, int64_t i) {
+    Value c = arith::ConstantIndexOp::create(b, i);
+    matchLanes(b, b.getLoc(), index, c);
+    return arith::AddIOp::create(b, index, c);
+  }
+  /// Chunks are 16-byte aligned (the runtime checks its buffers are); a
+  /// wider chunk (f32 padding rows) is two 16-byte accesses.
+  static llvm::MaybeAlign chunkAlignment(VectorType type) {
+    return llvm::Align(
+        std::min<int64_t>(kChunkBytes, type.getNumElements() *
+                                           type.getElementTypeBitWidth() / 8));
+  }
 
   /// Broadcasts a uniform value to the warp's lanes (emulation only).
   Value lanes(Value value) {
@@ -311,8 +390,8 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
   };
   Value items = countItems();
 
-  int64_t queryElements = 16 * g.headDim;
-  int64_t tokenElements = shape.paddedTokens * g.headDim;
+  int64_t queryElements = 16 * shape.rowStride;
+  int64_t tokenElements = shape.paddedTokens * shape.rowStride;
   OpBuilder::InsertionGuard guard(b);
   if (!gpuLaunch) {
     auto loop = scf::ParallelOp::create(
@@ -342,31 +421,51 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
   }
 
   // A block of `warps` warps, one (window, head) each, each with its own
-  // slice of the block's shared memory.
+  // slice of the block's shared memory. The buffers are module globals in
+  // the workgroup address space (CUDA's static __shared__ arrays), 16-byte
+  // aligned for the rows' vector accesses; kernel outlining copies them
+  // into the kernel's module. (Launch attributions would only be aligned
+  // to their element type.)
   int64_t warps = shape.warpsPerBlock;
   auto workgroup =
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  auto shared = [&](int64_t elements, Type element) -> Type {
-    return MemRefType::get({warps * elements}, element,
-                           MemRefLayoutAttrInterface(), workgroup);
+  auto module = op->getParentOfType<ModuleOp>();
+  SymbolTable symbols(module);
+  SmallVector<memref::GlobalOp> globals;
+  auto shared = [&](StringRef name, int64_t elements, Type element) {
+    auto type = MemRefType::get({warps * elements}, element,
+                                MemRefLayoutAttrInterface(), workgroup);
+    OpBuilder::InsertionGuard guard(b);
+    if (globals.empty())
+      b.setInsertionPointToStart(module.getBody());
+    else
+      b.setInsertionPointAfter(globals.back());
+    auto global = memref::GlobalOp::create(
+        b, (Twine("__rpe_shared_") + name).str(), b.getStringAttr("private"),
+        type, /*initial_value=*/Attribute(), /*constant=*/false,
+        b.getI64IntegerAttr(kChunkBytes));
+    symbols.insert(global); // renamed if the name is taken
+    globals.push_back(global);
   };
+  shared("queries", queryElements, shape.element);
+  shared("keys", tokenElements, shape.element);
+  shared("values", tokenElements, shape.element);
+  shared("table", g.tableRows, f32);
+  shared("key_offsets", shape.paddedTokens, b.getI32Type());
+  shared("key_labels", shape.paddedTokens, b.getI32Type());
   Value one = index(1);
   Value blocks = divConst(add(items, index(warps - 1)), warps);
-  auto launch = gpu::LaunchOp::create(
-      b, blocks, one, one, index(warps * kWarpSize), one, one,
-      /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
-      /*asyncDependencies=*/{},
-      TypeRange{shared(queryElements, shape.element),
-                shared(tokenElements, shape.element),
-                shared(tokenElements, shape.element), shared(g.tableRows, f32),
-                shared(shape.paddedTokens, b.getI32Type()),
-                shared(shape.paddedTokens, b.getI32Type())});
+  auto launch = gpu::LaunchOp::create(b, blocks, one, one,
+                                      index(warps * kWarpSize), one, one);
   setItemsPerBlock(warps);
   b.setInsertionPointToStart(&launch.getBody().front());
   items = countItems();
   Value slot = divConst(launch.getThreadIds().x, kWarpSize);
   Value item = add(mulConst(launch.getBlockIds().x, warps), slot);
-  ArrayRef<BlockArgument> buffers = launch.getWorkgroupAttributions();
+  SmallVector<Value, 6> buffers;
+  for (memref::GlobalOp global : globals)
+    buffers.push_back(
+        memref::GetGlobalOp::create(b, global.getType(), global.getSymName()));
   WarpScratch scratch{buffers[0],
                       buffers[1],
                       buffers[2],
@@ -401,39 +500,102 @@ static Value convertFloat(ImplicitLocOpBuilder &b, Value value, Type element) {
   return arith::TruncFOp::create(b, target, value);
 }
 
+/// Lanes move token rows in chunks of 8 elements (16 bytes): d / 8 lanes
+/// per row, 32 / (d / 8) rows per step of the warp.
+struct ChunkLayout {
+  static constexpr int64_t width = 8;
+  int64_t lanesPerRow, rowsPerStep, activeLanes;
+  explicit ChunkLayout(int64_t headDim)
+      : lanesPerRow(headDim / width), rowsPerStep(kWarpSize / lanesPerRow),
+        activeLanes(rowsPerStep * lanesPerRow) {}
+};
+
+/// Chunks of one step loaded before any is stored, so that this many
+/// 16-byte loads per lane are in flight.
+static constexpr int64_t kStepsInFlight = 8;
+
+SmallVector<Value>
+FusedKernelEmitter::loadInputChunk(Warp &warp, const WarpTileShape &shape,
+                                   Input which, RowAddress row, Value h,
+                                   Value column) {
+  int64_t width = ChunkLayout::width;
+  SmallVector<Value> chunk = warp.loadChunk(flatInputs[static_cast<int>(which)],
+                                            add(row.offset, column), width);
+  if (!row.valid)
+    return chunk;
+  // Padding tokens read their padding row, or zeros.
+  SmallVector<Value> padding;
+  if (paddingRows.empty()) {
+    for (Value part : chunk)
+      padding.push_back(arith::ConstantOp::create(
+          b, cast<TypedAttr>(b.getZeroAttr(part.getType()))));
+  } else {
+    for (Value part :
+         warp.loadChunk(paddingRows[static_cast<int>(which)],
+                        add(mulConst(h, g.headDim), column), width))
+      padding.push_back(convertFloat(b, part, shape.element));
+  }
+  for (auto [part, pad] : llvm::zip(chunk, padding))
+    part = select(row.valid, part, pad);
+  return chunk;
+}
+
 void FusedKernelEmitter::stageTokenRows(Warp &warp, const WarpTileShape &shape,
                                         Input which, Value w, Value h,
                                         Value first, Value count, int64_t total,
                                         Value dest, Value destBase) {
   int64_t d = g.headDim;
+  ChunkLayout layout(d);
   Value lane = warp.laneId();
-  // Lanes run along the channels of a token row: each load of the warp is
-  // one contiguous row segment of the input.
-  auto forChannels = [&](Value rowBase, function_ref<Value(Value, Value)> get) {
-    for (int64_t c0 = 0; c0 < d; c0 += kWarpSize) {
-      Value channel = add(lane, index(c0));
-      Value valid = c0 + kWarpSize > d
-                        ? compare(arith::CmpIPredicate::ult, channel, index(d))
-                        : Value();
-      warp.store(convertFloat(b, get(channel, valid), shape.element), dest,
-                 add(rowBase, channel), valid);
-    }
+  Value rowInStep = divConst(lane, layout.lanesPerRow);
+  Value column = mulConst(remConst(lane, layout.lanesPerRow), layout.width);
+  Value activeLane =
+      layout.activeLanes < kWarpSize
+          ? compare(arith::CmpIPredicate::ult, lane, index(layout.activeLanes))
+          : Value();
+  Value lastToken = add(first, arith::SubIOp::create(b, count, index(1)));
+  int64_t steps = llvm::divideCeil(total, layout.rowsPerStep);
+  // Rows past `count` load the last real row (an address that exists) and
+  // keep zeros; rows past `total` (a partial last step) store nothing.
+  auto loadStep = [&](Value step) {
+    Value r = add(rowInStep, mulConst(step, layout.rowsPerStep));
+    Value isRow = compare(arith::CmpIPredicate::ult, r, count);
+    Value token = select(isRow, add(first, r), lastToken);
+    SmallVector<Value> chunk = loadInputChunk(
+        warp, shape, which, rowAddress(w, h, token, which), h, column);
+    for (Value &part : chunk)
+      part = select(isRow, part,
+                    arith::ConstantOp::create(
+                        b, cast<TypedAttr>(b.getZeroAttr(part.getType()))));
+    return chunk;
   };
-  forLoop(index(0), count, 1, {}, [&](Value r, ValueRange) {
-    RowAddress row = rowAddress(w, h, add(first, r), which);
-    forChannels(add(destBase, mulConst(r, d)), [&](Value channel, Value valid) {
-      return loadInputElement(which, row, h, channel,
-                              [&](Value memref, Value offset) {
-                                return warp.load(memref, offset, valid);
-                              });
+  auto storeStep = [&](Value step, ArrayRef<Value> chunk) {
+    Value r = add(rowInStep, mulConst(step, layout.rowsPerStep));
+    Value mask = activeLane;
+    if (total % layout.rowsPerStep != 0) {
+      Value inside = compare(arith::CmpIPredicate::ult, r, index(total));
+      mask = mask ? arith::AndIOp::create(b, mask, inside).getResult() : inside;
+    }
+    warp.storeChunk(chunk, dest,
+                    add(destBase, add(mulConst(r, shape.rowStride), column)),
+                    mask);
+  };
+  if (warp.isEmulated()) {
+    // The host needs no loads in flight: a loop keeps the emulation small.
+    forLoop(index(0), index(steps), 1, {}, [&](Value step, ValueRange) {
+      storeStep(step, loadStep(step));
+      return SmallVector<Value>{};
     });
-    return SmallVector<Value>{};
-  });
-  forLoop(count, index(total), 1, {}, [&](Value r, ValueRange) {
-    forChannels(add(destBase, mulConst(r, d)),
-                [&](Value, Value) { return warp.constant(0.0, f32); });
-    return SmallVector<Value>{};
-  });
+    return;
+  }
+  for (int64_t step0 = 0; step0 < steps; step0 += kStepsInFlight) {
+    int64_t stepEnd = std::min(steps, step0 + kStepsInFlight);
+    SmallVector<SmallVector<Value>> chunks;
+    for (int64_t step = step0; step < stepEnd; ++step)
+      chunks.push_back(loadStep(index(step)));
+    for (int64_t step = step0; step < stepEnd; ++step)
+      storeStep(index(step), chunks[step - step0]);
+  }
 }
 
 void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
@@ -449,6 +611,7 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
 
   const int64_t n = g.tokens, d = g.headDim, tableRows = g.tableRows;
   const int64_t keyTiles = shape.keyBlock / 8, channelTiles = d / 8;
+  const int64_t stride = shape.rowStride; // of q, k, v rows in shared memory
   Type element = shape.element;
   Value w = divConst(item, g.heads), h = remConst(item, g.heads);
   Value lane = warp.laneId();
@@ -526,8 +689,9 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
                        scratch.queries, scratch.queryBase);
         warp.sync();
         auto queryAt = [&](Value row, Value column) {
-          return warp.load(scratch.queries, add(scratch.queryBase,
-                                                add(mulConst(row, d), column)));
+          return warp.load(
+              scratch.queries,
+              add(scratch.queryBase, add(mulConst(row, stride), column)));
         };
         SmallVector<SmallVector<Value, 8>> queryFragments(d / 16);
         for (int64_t kk = 0; kk < d / 16; ++kk)
@@ -562,7 +726,7 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
               for (int64_t nj = 0; nj < keyTiles; ++nj) {
                 Value keyRow =
                     add(scratch.tokenBase,
-                        mulConst(add(key0, add(group, index(8 * nj))), d));
+                        mulConst(add(key0, add(group, index(8 * nj))), stride));
                 SmallVector<Value, 4> acc(4, zero);
                 for (int64_t kk = 0; kk < d / 16; ++kk) {
                   SmallVector<Value, 4> keyFragment;
@@ -660,9 +824,9 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
                         add(key0, add(twiceQuadLane,
                                       index(16 * kk + 8 * (i / 2) + i % 2)));
                     valueFragment.push_back(warp.load(
-                        scratch.values,
-                        add(scratch.tokenBase,
-                            add(mulConst(key, d), add(group, index(8 * nt))))));
+                        scratch.values, add(scratch.tokenBase,
+                                            add(mulConst(key, stride),
+                                                add(group, index(8 * nt))))));
                   }
                   out[nt] = warp.mma(pFragment, valueFragment, out[nt]);
                 }
@@ -688,36 +852,40 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
           for (int64_t c = 0; c < 4; ++c) {
             Value row = add(group, index(8 * (c / 2)));
             Value column = add(twiceQuadLane, index(8 * nt + c % 2));
-            warp.store(convertFloat(b,
-                                    fmul(state[4 + 4 * nt + c], inverse[c / 2]),
-                                    element),
-                       scratch.queries,
-                       add(scratch.queryBase, add(mulConst(row, d), column)));
+            warp.store(
+                convertFloat(b, fmul(state[4 + 4 * nt + c], inverse[c / 2]),
+                             element),
+                scratch.queries,
+                add(scratch.queryBase, add(mulConst(row, stride), column)));
           }
         warp.sync();
-        Type outElement = getElementTypeOrSelf(op.getInit().getType());
-        forLoop(index(0), rows, 1, {}, [&](Value r, ValueRange) {
-          RowAddress outRow = outputAddress(w, h, add(first, r));
-          OpBuilder::InsertionGuard guard(b);
-          if (outRow.valid) {
-            auto ifReal =
-                scf::IfOp::create(b, outRow.valid, /*withElse=*/false);
-            b.setInsertionPointToStart(&ifReal.getThenRegion().front());
-          }
-          for (int64_t c0 = 0; c0 < d; c0 += kWarpSize) {
-            Value channel = add(lane, index(c0));
-            Value valid =
-                c0 + kWarpSize > d
-                    ? compare(arith::CmpIPredicate::ult, channel, index(d))
-                    : Value();
-            Value value = warp.load(
-                scratch.queries,
-                add(scratch.queryBase, add(mulConst(r, d), channel)), valid);
-            warp.store(convertFloat(b, value, outElement), flatOutput,
-                       add(outRow.offset, channel), valid);
-          }
-          return SmallVector<Value>{};
-        });
+        // Rows past the window (or the map) store nothing.
+        ChunkLayout layout(d);
+        Value rowInStep = divConst(lane, layout.lanesPerRow);
+        Value column =
+            mulConst(remConst(lane, layout.lanesPerRow), layout.width);
+        Value lastToken = add(first, arith::SubIOp::create(b, rows, index(1)));
+        for (int64_t step = 0; step * layout.rowsPerStep < 16; ++step) {
+          Value r =
+              minConst(add(rowInStep, index(step * layout.rowsPerStep)), 15);
+          Value isRow =
+              compare(arith::CmpIPredicate::ult,
+                      add(rowInStep, index(step * layout.rowsPerStep)), rows);
+          if (layout.activeLanes < kWarpSize)
+            isRow =
+                arith::AndIOp::create(b, isRow,
+                                      compare(arith::CmpIPredicate::ult, lane,
+                                              index(layout.activeLanes)));
+          RowAddress outRow =
+              outputAddress(w, h, select(isRow, add(first, r), lastToken));
+          if (outRow.valid)
+            isRow = arith::AndIOp::create(b, isRow, outRow.valid);
+          SmallVector<Value> chunk = warp.loadChunk(
+              scratch.queries,
+              add(scratch.queryBase, add(mulConst(r, stride), column)),
+              layout.width);
+          warp.storeChunk(chunk, flatOutput, add(outRow.offset, column), isRow);
+        }
         warp.sync();
         return SmallVector<Value>{};
       });

@@ -145,6 +145,20 @@ def test_invalid_arguments_are_reported(driver, tmp_path):
         kernel(0, 0, 0, 0, 0, 4)
 
 
+@requires_gpu
+def test_misaligned_buffers_are_reported(driver, tmp_path):
+    """Rows move in 16-byte vectors: an unaligned buffer is an error, not a fault."""
+    kernel = cuda.compile_gpu(window=(7, 7), heads=3, head_dim=32, dtype="f16",
+                              cache_dir=tmp_path)
+    buffers = [driver.alloc(3 * 49 * 32 * 2 + 16) for _ in range(5)]
+    try:
+        with pytest.raises(cuda.CudaError, match="16-byte aligned"):
+            kernel(buffers[0] + 2, buffers[1], buffers[2], buffers[3], buffers[4], 1)
+    finally:
+        for p in buffers:
+            driver.free(p)
+
+
 def test_gpu_presence_is_reported():
     """Always runs: says which way the GPU tests went."""
     print(f"GPU: {_DEVICE or 'none (GPU execution tests skipped)'}")

@@ -3,7 +3,7 @@
 // RUN: swin-opt %s --rpe-gpu-pipeline="kernel=rows format=none" | FileCheck %s --check-prefix=ROWS
 
 // f16 Swin-T stage 1 attention through rpe-gpu-pipeline: the tensor-core
-// kernel, four warps (one (window, head) each) per block of 128 threads, its
+// kernel, three warps (one (window, head) each) per block of 96 threads, its
 // shared memory as workgroup globals, mma.sync, quad shuffles, 2^x from
 // libdevice.
 // NVVM: llvm.func @attention(
@@ -11,7 +11,7 @@
 // NVVM: gpu.module @attention_kernel
 // NVVM: llvm.func @__nv_exp2f(f32) -> f32
 // NVVM: llvm.func @attention_kernel(
-// NVVM-SAME: known_block_size = array<i32: 128, 1, 1>
+// NVVM-SAME: known_block_size = array<i32: 96, 1, 1>
 // NVVM: llvm.mlir.addressof @{{.*}} : !llvm.ptr<3>
 // NVVM: nvvm.mma.sync
 // NVVM: nvvm.shfl.sync  bfly

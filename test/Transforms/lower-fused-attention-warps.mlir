@@ -2,22 +2,35 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps" -split-input-file | FileCheck %s --check-prefix=HOST
 
 // Swin-T stage 1, f16, shifted: N = 49 -> N' = 64 keys, one block of 64.
-// Shared memory per warp: query tile 16x32, keys and values 64x32 (f16),
-// table 169 (f32), key offsets and labels 64 each (i32): 10.4 KB, so four
-// warps (items) per block of 128 threads; the grid rounds up.
+// Shared memory per warp: query tile 16 rows, keys and values 64 rows, of
+// 32 + 8 f16 (16 bytes of padding per row keep fragment loads free of bank
+// conflicts), table 169 (f32), key offsets and labels 64 each (i32):
+// 12.4 KB, so three warps (items) per block of 96 threads; the grid rounds
+// up. The buffers are 16-byte aligned workgroup globals (rows move as
+// 16-byte vectors).
+// GPU: memref.global "private" @__rpe_shared_queries : memref<1920xf16, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// GPU-NEXT: memref.global "private" @__rpe_shared_keys : memref<7680xf16, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// GPU-NEXT: memref.global "private" @__rpe_shared_values : memref<7680xf16, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// GPU-NEXT: memref.global "private" @__rpe_shared_table : memref<507xf32, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// GPU-NEXT: memref.global "private" @__rpe_shared_key_offsets : memref<192xi32, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// GPU-NEXT: memref.global "private" @__rpe_shared_key_labels : memref<192xi32, #gpu.address_space<workgroup>> {alignment = 16 : i64}
 // GPU-LABEL: func @stage1_f16
-// GPU-SAME: attributes {rpe.items_per_block = 4 : i64}
+// GPU-SAME: attributes {rpe.items_per_block = 3 : i64}
 // GPU: %[[ITEMS:.*]] = arith.muli %{{.*}}, %c3
-// GPU: %[[ROUND:.*]] = arith.addi %[[ITEMS]], %c3
-// GPU: %[[BLOCKS:.*]] = arith.divui %[[ROUND]], %c4
-// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %[[BLOCKS]], {{.*}}) threads({{.*}}) in ({{.*}} = %c128
-// GPU-SAME: workgroup(%[[SQ:.*]] : memref<2048xf16, #gpu.address_space<workgroup>>, %[[SK:.*]] : memref<8192xf16, #gpu.address_space<workgroup>>, %[[SV:.*]] : memref<8192xf16, #gpu.address_space<workgroup>>, %[[ST:.*]] : memref<676xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xi32, #gpu.address_space<workgroup>>)
-// A warp per (window, head): item = block * 4 + thread / 32.
+// GPU: %[[ROUND:.*]] = arith.addi %[[ITEMS]], %c2
+// GPU: %[[BLOCKS:.*]] = arith.divui %[[ROUND]], %c3
+// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %[[BLOCKS]], {{.*}}) threads({{.*}}) in ({{.*}} = %c96
+// A warp per (window, head): item = block * 3 + thread / 32.
 // GPU: %[[SLOT:.*]] = arith.divui %{{.*}}, %c32
+// GPU: %[[ST:.*]] = memref.get_global @__rpe_shared_table
 // GPU: gpu.lane_id
 // The table is staged times log2(e): the softmax runs in base 2.
 // GPU: arith.mulf %{{.*}}, %{{.*}} : f32
-// GPU: memref.store %{{.*}}, %[[ST]][%{{.*}}] : memref<676xf32, #gpu.address_space<workgroup>>
+// GPU: memref.store %{{.*}}, %[[ST]][%{{.*}}] : memref<507xf32, #gpu.address_space<workgroup>>
+// Keys and values: 16 bytes per lane (4 lanes per row, 8 rows per step),
+// eight steps' loads issued before their stores.
+// GPU-COUNT-8: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf16, strided<[1], offset: ?>>, vector<8xf16>
+// GPU: vector.store %{{.*}} {alignment = 16 : i64} : memref<7680xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // GPU: nvvm.bar.warp.sync
 // Scores: 8 key tiles x 2 k-steps of m16n8k16, f16 operands, f32 accumulators.
 // GPU-COUNT-16: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
@@ -36,8 +49,8 @@
 // HOST-LABEL: func @stage1_f16
 // HOST: scf.parallel
 // HOST: memref.alloca_scope
-// HOST: memref.alloca() : memref<512xf16>
-// HOST: memref.alloca() : memref<2048xf16>
+// HOST: memref.alloca() : memref<640xf16>
+// HOST: memref.alloca() : memref<2560xf16>
 // HOST: vector.gather %{{.*}} : memref<?xf16, strided<[1], offset: ?>>, vector<32xindex>, vector<32xi1>, vector<32xf16> into vector<32xf16>
 // HOST: vector.scatter
 // mma.sync by its definition: lanes of A and B permuted, then FMAs.
@@ -57,12 +70,12 @@ func.func @stage1_f16(%q: memref<?x3x49x32xf16>, %t: memref<169x3xf16>, %o: memr
 // -----
 
 // bf16 operands go to NVVM as i32 pairs. A 12x12 window (N' = 144) runs
-// three blocks of 48 keys; 23 KB of shared memory per warp: two warps per
+// three blocks of 48 keys; 27 KB of shared memory per warp: one warp per
 // block.
 // GPU-LABEL: func @window12_bf16
-// GPU-SAME: attributes {rpe.items_per_block = 2 : i64}
-// GPU: threads({{.*}}) in ({{.*}} = %c64
-// GPU: scf.for %{{.*}} = %c0{{.*}} to %c3 step %c1{{.*}} iter_args
+// GPU-SAME: attributes {rpe.items_per_block = 1 : i64}
+// GPU: threads({{.*}}) in ({{.*}} = %c32
+// GPU: scf.for %{{.*}} = %c0{{.*}} to %c3{{(_[0-9]+)?}} step %c1{{.*}} iter_args
 // GPU: llvm.bitcast %{{.*}} : vector<2xbf16> to i32
 // GPU: nvvm.mma.sync {{.*}} multiplicandAPtxType = #nvvm.mma_type<bf16>
 func.func @window12_bf16(%q: memref<?x2x144x32xbf16>, %t: memref<529x2xbf16>, %o: memref<?x2x144x32xbf16>) {
