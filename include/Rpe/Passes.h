@@ -87,6 +87,16 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("warps (tensor cores, where the op qualifies, else "
                      "rows) or rows (a thread per query row)"),
       llvm::cl::init("warps")};
+  PassOptions::Option<int64_t> keyBlock{
+      *this, "key-block",
+      llvm::cl::desc("warps: keys per online-softmax step (16..64; 0: "
+                     "chosen per window)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> warpsPerBlock{
+      *this, "warps-per-block",
+      llvm::cl::desc("warps: (window, head) items per block (0: as many as "
+                     "fit 48 KiB of shared memory, at most 4)"),
+      llvm::cl::init(0)};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit (libdevice, ptxas); passed explicitly "
@@ -99,7 +109,8 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
 /// then the host lowering; swin-aot runs the parts and keeps the kernel.
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
 /// Fusion, bufferization, the fused op as a gpu.launch, kernel outlining.
-void buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel = "warps");
+void buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel = "warps",
+                            int64_t keyBlock = 0, int64_t warpsPerBlock = 0);
 /// The NVVM target and the device lowering of the gpu.module.
 void buildGpuDevicePipeline(OpPassManager &pm,
                             const GpuPipelineOptions &options);

@@ -163,6 +163,12 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     Option<"scoreBlockBytes", "score-block-bytes", "int64_t",
            /*default=*/"32768",
            "Bytes of scores kept per query block (an L1 budget)">,
+    Option<"keyBlock", "key-block", "int64_t", /*default=*/"0",
+           "warps: keys per online-softmax step, 16 to 64, dividing N "
+           "rounded up to 16 (0: the largest that does)">,
+    Option<"warpsPerBlock", "warps-per-block", "int64_t", /*default=*/"0",
+           "warps: (window, head) items per GPU block (0: as many as fit "
+           "48 KiB of shared memory, at most 4)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

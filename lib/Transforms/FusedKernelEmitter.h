@@ -91,11 +91,19 @@ struct WarpTileShape {
   int64_t sharedBytes;   // shared memory per warp
 };
 
-/// The warp kernel's shape for `op`, or nothing when the op does not
-/// qualify: f16/bf16 operands, head_dim a multiple of 16, and one warp's
-/// keys, values, query tile and table within a block's 48 KiB of static
-/// shared memory.
-std::optional<WarpTileShape> getWarpTileShape(FusedWindowAttentionOp op);
+/// Tile sizes of the warp kernel a user may fix; 0 lets the kernel choose.
+struct WarpTileOptions {
+  int64_t keyBlock = 0;      // keys per online-softmax step
+  int64_t warpsPerBlock = 0; // (window, head) items per block
+};
+
+/// The warp kernel's shape for `op`. Nothing when the op does not qualify
+/// (it gets the row kernel): f16/bf16 operands, head_dim a multiple of 16
+/// (at most 256), and one warp's keys, values, query tile and table within
+/// a block's 48 KiB of static shared memory. Failure, with an error on the
+/// op, when `options` ask for tiles the op cannot have.
+FailureOr<std::optional<WarpTileShape>>
+getWarpTileShape(FusedWindowAttentionOp op, const WarpTileOptions &options);
 
 class Warp;
 struct WarpScratch;

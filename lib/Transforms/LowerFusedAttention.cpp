@@ -982,9 +982,11 @@ namespace {
 
 struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
   LowerFusedAttention(MLIRContext *context, StringRef strategy, bool gpu,
-                      int64_t lanes, int64_t scoreBlockBytes, bool hoistScratch)
+                      int64_t lanes, int64_t scoreBlockBytes, bool hoistScratch,
+                      WarpTileOptions warpTiles)
       : OpRewritePattern(context), strategy(strategy), gpu(gpu), lanes(lanes),
-        scoreBlockBytes(scoreBlockBytes), hoistScratch(hoistScratch) {}
+        scoreBlockBytes(scoreBlockBytes), hoistScratch(hoistScratch),
+        warpTiles(warpTiles) {}
 
   LogicalResult matchAndRewrite(FusedWindowAttentionOp op,
                                 PatternRewriter &rewriter) const override {
@@ -993,16 +995,19 @@ struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
     KernelGeometry geometry(op, lanes, scoreBlockBytes);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     FusedKernelEmitter emitter(b, op, geometry);
-    LogicalResult emitted = failure();
-    if (strategy == "tiles") {
-      emitted = emitter.emit(hoistScratch);
-    } else if (std::optional<WarpTileShape> shape;
-               strategy == "warps" && (shape = getWarpTileShape(op))) {
-      emitted = emitter.emitWarpTiles(*shape, gpu);
-    } else {
-      // rows, and the ops the warp kernel does not take.
-      emitted = emitter.emitRowParallel(gpu);
+    std::optional<WarpTileShape> warpShape;
+    if (strategy == "warps") {
+      FailureOr<std::optional<WarpTileShape>> shape =
+          getWarpTileShape(op, warpTiles);
+      if (failed(shape))
+        return failure();
+      warpShape = *shape;
     }
+    LogicalResult emitted =
+        strategy == "tiles" ? emitter.emit(hoistScratch)
+        : warpShape         ? emitter.emitWarpTiles(*warpShape, gpu)
+                    // rows, and the ops the warp kernel does not take
+                    : emitter.emitRowParallel(gpu);
     if (failed(emitted))
       return failure();
     rewriter.eraseOp(op);
@@ -1013,6 +1018,7 @@ struct LowerFusedAttention : public OpRewritePattern<FusedWindowAttentionOp> {
   bool gpu;
   int64_t lanes, scoreBlockBytes;
   bool hoistScratch;
+  WarpTileOptions warpTiles;
 };
 
 struct RpeLowerFusedAttentionPass
@@ -1033,6 +1039,18 @@ struct RpeLowerFusedAttentionPass
           << target << "'";
       return signalPassFailure();
     }
+    if (keyBlock < 0 || keyBlock > 64 || keyBlock % 16 != 0) {
+      getOperation()->emitError("key-block must be 16, 32, 48 or 64 (or 0: "
+                                "chosen per window), got ")
+          << static_cast<int64_t>(keyBlock);
+      return signalPassFailure();
+    }
+    if (warpsPerBlock < 0 || warpsPerBlock > 32) {
+      getOperation()->emitError("warps-per-block must be in [1, 32] (or 0: "
+                                "chosen per window), got ")
+          << static_cast<int64_t>(warpsPerBlock);
+      return signalPassFailure();
+    }
     if (strategy == "tiles" && target == "gpu") {
       getOperation()->emitError(
           "strategy=tiles is the CPU kernel; the GPU takes rows or warps");
@@ -1050,7 +1068,8 @@ struct RpeLowerFusedAttentionPass
       PatternRewriter rewriter(&getContext());
       rewriter.setInsertionPoint(op);
       LowerFusedAttention pattern(&getContext(), strategy, target == "gpu",
-                                  vectorWidth, scoreBlockBytes, hoistScratch);
+                                  vectorWidth, scoreBlockBytes, hoistScratch,
+                                  WarpTileOptions{keyBlock, warpsPerBlock});
       if (failed(pattern.matchAndRewrite(op, rewriter)))
         return signalPassFailure();
     }

@@ -100,7 +100,9 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
-void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel) {
+void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel,
+                                       int64_t keyBlock,
+                                       int64_t warpsPerBlock) {
   buildBufferizationPipeline(pm, /*fuse=*/true);
   // Unfused leftovers run on the host as loops.
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
@@ -111,6 +113,8 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel) {
   RpeLowerFusedAttentionOptions fused;
   fused.strategy = kernel.str();
   fused.target = "gpu";
+  fused.keyBlock = keyBlock;
+  fused.warpsPerBlock = warpsPerBlock;
   pm.addPass(createRpeLowerFusedAttention(fused));
   pm.addPass(createGpuKernelOutliningPass());
   // Outlining copies the kernel's shared-memory globals into its module;
@@ -145,7 +149,8 @@ void mlir::rpe::addGpuSerializationPass(OpPassManager &pm,
 
 void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
                                  const GpuPipelineOptions &options) {
-  buildGpuKernelPipeline(pm, options.kernel);
+  buildGpuKernelPipeline(pm, options.kernel, options.keyBlock,
+                         options.warpsPerBlock);
   buildGpuDevicePipeline(pm, options);
 
   // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls.

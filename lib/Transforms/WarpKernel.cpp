@@ -67,18 +67,20 @@ static constexpr double kLog2EWarp = 1.4426950408889634;
 /// Rows move between memories in chunks of this many bytes per lane.
 static constexpr int64_t kChunkBytes = 16;
 
-std::optional<WarpTileShape>
-mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op) {
+FailureOr<std::optional<WarpTileShape>>
+mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
+                                    const WarpTileOptions &options) {
+  std::optional<WarpTileShape> none;
   Type element = getElementTypeOrSelf(op.getQuery().getType());
   if (!element.isF16() && !element.isBF16())
-    return std::nullopt;
+    return none;
   for (Value operand : {op.getKey(), op.getValue(), op.getInit()})
     if (getElementTypeOrSelf(operand.getType()) != element)
-      return std::nullopt;
+      return none;
   // Rows move in 16-byte chunks, a row's within one warp step.
   int64_t d = op.getHeadDim();
   if (d % 16 != 0 || d > 256)
-    return std::nullopt;
+    return none;
   WarpTileShape shape;
   shape.element = element;
   shape.queryTiles = llvm::divideCeil(op.getNumTokens(), 16);
@@ -90,6 +92,14 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op) {
                          : tiles % 3 == 0 ? 3
                          : tiles % 2 == 0 ? 2
                                           : 1);
+  if (options.keyBlock) {
+    if (shape.paddedTokens % options.keyBlock != 0)
+      return op.emitOpError("key-block=")
+             << options.keyBlock << " does not divide the "
+             << shape.paddedTokens
+             << " keys of its window (N rounded up to 16)";
+    shape.keyBlock = options.keyBlock;
+  }
   int64_t elementBytes = 2;
   // Rows of q, k, v in shared memory are padded by 16 bytes: with a stride
   // of d + 8 elements the 8 rows x 4 column pairs of a fragment load fall
@@ -102,8 +112,17 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op) {
   shape.warpsPerBlock = std::min<int64_t>(
       kMaxWarpsPerBlock, kSharedBytesPerBlock / shape.sharedBytes);
   if (shape.warpsPerBlock == 0)
-    return std::nullopt;
-  return shape;
+    return none;
+  if (options.warpsPerBlock) {
+    if (options.warpsPerBlock * shape.sharedBytes > kSharedBytesPerBlock)
+      return op.emitOpError("warps-per-block=")
+             << options.warpsPerBlock << " needs "
+             << options.warpsPerBlock * shape.sharedBytes
+             << " bytes of shared memory, more than a block's "
+             << kSharedBytesPerBlock;
+    shape.warpsPerBlock = options.warpsPerBlock;
+  }
+  return std::optional<WarpTileShape>(shape);
 }
 
 namespace mlir::rpe::detail {

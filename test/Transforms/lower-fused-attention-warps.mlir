@@ -1,5 +1,20 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu" -split-input-file | FileCheck %s --check-prefix=GPU
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps" -split-input-file | FileCheck %s --check-prefix=HOST
+// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu key-block=16 warps-per-block=1" -split-input-file | FileCheck %s --check-prefix=TILES
+// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps key-block=48" -split-input-file 2>&1 | FileCheck %s --check-prefix=KEYBLOCK
+// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu warps-per-block=4" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARPS
+// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps key-block=20" 2>&1 | FileCheck %s --check-prefix=BADBLOCK
+
+// Tile sizes fixed by options: 16 keys per step (four steps over N' = 64),
+// one warp per block.
+// TILES-LABEL: func @stage1_f16
+// TILES-SAME: attributes {rpe.items_per_block = 1 : i64}
+// TILES: threads({{.*}}) in ({{.*}} = %c32
+// TILES: scf.for %{{.*}} = %c0{{.*}} to %c4{{(_[0-9]+)?}} step %c1{{.*}} iter_args
+// Tile sizes the window cannot have are located errors.
+// KEYBLOCK: error: 'rpe.fused_window_attention' op key-block=48 does not divide the 64 keys of its window (N rounded up to 16)
+// WARPS: lower-fused-attention-warps.mlir:{{[0-9]+}}:3: error: 'rpe.fused_window_attention' op warps-per-block=4 needs 50832 bytes of shared memory, more than a block's 49152
+// BADBLOCK: error: key-block must be 16, 32, 48 or 64 (or 0: chosen per window), got 20
 
 // Swin-T stage 1, f16, shifted: N = 49 -> N' = 64 keys, one block of 64.
 // Shared memory per warp: query tile 16 rows, keys and values 64 rows, of
