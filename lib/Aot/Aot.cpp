@@ -101,8 +101,6 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     return configError("--shift and --resolution go together");
   if (config.packedQkv && config.layout != Layout::Tokens)
     return configError("--packed-qkv needs --layout=tokens");
-  if (config.packedQkv && config.target == "nvptx")
-    return configError("--packed-qkv is not supported with --target=nvptx yet");
   if (config.layout == Layout::Tokens) {
     if (!config.hasResolution())
       return configError("--layout=tokens needs --resolution (the feature "
@@ -718,10 +716,10 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
        << " * Errors (invalid arguments, or CUDA's) return non-zero; "
        << config.name << "_last_error()\n"
        << " * describes the last one. Never aborts. */\n"
-       << "int " << config.name
-       << "(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,\n    CUdeviceptr "
-          "table, CUdeviceptr out, int64_t "
-       << count;
+       << "int " << config.name << "("
+       << (config.packedQkv ? "CUdeviceptr qkv"
+                            : "CUdeviceptr q, CUdeviceptr k, CUdeviceptr v")
+       << ",\n    CUdeviceptr table, CUdeviceptr out, int64_t " << count;
     if (tokens)
       os << ",\n    CUdeviceptr pad_qkv";
     os << ", CUstream stream);\n"
@@ -778,6 +776,8 @@ mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
   kernel.itemsPerBlock = itemsPerBlock.getInt();
   // C arguments: 0 q, 1 k, 2 v, 3 table, 4 out, 6 pad_qkv.
   SmallVector<unsigned> cArgument = {0, 1, 2};
+  if (config.packedQkv)
+    cArgument = {0}; // qkv
   if (!config.table)
     cArgument.push_back(3);
   if (config.isPadded())
@@ -887,13 +887,16 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
   os << "  " << name << "_load_status = s;\n}\n\n";
 
   const char *count = tokens ? "batch" : "num_windows";
-  os << "int " << name
-     << "(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,\n    CUdeviceptr "
-        "table, CUdeviceptr out, int64_t "
-     << count << (tokens ? ",\n    CUdeviceptr pad_qkv" : "")
-     << ", CUstream stream) {\n"
-     << "  if (!q || !k || !v || !out" << (config.table ? "" : " || !table")
-     << " || " << count << " < 0";
+  // The q, k, v arguments: one packed qkv map, or three.
+  bool packed = config.packedQkv;
+  const char *inputs = packed ? "qkv" : "q, k, v";
+  os << "int " << name << "("
+     << (packed ? "CUdeviceptr qkv"
+                : "CUdeviceptr q, CUdeviceptr k, CUdeviceptr v")
+     << ",\n    CUdeviceptr table, CUdeviceptr out, int64_t " << count
+     << (tokens ? ",\n    CUdeviceptr pad_qkv" : "") << ", CUstream stream) {\n"
+     << "  if (" << (packed ? "!qkv" : "!q || !k || !v") << " || !out"
+     << (config.table ? "" : " || !table") << " || " << count << " < 0";
   if (!tokens && config.isShifted())
     os << " || " << count << " % " << config.windowsPerImage();
   os << ") {\n"
@@ -902,10 +905,10 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
      << "    return 1;\n  }\n"
      // The tensor-core kernel moves rows in 16-byte vectors; one contract
      // for every GPU kernel.
-     << "  if ((q | k | v | out" << (tokens ? " | pad_qkv" : "")
-     << ") % 16) {\n"
+     << "  if ((" << (packed ? "qkv" : "q | k | v") << " | out"
+     << (tokens ? " | pad_qkv" : "") << ") % 16) {\n"
      << "    snprintf(" << name << "_error, sizeof " << name << "_error, \""
-     << name << ": q, k, v, out" << (tokens ? " and pad_qkv" : "")
+     << name << ": " << inputs << ", out" << (tokens ? " and pad_qkv" : "")
      << " must be 16-byte aligned\");\n"
      << "    return 1;\n  }\n"
      << "  if (" << count << " == 0) return 0;\n"
@@ -920,7 +923,8 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
   if (tokens)
     os << " * " << config.windowsPerImage();
   os << ";\n";
-  const char *cNames[] = {"q", "k", "v", "table", "out", "", "pad_qkv"};
+  const char *cNames[] = {
+      packed ? "qkv" : "q", "k", "v", "table", "out", "", "pad_qkv"};
   SmallVector<std::string> params;
   for (auto [i, param] : llvm::enumerate(kernel.params)) {
     // Descriptor: allocated and aligned pointers, offset, sizes, strides.

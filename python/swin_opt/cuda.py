@@ -120,20 +120,33 @@ def available() -> Optional[str]:
 
 
 class GpuKernel:
-    """A compiled GPU kernel: ``kernel(q, k, v, table, out, count[, pad_qkv])`` on device pointers."""
+    """A compiled GPU kernel on device pointers: ``kernel(q, k, v, table, out, count[, pad_qkv])``,
+    or ``kernel.call_packed(qkv, table, out, batch[, pad_qkv])`` for a packed-qkv kernel."""
 
-    def __init__(self, library: Path, name: str, tokens: bool):
+    def __init__(self, library: Path, name: str, tokens: bool, packed: bool = False):
         self.library = ctypes.CDLL(str(library))
         self.fn = getattr(self.library, name)
         self.fn.restype = ctypes.c_int
-        self.fn.argtypes = [ctypes.c_uint64] * 5 + [ctypes.c_int64] + (
+        inputs = 1 if packed else 3
+        self.fn.argtypes = [ctypes.c_uint64] * (inputs + 2) + [ctypes.c_int64] + (
             [ctypes.c_uint64] if tokens else []) + [ctypes.c_void_p]
         self.last_error = getattr(self.library, f"{name}_last_error")
         self.last_error.restype = ctypes.c_char_p
         self.tokens = tokens
+        self.packed = packed
 
     def __call__(self, q, k, v, table, out, count, pad_qkv=0, stream=None) -> None:
-        args = [q, k, v, table, out, count] + ([pad_qkv] if self.tokens else []) + [stream]
+        if self.packed:
+            raise TypeError("a packed-qkv kernel is called as kernel.call_packed(qkv, table, out, batch)")
+        self._run([q, k, v, table, out, count], pad_qkv, stream)
+
+    def call_packed(self, qkv, table, out, batch, pad_qkv=0, stream=None) -> None:
+        if not self.packed:
+            raise TypeError("call_packed needs a kernel compiled with packed_qkv=True")
+        self._run([qkv, table, out, batch], pad_qkv, stream)
+
+    def _run(self, args, pad_qkv, stream) -> None:
+        args = args + ([pad_qkv] if self.tokens else []) + [stream]
         if self.fn(*args) != 0:
             raise CudaError(self.last_error().decode())
 
@@ -141,7 +154,8 @@ class GpuKernel:
 def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, resolution=None, shift=None,
                 layout: str = "windows", padding: Optional[str] = None, dtype: str = "f32",
                 chip: str = "sm_90", name: str = "swin_window_attention",
-                kernel: Optional[str] = None, cache_dir: Optional[Path] = None) -> GpuKernel:
+                kernel: Optional[str] = None, packed_qkv: bool = False,
+                cache_dir: Optional[Path] = None) -> GpuKernel:
     """Compiles a GPU kernel and its runtime (``cc`` against the toolkit's ``cuda.h``).
 
     ``kernel``: ``"warps"`` (tensor cores; swin-aot's default, which falls back to
@@ -157,6 +171,8 @@ def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, resolution=
         args.append(f"--layout={layout}")
         if padding:
             args.append(f"--padding={padding.replace('_', '-')}")
+    if packed_qkv:
+        args.append("--packed-qkv")
     if kernel is not None:
         args.append(f"--kernel={kernel}")
     aot = find_swin_aot()
@@ -171,7 +187,7 @@ def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, resolution=
         subprocess.run([cc, "-O2", "-shared", "-fPIC", str(root / f"{name}.c"),
                         f"-I{CUDA_HOME / 'include'}", "-lcuda", "-o", str(library)],
                        check=True, capture_output=True, text=True)
-    return GpuKernel(library, name, layout == "tokens")
+    return GpuKernel(library, name, layout == "tokens", packed_qkv)
 
 
 def torch_call(kernel: GpuKernel, q, k, v, table, *, out=None, pad_qkv=None):

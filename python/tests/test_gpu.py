@@ -146,6 +146,32 @@ def test_invalid_arguments_are_reported(driver, tmp_path):
 
 
 @requires_gpu
+def test_tokens_layout_packed_qkv(driver, tmp_path):
+    """The qkv projection's output as it is, [batch, L, 3, heads, d], f16."""
+    cfg = dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14), shift=(3, 3))
+    kernel = cuda.compile_gpu(layout="tokens", packed_qkv=True, dtype="f16",
+                              cache_dir=tmp_path, **cfg)
+    rng = np.random.default_rng(4)
+    c, tokens = 96, 196
+    qkv = rng.standard_normal((2, tokens, 3, 3, 32)).astype(np.float16)
+    table = rng.standard_normal((ref.table_rows(cfg["window"]), 3)).astype(np.float16)
+    pointers = [driver.to_device(a) for a in (qkv, table)]
+    out = driver.alloc(2 * tokens * c * 2)
+    try:
+        kernel.call_packed(pointers[0], pointers[1], out, 2)
+        driver.synchronize()
+        got = driver.to_host(out, (2, tokens, c), np.float16)
+    finally:
+        for p in pointers + [out]:
+            driver.free(p)
+    q, k, v = (qkv[:, :, i].reshape(2, tokens, c).astype(np.float64) for i in range(3))
+    expected = ref.swin_block_attention_tokens(q, k, v, table.astype(np.float64),
+                                               resolution=cfg["resolution"],
+                                               window=cfg["window"], shift=cfg["shift"])
+    assert np.abs(got.astype(np.float64) - expected).max() <= 2e-3 * max(1.0, np.abs(expected).max())
+
+
+@requires_gpu
 def test_misaligned_buffers_are_reported(driver, tmp_path):
     """Rows move in 16-byte vectors: an unaligned buffer is an error, not a fault."""
     kernel = cuda.compile_gpu(window=(7, 7), heads=3, head_dim=32, dtype="f16",
