@@ -412,47 +412,65 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
   int64_t queryElements = 16 * shape.rowStride;
   int64_t tokenElements = shape.paddedTokens * shape.rowStride;
   OpBuilder::InsertionGuard guard(b);
+  // A block of `warps` warps, one (window, head) each, each with its own
+  // slice of the block's buffers.
+  int64_t warps = shape.warpsPerBlock;
+  struct Buffer {
+    StringRef name;
+    int64_t elements;
+    Type element;
+  };
+  Buffer buffers[] = {{"queries", queryElements, shape.element},
+                      {"keys", tokenElements, shape.element},
+                      {"values", tokenElements, shape.element},
+                      {"table", g.tableRows, f32},
+                      {"key_offsets", shape.paddedTokens, b.getI32Type()},
+                      {"key_labels", shape.paddedTokens, b.getI32Type()}};
+  auto scratchAt = [&](ArrayRef<Value> memrefs, Value slot) {
+    return WarpScratch{memrefs[0],
+                       memrefs[1],
+                       memrefs[2],
+                       memrefs[3],
+                       memrefs[4],
+                       memrefs[5],
+                       mulConst(slot, queryElements),
+                       mulConst(slot, tokenElements),
+                       mulConst(slot, g.tableRows),
+                       mulConst(slot, shape.paddedTokens)};
+  };
+
   if (!gpuLaunch) {
+    // The host keeps the block's layout: item i works in slot i mod warps
+    // of stack buffers sized for the block, so that the slot offsets run
+    // here too.
     auto loop = scf::ParallelOp::create(
         b, ValueRange{index(0)}, ValueRange{items}, ValueRange{index(1)});
     b.setInsertionPointToStart(loop.getBody());
     auto scope = memref::AllocaScopeOp::create(b, TypeRange{});
     scope.getBodyRegion().push_back(new Block());
     b.setInsertionPointToStart(&scope.getBodyRegion().front());
-    auto buffer = [&](int64_t elements, Type element) -> Value {
-      return memref::AllocaOp::create(b, MemRefType::get({elements}, element));
-    };
-    Type i32 = b.getI32Type();
-    WarpScratch scratch{buffer(queryElements, shape.element),
-                        buffer(tokenElements, shape.element),
-                        buffer(tokenElements, shape.element),
-                        buffer(g.tableRows, f32),
-                        buffer(shape.paddedTokens, i32),
-                        buffer(shape.paddedTokens, i32),
-                        index(0),
-                        index(0),
-                        index(0),
-                        index(0)};
+    SmallVector<Value, 6> memrefs;
+    for (const Buffer &buffer : buffers)
+      memrefs.push_back(memref::AllocaOp::create(
+          b, MemRefType::get({warps * buffer.elements}, buffer.element)));
+    Value item = loop.getInductionVars()[0];
     Warp warp(b, /*emulated=*/true);
-    emitWarpItem(warp, shape, loop.getInductionVars()[0], scratch);
+    emitWarpItem(warp, shape, item, scratchAt(memrefs, remConst(item, warps)));
     memref::AllocaScopeReturnOp::create(b, ValueRange{});
     return success();
   }
 
-  // A block of `warps` warps, one (window, head) each, each with its own
-  // slice of the block's shared memory. The buffers are module globals in
-  // the workgroup address space (CUDA's static __shared__ arrays), 16-byte
-  // aligned for the rows' vector accesses; kernel outlining copies them
-  // into the kernel's module. (Launch attributions would only be aligned
-  // to their element type.)
-  int64_t warps = shape.warpsPerBlock;
+  // On the GPU the buffers are module globals in the workgroup address
+  // space (CUDA's static __shared__ arrays), 16-byte aligned for the rows'
+  // vector accesses; kernel outlining copies them into the kernel's module.
+  // (Launch attributions would only be aligned to their element type.)
   auto workgroup =
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
   auto module = op->getParentOfType<ModuleOp>();
   SymbolTable symbols(module);
   SmallVector<memref::GlobalOp> globals;
-  auto shared = [&](StringRef name, int64_t elements, Type element) {
-    auto type = MemRefType::get({warps * elements}, element,
+  for (const Buffer &buffer : buffers) {
+    auto type = MemRefType::get({warps * buffer.elements}, buffer.element,
                                 MemRefLayoutAttrInterface(), workgroup);
     OpBuilder::InsertionGuard guard(b);
     if (globals.empty())
@@ -460,18 +478,12 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
     else
       b.setInsertionPointAfter(globals.back());
     auto global = memref::GlobalOp::create(
-        b, (Twine("__rpe_shared_") + name).str(), b.getStringAttr("private"),
-        type, /*initial_value=*/Attribute(), /*constant=*/false,
-        b.getI64IntegerAttr(kChunkBytes));
+        b, (Twine("__rpe_shared_") + buffer.name).str(),
+        b.getStringAttr("private"), type, /*initial_value=*/Attribute(),
+        /*constant=*/false, b.getI64IntegerAttr(kChunkBytes));
     symbols.insert(global); // renamed if the name is taken
     globals.push_back(global);
-  };
-  shared("queries", queryElements, shape.element);
-  shared("keys", tokenElements, shape.element);
-  shared("values", tokenElements, shape.element);
-  shared("table", g.tableRows, f32);
-  shared("key_offsets", shape.paddedTokens, b.getI32Type());
-  shared("key_labels", shape.paddedTokens, b.getI32Type());
+  }
   Value one = index(1);
   Value blocks = divConst(add(items, index(warps - 1)), warps);
   auto launch = gpu::LaunchOp::create(b, blocks, one, one,
@@ -481,20 +493,11 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
   items = countItems();
   Value slot = divConst(launch.getThreadIds().x, kWarpSize);
   Value item = add(mulConst(launch.getBlockIds().x, warps), slot);
-  SmallVector<Value, 6> buffers;
+  SmallVector<Value, 6> memrefs;
   for (memref::GlobalOp global : globals)
-    buffers.push_back(
+    memrefs.push_back(
         memref::GetGlobalOp::create(b, global.getType(), global.getSymName()));
-  WarpScratch scratch{buffers[0],
-                      buffers[1],
-                      buffers[2],
-                      buffers[3],
-                      buffers[4],
-                      buffers[5],
-                      mulConst(slot, queryElements),
-                      mulConst(slot, tokenElements),
-                      mulConst(slot, g.tableRows),
-                      mulConst(slot, shape.paddedTokens)};
+  WarpScratch scratch = scratchAt(memrefs, slot);
   auto isItem = scf::IfOp::create(
       b, compare(arith::CmpIPredicate::ult, item, items), /*withElse=*/false);
   b.setInsertionPointToStart(&isItem.getThenRegion().front());

@@ -64,8 +64,10 @@
 // HOST-LABEL: func @stage1_f16
 // HOST: scf.parallel
 // HOST: memref.alloca_scope
-// HOST: memref.alloca() : memref<640xf16>
-// HOST: memref.alloca() : memref<2560xf16>
+// The block's buffers, the item in slot item mod 3.
+// HOST: memref.alloca() : memref<1920xf16>
+// HOST: memref.alloca() : memref<7680xf16>
+// HOST: arith.remui %{{.*}}, %c3
 // HOST: vector.gather %{{.*}} : memref<?xf16, strided<[1], offset: ?>>, vector<32xindex>, vector<32xi1>, vector<32xf16> into vector<32xf16>
 // HOST: vector.scatter
 // mma.sync by its definition: lanes of A and B permuted, then FMAs.
