@@ -27,9 +27,10 @@
 
 namespace mlir::rpe::detail {
 
-/// The tiles kernel computes its softmax in base 2: log2(e) is folded into
-/// the scale of kᵀ, into the table and into the mask value (all three, or
-/// the scores would mix bases), and exp(s - m) becomes 2^(s' - m').
+/// The tiles and warp kernels compute their softmax in base 2: log2(e) is
+/// folded into the scale of the scores, into the table and into the mask
+/// value (all three, or the scores would mix bases), and exp(s - m) becomes
+/// 2^(s' - m').
 constexpr double kLog2E = 1.4426950408889634;
 
 /// Compile-time shape of one fused kernel.

@@ -63,7 +63,6 @@ static constexpr int64_t kSharedBytesPerBlock = 48 * 1024;
 /// Several (window, head) items per block for small windows: a block of
 /// one warp would cap an SM at 32 resident warps.
 static constexpr int64_t kMaxWarpsPerBlock = 4;
-static constexpr double kLog2EWarp = 1.4426950408889634;
 /// Rows move between memories in chunks of this many bytes per lane.
 static constexpr int64_t kChunkBytes = 16;
 
@@ -649,7 +648,7 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
 
   // 1. The head's table, times log2 e, and the window's keys and values
   //    into the warp's shared memory.
-  Value log2e = warp.constant(kLog2EWarp, f32);
+  Value log2e = warp.constant(kLog2E, f32);
   for (int64_t t0 = 0; t0 < tableRows; t0 += kWarpSize) {
     Value t = add(lane, index(t0));
     Value valid = t0 + kWarpSize > tableRows
@@ -694,9 +693,9 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
   warp.sync();
 
   Value scaleLog2e =
-      warp.constant(op.getScale().convertToDouble() * kLog2EWarp, f32);
+      warp.constant(op.getScale().convertToDouble() * kLog2E, f32);
   Value maskLog2e =
-      warp.constant(op.getMaskValue().convertToDouble() * kLog2EWarp, f32);
+      warp.constant(op.getMaskValue().convertToDouble() * kLog2E, f32);
   Value zero = warp.constant(0.0, f32);
   Value minusInf = warp.constant(-std::numeric_limits<double>::infinity(), f32);
 
