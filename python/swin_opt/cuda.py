@@ -190,6 +190,28 @@ def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, resolution=
     return GpuKernel(library, name, layout == "tokens", packed_qkv)
 
 
+def _check_cuda_tensors(named, like):
+    import torch
+
+    for name, t in named:
+        if not isinstance(t, torch.Tensor) or not t.is_cuda:
+            raise TypeError(f"{name} must be a CUDA torch tensor")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous")
+        if t.device != like.device or t.dtype != like.dtype:
+            raise ValueError(f"{name} must be on {like.device} with dtype {like.dtype}")
+
+
+def _output(out, shape, like):
+    import torch
+
+    if out is None:
+        return torch.empty(shape, device=like.device, dtype=like.dtype)
+    if tuple(out.shape) != tuple(shape) or not out.is_contiguous() or out.dtype != like.dtype:
+        raise ValueError(f"out must be a contiguous {like.dtype} tensor of shape {tuple(shape)}")
+    return out
+
+
 def torch_call(kernel: GpuKernel, q, k, v, table, *, out=None, pad_qkv=None):
     """Runs a GPU kernel on CUDA torch tensors, without copies, on torch's current stream.
 
@@ -199,24 +221,34 @@ def torch_call(kernel: GpuKernel, q, k, v, table, *, out=None, pad_qkv=None):
     import torch
 
     tensors = [q, k, v, table] + ([pad_qkv] if pad_qkv is not None else [])
-    for name, t in zip(("q", "k", "v", "table", "pad_qkv"), tensors):
-        if not isinstance(t, torch.Tensor) or not t.is_cuda:
-            raise TypeError(f"{name} must be a CUDA torch tensor")
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous")
-        if t.device != q.device or t.dtype != q.dtype:
-            raise ValueError(f"{name} must be on {q.device} with dtype {q.dtype}")
+    _check_cuda_tensors(zip(("q", "k", "v", "table", "pad_qkv"), tensors), q)
     if kernel.tokens:
         count = q.shape[0]
         out_shape = q.shape
     else:
         count, heads, n, d = q.shape
         out_shape = (count, n, heads * d)
-    if out is None:
-        out = torch.empty(out_shape, device=q.device, dtype=q.dtype)
-    elif tuple(out.shape) != tuple(out_shape) or not out.is_contiguous() or out.dtype != q.dtype:
-        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {tuple(out_shape)}")
+    out = _output(out, out_shape, q)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     kernel(q.data_ptr(), k.data_ptr(), v.data_ptr(), table.data_ptr(), out.data_ptr(), count,
            pad_qkv=pad_qkv.data_ptr() if pad_qkv is not None else 0, stream=stream)
+    return out
+
+
+def torch_call_packed(kernel: GpuKernel, qkv, table, *, out=None, pad_qkv=None):
+    """:func:`torch_call` for a packed-qkv kernel: ``qkv`` is the qkv projection's
+    output ``[batch, L, 3 * C]`` (or ``[batch, L, 3, heads, head_dim]``) as it is;
+    ``out`` is ``[batch, L, C]``."""
+    import torch
+
+    if not kernel.packed:
+        raise TypeError("torch_call_packed needs a kernel compiled with packed_qkv=True")
+    tensors = [qkv, table] + ([pad_qkv] if pad_qkv is not None else [])
+    _check_cuda_tensors(zip(("qkv", "table", "pad_qkv"), tensors), qkv)
+    batch, tokens = qkv.shape[0], qkv.shape[1]
+    channels = qkv[0, 0].numel() // 3
+    out = _output(out, (batch, tokens, channels), qkv)
+    stream = torch.cuda.current_stream(qkv.device).cuda_stream
+    kernel.call_packed(qkv.data_ptr(), table.data_ptr(), out.data_ptr(), batch,
+                       pad_qkv=pad_qkv.data_ptr() if pad_qkv is not None else 0, stream=stream)
     return out

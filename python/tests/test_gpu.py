@@ -205,3 +205,22 @@ def test_torch_cuda_tensors(tmp_path):
                                     bias=ref.lookup(table.cpu().numpy().astype(np.float64), (7, 7)),
                                     mask=ref.shift_mask((14, 14), (7, 7), (3, 3)))
     assert np.abs(out.cpu().numpy() - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+
+
+@requires_gpu
+def test_torch_cuda_packed_qkv(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    kernel = cuda.compile_gpu(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14),
+                              shift=(3, 3), layout="tokens", packed_qkv=True, dtype="f16",
+                              cache_dir=tmp_path)
+    qkv = torch.randn(2, 196, 3 * 96, device="cuda", dtype=torch.float16)
+    table = torch.randn(169, 3, device="cuda", dtype=torch.float16)
+    out = cuda.torch_call_packed(kernel, qkv, table)
+    torch.cuda.synchronize()
+    q, k, v = (t.double().cpu().numpy() for t in qkv.split(96, dim=-1))
+    expected = ref.swin_block_attention_tokens(q, k, v, table.double().cpu().numpy(),
+                                               resolution=(14, 14), window=(7, 7), shift=(3, 3))
+    got = out.double().cpu().numpy()
+    assert np.abs(got - expected).max() <= 2e-3 * max(1.0, np.abs(expected).max())
