@@ -144,35 +144,21 @@ private:
   // scalar or the 32 lanes of an emulated warp (vector<32xindex>, see
   // WarpKernel.cpp); mixed operands broadcast the scalar. The address
   // helpers below (tableOffset, regionLabel) thus serve both.
-  Value add(Value x, Value y) {
+  template <typename OpTy> Value binary(Value x, Value y) {
     matchLanes(x, y);
-    return arith::AddIOp::create(b, x, y);
+    return OpTy::create(b, x, y);
   }
-  Value mul(Value x, Value y) {
-    matchLanes(x, y);
-    return arith::MulIOp::create(b, x, y);
-  }
+  Value add(Value x, Value y) { return binary<arith::AddIOp>(x, y); }
+  Value mul(Value x, Value y) { return binary<arith::MulIOp>(x, y); }
   Value mulConst(Value x, int64_t c) { return c == 1 ? x : mul(x, index(c)); }
   Value divConst(Value x, int64_t c) {
-    if (c == 1)
-      return x;
-    Value y = index(c);
-    matchLanes(x, y);
-    return arith::DivUIOp::create(b, x, y);
+    return c == 1 ? x : binary<arith::DivUIOp>(x, index(c));
   }
   Value remConst(Value x, int64_t c) {
-    Value y = index(c);
-    matchLanes(x, y);
-    return arith::RemUIOp::create(b, x, y);
-  }
-  Value sub(Value x, Value y) {
-    matchLanes(x, y);
-    return arith::SubIOp::create(b, x, y);
+    return binary<arith::RemUIOp>(x, index(c));
   }
   Value minConst(Value x, int64_t c) {
-    Value y = index(c);
-    matchLanes(x, y);
-    return arith::MinUIOp::create(b, x, y);
+    return binary<arith::MinUIOp>(x, index(c));
   }
   Value select(Value condition, Value x, Value y) {
     matchLanes(x, y);
@@ -248,15 +234,19 @@ private:
                            int64_t part);
   /// The same for the output row (merged heads: [b, t, h * d + e]).
   RowAddress outputAddress(Value w, Value h, Value token);
-  /// Loads `memref[index]`; the warp kernel's loads take lanes of indices.
-  using LoadFn = function_ref<Value(Value memref, Value index)>;
-  Value loadInputElement(Input which, RowAddress row, Value h, Value e,
-                         LoadFn load = nullptr);
+  Value loadInputElement(Input which, RowAddress row, Value h, int64_t e);
   /// Swin's region label of token `token` of the image's window `wi`, in
   /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
   Value regionLabel(Value wi, Value token);
   /// 2^x on a vector of x in [-115, 0].
   Value exp2(Value x);
+  /// Windows of the op's batch: q's first extent, or images times windows
+  /// per image.
+  Value countWindows();
+  /// The flat views of q, k, v, out (and the padding rows), made where a
+  /// GPU kernel's body starts so that the outlined kernel captures only the
+  /// operands themselves.
+  void emitOperandViews(bool withPaddingRows = true);
   /// The work of query row `i` of (window w, head h).
   void emitRow(Value w, Value h, Value i);
 

@@ -69,9 +69,7 @@ Value flatten(OpBuilder &b, Location loc, Value memref) {
 }
 
 void FusedKernelEmitter::emitFlatViews() {
-  for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
-    flatInputs.push_back(flatten(b, b.getLoc(), input));
-  flatOutput = flatten(b, b.getLoc(), op.getInit());
+  emitOperandViews(/*withPaddingRows=*/false);
   if (!op.hasTokenLayout())
     return;
   featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
@@ -670,10 +668,7 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
     if (!labels)
       return failure();
   }
-  // Windows: q's first extent, or images times windows per image.
-  Value windows = memref::DimOp::create(b, op.getQuery(), 0);
-  if (featureMap)
-    windows = mulConst(windows, imageWindows);
+  Value windows = countWindows();
   auto parallel = scf::ParallelOp::create(b, ValueRange{index(0), index(0)},
                                           ValueRange{windows, index(g.heads)},
                                           ValueRange{index(1), index(1)});
@@ -788,19 +783,35 @@ FusedKernelEmitter::outputAddress(Value w, Value h, Value token) {
 }
 
 Value FusedKernelEmitter::loadInputElement(Input which, RowAddress row, Value h,
-                                           Value e, LoadFn load) {
+                                           int64_t e) {
   auto loadAt = [&](Value memref, Value offset) {
-    return toF32(load ? load(memref, offset)
-                      : memref::LoadOp::create(b, memref, offset).getResult());
+    return toF32(memref::LoadOp::create(b, memref, offset));
   };
-  Value value = loadAt(flatInputs[static_cast<int>(which)], add(row.offset, e));
+  Value value =
+      loadAt(flatInputs[static_cast<int>(which)], add(row.offset, index(e)));
   if (!row.valid)
     return value;
   Value padding = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
   if (!paddingRows.empty())
     padding = loadAt(paddingRows[static_cast<int>(which)],
-                     add(mulConst(h, g.headDim), e));
+                     add(mulConst(h, g.headDim), index(e)));
   return select(row.valid, value, padding);
+}
+
+Value FusedKernelEmitter::countWindows() {
+  Value windows = memref::DimOp::create(b, op.getQuery(), 0);
+  if (!featureMap)
+    return windows;
+  return mulConst(windows, getNumWindows(*op.getResolution(), g.window));
+}
+
+void FusedKernelEmitter::emitOperandViews(bool withPaddingRows) {
+  for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
+    flatInputs.push_back(flatten(b, b.getLoc(), input));
+  flatOutput = flatten(b, b.getLoc(), op.getInit());
+  if (withPaddingRows)
+    for (Value pad : op.getPaddingValues())
+      paddingRows.push_back(flatten(b, b.getLoc(), pad));
 }
 
 Value FusedKernelEmitter::regionLabel(Value wi, Value token) {
@@ -841,12 +852,7 @@ LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
   if (op.hasTokenLayout())
     featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
                        op.isShiftThenPad());
-  int64_t imageWindows =
-      op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
-  Value windows = memref::DimOp::create(b, op.getQuery(), 0);
-  if (featureMap)
-    windows = mulConst(windows, imageWindows);
-  Value items = mulConst(windows, g.heads);
+  Value items = mulConst(countWindows(), g.heads);
 
   OpBuilder::InsertionGuard guard(b);
   if (!gpuLaunch) {
@@ -890,20 +896,14 @@ LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
 void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   int64_t imageWindows =
       op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
-  // Views are made here, inside the loops, so that a GPU kernel outlined
-  // from them captures only the operands themselves.
-  for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
-    flatInputs.push_back(flatten(b, b.getLoc(), input));
-  flatOutput = flatten(b, b.getLoc(), op.getInit());
-  for (Value pad : op.getPaddingValues())
-    paddingRows.push_back(flatten(b, b.getLoc(), pad));
+  emitOperandViews();
 
   Value scale = arith::ConstantOp::create(b, op.getScaleAttr());
   RowAddress queryRow = rowAddress(w, h, i);
   SmallVector<Value> query;
   for (int64_t e = 0; e < g.headDim; ++e)
     query.push_back(arith::MulFOp::create(
-        b, loadInputElement(Input::Query, queryRow, h, index(e)), scale));
+        b, loadInputElement(Input::Query, queryRow, h, e), scale));
   Value queryOffset = tableOffset(i);
   Value windowInImage = op.hasShiftMask() ? remConst(w, imageWindows) : Value();
   Value queryLabel =
@@ -924,8 +924,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
         Value s = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
         for (int64_t e = 0; e < g.headDim; ++e)
           s = math::FmaOp::create(
-              b, query[e], loadInputElement(Input::Key, keyRow, h, index(e)),
-              s);
+              b, query[e], loadInputElement(Input::Key, keyRow, h, e), s);
         // idx(i, j) = P(i) - P(j) + (T - 1) / 2
         Value idx = arith::SubIOp::create(b, add(queryOffset, index(g.center)),
                                           tableOffset(j));
@@ -950,7 +949,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
         RowAddress valueRow = rowAddress(w, h, j, Input::Value);
         for (int64_t e = 0; e < g.headDim; ++e)
           next.push_back(math::FmaOp::create(
-              b, p, loadInputElement(Input::Value, valueRow, h, index(e)),
+              b, p, loadInputElement(Input::Value, valueRow, h, e),
               arith::MulFOp::create(b, carried[2 + e], correction)));
         return next;
       });

@@ -398,15 +398,7 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
   if (op.hasTokenLayout())
     featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
                        op.isShiftThenPad());
-  // (window, head) items; computed where used, so that the outlined kernel
-  // captures the query, not a count.
-  auto countItems = [&] {
-    Value windows = memref::DimOp::create(b, op.getQuery(), 0);
-    if (featureMap)
-      windows = mulConst(windows, getNumWindows(*op.getResolution(), g.window));
-    return mulConst(windows, g.heads);
-  };
-  Value items = countItems();
+  Value items = mulConst(countWindows(), g.heads);
 
   int64_t queryElements = 16 * shape.rowStride;
   int64_t tokenElements = shape.paddedTokens * shape.rowStride;
@@ -489,7 +481,9 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
                                       index(warps * kWarpSize), one, one);
   setItemsPerBlock(warps);
   b.setInsertionPointToStart(&launch.getBody().front());
-  items = countItems();
+  // Counted again inside, so that the outlined kernel captures the query,
+  // not a count.
+  items = mulConst(countWindows(), g.heads);
   Value slot = divConst(launch.getThreadIds().x, kWarpSize);
   Value item = add(mulConst(launch.getBlockIds().x, warps), slot);
   SmallVector<Value, 6> memrefs;
@@ -621,13 +615,7 @@ void FusedKernelEmitter::stageTokenRows(Warp &warp, const WarpTileShape &shape,
 
 void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
                                       Value item, const WarpScratch &scratch) {
-  // Views are made here, inside the launch, so that the outlined kernel
-  // captures only the operands themselves.
-  for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
-    flatInputs.push_back(flatten(b, b.getLoc(), input));
-  flatOutput = flatten(b, b.getLoc(), op.getInit());
-  for (Value pad : op.getPaddingValues())
-    paddingRows.push_back(flatten(b, b.getLoc(), pad));
+  emitOperandViews();
   Value table = flatten(b, b.getLoc(), op.getTable());
 
   const int64_t n = g.tokens, d = g.headDim, tableRows = g.tableRows;
