@@ -17,6 +17,7 @@ import pytest
 
 from swin_opt import cuda
 from swin_opt import reference as ref
+from swin_opt import testing as T
 
 pytestmark = pytest.mark.aot
 
@@ -52,89 +53,54 @@ CASES = [
 ]
 
 
+def _random(rng, shape, dtype):
+    """Standard normal values in the kernel's storage (bf16 as raw bits)."""
+    return T.to_storage(rng.standard_normal(shape, dtype=np.float32), dtype)
+
+
 @requires_gpu
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c["window"])))
 @pytest.mark.parametrize("dtype,kernel", [("f32", "rows"), ("f16", "rows"), ("f16", "warps"),
                                           ("bf16", "warps")])
 def test_windows_layout(driver, tmp_path, case, dtype, kernel):
-    if dtype == "bf16":
-        _check_bf16(driver, tmp_path, case)
-        return
-    np_type = np.float32 if dtype == "f32" else np.float16
     kernel = cuda.compile_gpu(dtype=dtype, kernel=kernel, cache_dir=tmp_path, **case)
     rng = np.random.default_rng(0)
     window, heads, d = case["window"], case["heads"], case["head_dim"]
     n = int(np.prod(window))
     per_image = ref.windows_per_image(case["resolution"], window) if "resolution" in case else 1
     windows = 2 * per_image
-    q, k, v = (rng.standard_normal((windows, heads, n, d)).astype(np_type) for _ in range(3))
-    table = rng.standard_normal((ref.table_rows(window), heads)).astype(np_type)
-    out = _run(driver, kernel, [q, k, v, table], (windows, n, heads * d), np_type, windows)
+    q, k, v = (_random(rng, (windows, heads, n, d), dtype) for _ in range(3))
+    table = _random(rng, (ref.table_rows(window), heads), dtype)
+    out = _run(driver, kernel, [q, k, v, table], (windows, n, heads * d), q.dtype, windows)
     mask = ref.shift_mask(case["resolution"], window, case["shift"]) if "shift" in case else None
-    expected = ref.window_attention(q, k, v, bias=ref.lookup(table.astype(np.float64), window), mask=mask)
-    tol = (1e-5 if dtype == "f32" else 2e-3) * max(1.0, np.abs(expected).max())
-    assert np.abs(out.astype(np.float64) - expected).max() <= tol
-
-
-def _check_bf16(driver, tmp_path, case):
-    """bf16 storage (raw bits), through swin_opt.testing's conversions and tolerance."""
-    from swin_opt import testing as T
-    kernel = cuda.compile_gpu(dtype="bf16", kernel="warps", cache_dir=tmp_path, **case)
-    rng = np.random.default_rng(2)
-    window, heads, d = case["window"], case["heads"], case["head_dim"]
-    n = int(np.prod(window))
-    per_image = ref.windows_per_image(case["resolution"], window) if "resolution" in case else 1
-    windows = 2 * per_image
-    q, k, v = (T.to_storage(rng.standard_normal((windows, heads, n, d), dtype=np.float32), "bf16")
-               for _ in range(3))
-    table = T.to_storage(rng.standard_normal((ref.table_rows(window), heads), dtype=np.float32),
-                         "bf16")
-    out = _run(driver, kernel, [q, k, v, table], (windows, n, heads * d), np.uint16, windows)
-    mask = ref.shift_mask(case["resolution"], window, case["shift"]) if "shift" in case else None
-    q64, k64, v64, t64 = (T.to_float64(a, "bf16") for a in (q, k, v, table))
+    q64, k64, v64, t64 = (T.to_float64(a, dtype) for a in (q, k, v, table))
     expected = ref.window_attention(q64, k64, v64, bias=ref.lookup(t64, window), mask=mask)
-    err, tol = T.compare(out, expected, "bf16")
+    err, tol = T.compare(out, expected, dtype)
     assert err <= tol, err
 
 
 @requires_gpu
-@pytest.mark.parametrize("dtype", ["f16"])
-def test_tokens_layout_f16_warps(driver, tmp_path, dtype):
-    """The tensor-core kernel on a padded token map (timm's order)."""
-    cfg = dict(window=(7, 7), heads=3, head_dim=32, resolution=(17, 23), shift=(3, 3))
-    kernel = cuda.compile_gpu(layout="tokens", padding="shift_then_pad", dtype=dtype,
-                              cache_dir=tmp_path, **cfg)
-    rng = np.random.default_rng(3)
-    c = cfg["heads"] * cfg["head_dim"]
-    tokens = 17 * 23
-    q, k, v = (rng.standard_normal((2, tokens, c)).astype(np.float16) for _ in range(3))
-    table = rng.standard_normal((ref.table_rows(cfg["window"]), cfg["heads"])).astype(np.float16)
-    pad = rng.standard_normal((3, c)).astype(np.float32)
-    out = _run(driver, kernel, [q, k, v, table], (2, tokens, c), np.float16, 2, pad=pad)
-    expected = ref.swin_block_attention_tokens(
-        q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
-        table.astype(np.float64), resolution=cfg["resolution"], window=cfg["window"],
-        shift=cfg["shift"], padding="shift_then_pad",
-        pad_qkv=pad.astype(np.float16).astype(np.float64))
-    assert np.abs(out.astype(np.float64) - expected).max() <= 2e-3 * max(1.0, np.abs(expected).max())
-
-
-@requires_gpu
 @pytest.mark.parametrize("padding", ["pad_then_shift", "shift_then_pad"])
-def test_tokens_layout(driver, tmp_path, padding):
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_tokens_layout(driver, tmp_path, padding, dtype):
+    """A padded token map; f16 runs the tensor-core kernel. pad_qkv is in the
+    element type (the GPU ABI)."""
     cfg = dict(window=(7, 7), heads=3, head_dim=32, resolution=(17, 23), shift=(3, 3))
-    kernel = cuda.compile_gpu(layout="tokens", padding=padding, cache_dir=tmp_path, **cfg)
+    kernel = cuda.compile_gpu(layout="tokens", padding=padding, dtype=dtype, cache_dir=tmp_path,
+                              **cfg)
     rng = np.random.default_rng(1)
     c = cfg["heads"] * cfg["head_dim"]
     tokens = 17 * 23
-    q, k, v = (rng.standard_normal((2, tokens, c)).astype(np.float32) for _ in range(3))
-    table = rng.standard_normal((ref.table_rows(cfg["window"]), cfg["heads"])).astype(np.float32)
-    pad = rng.standard_normal((3, c)).astype(np.float32)
-    out = _run(driver, kernel, [q, k, v, table], (2, tokens, c), np.float32, 2, pad=pad)
-    expected = ref.swin_block_attention_tokens(q, k, v, table, resolution=cfg["resolution"],
+    q, k, v = (_random(rng, (2, tokens, c), dtype) for _ in range(3))
+    table = _random(rng, (ref.table_rows(cfg["window"]), cfg["heads"]), dtype)
+    pad = _random(rng, (3, c), dtype)
+    out = _run(driver, kernel, [q, k, v, table], (2, tokens, c), q.dtype, 2, pad=pad)
+    q64, k64, v64, t64, pad64 = (T.to_float64(a, dtype) for a in (q, k, v, table, pad))
+    expected = ref.swin_block_attention_tokens(q64, k64, v64, t64, resolution=cfg["resolution"],
                                                window=cfg["window"], shift=cfg["shift"],
-                                               padding=padding, pad_qkv=pad)
-    assert np.abs(out - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+                                               padding=padding, pad_qkv=pad64)
+    err, tol = T.compare(out, expected, dtype)
+    assert err <= tol, err
 
 
 @requires_gpu
