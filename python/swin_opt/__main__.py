@@ -120,13 +120,11 @@ def cmd_compile(args) -> int:
 def cmd_verify(args) -> int:
     kernel = _compile(args)
     n = _count(kernel, args.batch)
-    inp = testing.random_inputs(kernel, n, seed=args.seed)
-    out = kernel(*inp.args(), pad_qkv=inp.pad_qkv)
-    want = testing.reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64, inp.pad_qkv)
-    err, tol = testing.compare(out, want, kernel.config.dtype)
-    status = "PASS" if err <= tol else "FAIL"
+    check = testing.check_against_reference(kernel, n, seed=args.seed)
+    status = "PASS" if check.passed else "FAIL"
     print(f"{compiler.describe(kernel.config)} n={n}")
-    print(f"max abs error {err:.3e} (allowed {tol:.3e}, max|ref| {np.abs(want).max():.3g}): {status}")
+    print(f"max abs error {check.error:.3e} (allowed {check.allowed:.3e}, "
+          f"max|ref| {np.abs(check.expected).max():.3g}): {status}")
     return 0 if status == "PASS" else 1
 
 

@@ -42,6 +42,8 @@ __all__ = [
     "random_inputs",
     "reference_output",
     "compare",
+    "Check",
+    "check_against_reference",
 ]
 
 #: Relative tolerance per kernel dtype, see the module docstring.
@@ -145,3 +147,27 @@ def compare(out, expected: np.ndarray, code: str) -> Tuple[float, float]:
         err = math.inf
     scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
     return err, TOLERANCE[code] * scale
+
+
+@dataclasses.dataclass
+class Check:
+    """A kernel's output on random inputs, its reference and the comparison."""
+
+    out: np.ndarray
+    expected: np.ndarray
+    error: float
+    allowed: float
+
+    @property
+    def passed(self) -> bool:
+        return self.error <= self.allowed
+
+
+def check_against_reference(kernel: Kernel, n: int, *, seed: int = 0) -> Check:
+    """Runs ``kernel`` on :func:`random_inputs` for ``n`` windows/images and compares
+    the output with :func:`reference_output` (see :func:`compare`)."""
+    inp = random_inputs(kernel, n, seed=seed)
+    out = kernel(*inp.args(), pad_qkv=inp.pad_qkv)
+    expected = reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64, inp.pad_qkv)
+    error, allowed = compare(out, expected, kernel.config.dtype)
+    return Check(out, expected, error, allowed)

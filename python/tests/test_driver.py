@@ -43,12 +43,9 @@ def fake(fake_aot, monkeypatch, tmp_path):
 
 
 def _check(kernel, n, seed=0):
-    inp = T.random_inputs(kernel, n, seed=seed)
-    out = kernel(*inp.args(), pad_qkv=inp.pad_qkv)
-    want = T.reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64, inp.pad_qkv)
-    err, tol = T.compare(out, want, kernel.config.dtype)
-    assert err <= tol, f"{kernel}: max error {err:.3g} > {tol:.3g}"
-    return out
+    check = T.check_against_reference(kernel, n, seed=seed)
+    assert check.passed, f"{kernel}: max error {check.error:.3g} > {check.allowed:.3g}"
+    return check.out
 
 
 @pytest.mark.parametrize(

@@ -34,13 +34,11 @@ def _id(value) -> str:
 
 
 def _check(kernel, n, seed=0):
-    inp = T.random_inputs(kernel, n, seed=seed)
-    out = kernel(*inp.args(), pad_qkv=inp.pad_qkv)
+    check = T.check_against_reference(kernel, n, seed=seed)
+    out = check.out
     assert out.shape == kernel.output_shape(n) and out.dtype == kernel.config.storage_dtype
-    want = T.reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64, inp.pad_qkv)
-    err, tol = T.compare(out, want, kernel.config.dtype)
-    assert err <= tol, (f"{swin_opt.describe(kernel.config)} n={n}: max abs error {err:.3g} "
-                        f"> {tol:.3g}")
+    assert check.passed, (f"{swin_opt.describe(kernel.config)} n={n}: max abs error "
+                          f"{check.error:.3g} > {check.allowed:.3g}")
     return out
 
 

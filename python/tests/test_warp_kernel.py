@@ -21,6 +21,8 @@ before ``P v`` and normalises by the sum of the rounded values, so its error
 is that of one rounding of p and one of the output.
 """
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -31,21 +33,15 @@ pytestmark = pytest.mark.aot
 
 
 @pytest.fixture(scope="module")
-def build(aot_path, tmp_path_factory):
-    cache = tmp_path_factory.mktemp("warp-kernels")
-
-    def _build(**kwargs):
-        return swin_opt.compile(kernel="warps", cache_dir=cache, **kwargs)
-    return _build
+def build_warps(build):
+    """conftest's ``build`` with ``kernel="warps"``."""
+    return functools.partial(build, kernel="warps")
 
 
 def _check(kernel, n, seed=0):
-    inp = T.random_inputs(kernel, n, seed=seed)
-    out = kernel(*inp.args(), pad_qkv=inp.pad_qkv)
-    want = T.reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64, inp.pad_qkv)
-    err, tol = T.compare(out, want, kernel.config.dtype)
-    assert err <= tol, (f"{swin_opt.describe(kernel.config)} n={n}: max abs error {err:.3g} "
-                        f"> {tol:.3g}")
+    check = T.check_against_reference(kernel, n, seed=seed)
+    assert check.passed, (f"{swin_opt.describe(kernel.config)} n={n}: max abs error "
+                          f"{check.error:.3g} > {check.allowed:.3g}")
 
 
 WINDOWS = [
@@ -69,8 +65,8 @@ def _id(case):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", WINDOWS, ids=_id)
-def test_windows_layout(build, case, dtype):
-    kernel = build(dtype=dtype, **case)
+def test_windows_layout(build_warps, case, dtype):
+    kernel = build_warps(dtype=dtype, **case)
     windows = 1
     if case.get("resolution"):
         windows = kernel.config.windows_per_image
@@ -79,15 +75,15 @@ def test_windows_layout(build, case, dtype):
 
 
 @pytest.mark.parametrize("padding", ["pad_then_shift", "shift_then_pad"])
-def test_tokens_layout_padded(build, padding):
+def test_tokens_layout_padded(build_warps, padding):
     """Swin-T's 7x7 windows on a padded 10x13 map, batch 2, both conventions."""
-    kernel = build(layout="tokens", window=(7, 7), heads=3, head_dim=32, resolution=(10, 13),
+    kernel = build_warps(layout="tokens", window=(7, 7), heads=3, head_dim=32, resolution=(10, 13),
                    shift=3, padding=padding, dtype="float16")
     _check(kernel, 2, seed=3)
 
 
-def test_tokens_layout_packed_qkv(build):
-    kernel = build(layout="tokens", window=(7, 7), heads=2, head_dim=32, resolution=(14, 14),
+def test_tokens_layout_packed_qkv(build_warps):
+    kernel = build_warps(layout="tokens", window=(7, 7), heads=2, head_dim=32, resolution=(14, 14),
                    shift=3, packed_qkv=True, dtype="float16")
     rng = np.random.default_rng(4)
     qkv = T.to_storage(rng.standard_normal((2, 196, 3, 2, 32), dtype=np.float32), "f16")
@@ -99,12 +95,12 @@ def test_tokens_layout_packed_qkv(build):
     assert err <= tol, err
 
 
-def test_f32_falls_back_to_rows(build):
+def test_f32_falls_back_to_rows(build_warps):
     """f32 operands have no m16n8k16 tensor-core form: the rows kernel runs."""
-    _check(build(window=(7, 7), heads=2, head_dim=32, dtype="float32"), 2)
+    _check(build_warps(window=(7, 7), heads=2, head_dim=32, dtype="float32"), 2)
 
 
-def test_large_logits(build):
+def test_large_logits(build_warps):
     """Scores far from zero: the running max must be subtracted before 2^x."""
-    kernel = build(window=(7, 7), heads=2, head_dim=32, dtype="float16", scale=4.0)
+    kernel = build_warps(window=(7, 7), heads=2, head_dim=32, dtype="float16", scale=4.0)
     _check(kernel, 3, seed=5)
