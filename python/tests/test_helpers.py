@@ -98,6 +98,7 @@ def test_config_args():
     assert "--window=2,7,7" in cfg3.aot_args() and "--shift=1,3,3" in cfg3.aot_args()
     assert "--dtype=bf16" in cfg3.aot_args()
     assert cfg3.windows_per_image == 4 * 64
+    assert _cfg(kernel="warps").aot_args()[-1] == "--kernel=warps"
 
 
 def test_config_padding_windows_layout_uses_padded_resolution():
@@ -126,6 +127,7 @@ def test_config_padding_windows_layout_uses_padded_resolution():
         (dict(name="bad name"), ValueError, "C identifier"),
         (dict(scale=float("nan")), ValueError, "finite"),
         (dict(layout="tokens"), ValueError, "requires resolution"),
+        (dict(kernel="bogus"), ValueError, "kernel must be 'tiles', 'warps' or 'rows'"),
     ],
 )
 def test_config_errors(kwargs, exc, match):

@@ -4,6 +4,7 @@
 // RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps key-block=48" -split-input-file 2>&1 | FileCheck %s --check-prefix=KEYBLOCK
 // RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu warps-per-block=4" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARPS
 // RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps key-block=20" 2>&1 | FileCheck %s --check-prefix=BADBLOCK
+// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps warps-per-block=33" 2>&1 | FileCheck %s --check-prefix=BADWARPS
 
 // Tile sizes fixed by options: 16 keys per step (four steps over N' = 64),
 // one warp per block.
@@ -15,6 +16,7 @@
 // KEYBLOCK: error: 'rpe.fused_window_attention' op key-block=48 does not divide the 64 keys of its window (N rounded up to 16)
 // WARPS: lower-fused-attention-warps.mlir:{{[0-9]+}}:3: error: 'rpe.fused_window_attention' op warps-per-block=4 needs 50832 bytes of shared memory, more than a block's 49152
 // BADBLOCK: error: key-block must be 16, 32, 48 or 64 (or 0: chosen per window), got 20
+// BADWARPS: error: warps-per-block must be in [1, 32] (or 0: chosen per window), got 33
 
 // Swin-T stage 1, f16, shifted: N = 49 -> N' = 64 keys, one block of 64.
 // Shared memory per warp: query tile 16 rows, keys and values 64 rows, of
