@@ -171,15 +171,21 @@ private:
     return arith::CmpIOp::create(b, predicate, x, y);
   }
   void matchLanes(Value &x, Value &y) { rpe::matchLanes(b, b.getLoc(), x, y); }
-  Value toF32(Value v) {
-    Type type = v.getType();
-    Type target = f32;
+  /// `value` (a scalar or a vector of floats) with `element` elements:
+  /// extended or truncated.
+  Value convertFloat(Value value, Type element) {
+    Type type = value.getType();
+    Type target = element;
     if (auto vector = dyn_cast<VectorType>(type))
-      target = VectorType::get(vector.getShape(), f32);
-    if (getElementTypeOrSelf(type).isF32())
-      return v;
-    return arith::ExtFOp::create(b, target, v);
+      target = vector.clone(element);
+    Type from = getElementTypeOrSelf(type);
+    if (from == element)
+      return value;
+    if (from.getIntOrFloatBitWidth() < element.getIntOrFloatBitWidth())
+      return arith::ExtFOp::create(b, target, value);
+    return arith::TruncFOp::create(b, target, value);
   }
+  Value toF32(Value v) { return convertFloat(v, f32); }
   Value broadcast(Value scalar, VectorType type = {}) {
     return vector::BroadcastOp::create(b, type ? type : vecType, scalar);
   }

@@ -501,20 +501,6 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
   return success();
 }
 
-/// `value` (f32 or narrower, lanes or not) as `element`.
-static Value convertFloat(ImplicitLocOpBuilder &b, Value value, Type element) {
-  Type type = value.getType();
-  Type target = element;
-  if (auto vector = dyn_cast<VectorType>(type))
-    target = vector.clone(element);
-  Type from = getElementTypeOrSelf(type);
-  if (from == element)
-    return value;
-  if (from.getIntOrFloatBitWidth() < element.getIntOrFloatBitWidth())
-    return arith::ExtFOp::create(b, target, value);
-  return arith::TruncFOp::create(b, target, value);
-}
-
 /// Lanes move token rows in chunks of 8 elements (16 bytes): d / 8 lanes
 /// per row, 32 / (d / 8) rows per step of the warp.
 struct ChunkLayout {
@@ -548,7 +534,7 @@ FusedKernelEmitter::loadInputChunk(Warp &warp, const WarpTileShape &shape,
     for (Value part :
          warp.loadChunk(paddingRows[static_cast<int>(which)],
                         add(mulConst(h, g.headDim), column), width))
-      padding.push_back(convertFloat(b, part, shape.element));
+      padding.push_back(convertFloat(part, shape.element));
   }
   for (auto [part, pad] : llvm::zip(chunk, padding))
     part = select(row.valid, part, pad);
@@ -626,7 +612,6 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
   Value lane = warp.laneId();
   Value group = divConst(lane, 4), quadLane = remConst(lane, 4); // g, t
   Value twiceQuadLane = mulConst(quadLane, 2);                   // 2t
-  auto ef32 = [&](Value v) { return convertFloat(b, v, f32); };
   auto fadd = [&](Value x, Value y) { return arith::AddFOp::create(b, x, y); };
   auto fmul = [&](Value x, Value y) { return arith::MulFOp::create(b, x, y); };
   auto fmax = [&](Value x, Value y) {
@@ -642,7 +627,7 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
     Value valid = t0 + kWarpSize > tableRows
                       ? compare(arith::CmpIPredicate::ult, t, index(tableRows))
                       : Value();
-    Value entry = ef32(warp.load(table, add(mulConst(t, g.heads), h), valid));
+    Value entry = toF32(warp.load(table, add(mulConst(t, g.heads), h), valid));
     warp.store(fmul(entry, log2e), scratch.table, add(scratch.tableBase, t),
                valid);
   }
@@ -802,11 +787,10 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
               for (int64_t nj = 0; nj < keyTiles; ++nj) {
                 SmallVector<Value, 4> tileP;
                 for (int64_t c = 0; c < 4; ++c) {
-                  Value p = convertFloat(b,
-                                         exp2(arith::SubFOp::create(
+                  Value p = convertFloat(exp2(arith::SubFOp::create(
                                              b, scores[nj][c], newMax[c / 2])),
                                          element);
-                  sums[c / 2] = fadd(sums[c / 2], ef32(p));
+                  sums[c / 2] = fadd(sums[c / 2], toF32(p));
                   tileP.push_back(p);
                 }
                 probabilities.push_back(tileP);
@@ -862,7 +846,7 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
             Value row = add(group, index(8 * (c / 2)));
             Value column = add(twiceQuadLane, index(8 * nt + c % 2));
             warp.store(
-                convertFloat(b, fmul(state[4 + 4 * nt + c], inverse[c / 2]),
+                convertFloat(fmul(state[4 + 4 * nt + c], inverse[c / 2]),
                              element),
                 scratch.queries,
                 add(scratch.queryBase, add(mulConst(row, stride), column)));
