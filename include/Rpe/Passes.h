@@ -3,6 +3,7 @@
 #ifndef RPE_PASSES_H
 #define RPE_PASSES_H
 
+#include "Rpe/Codegen.h"
 #include "Rpe/RpeOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,6 +41,15 @@ inline constexpr llvm::StringLiteral kItemsPerBlockAttr = "rpe.items_per_block";
 /// when the value is not known at compile time.
 LogicalResult replaceWithFoldedConstant(RewriterBase &rewriter, Operation *op);
 
+/// The spellings of KernelStrategy in pass and pipeline options.
+inline auto kernelStrategyValues() {
+  return llvm::cl::values(
+      clEnumValN(KernelStrategy::Tiles, "tiles", "the CPU's FMA tiles"),
+      clEnumValN(KernelStrategy::Rows, "rows", "one softmax per query row"),
+      clEnumValN(KernelStrategy::Warps, "warps",
+                 "a warp per (window, head) on tensor-core tiles"));
+}
+
 /// Options of `rpe-cpu-pipeline`.
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   PassOptions::Option<bool> fuse{
@@ -51,11 +61,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "vector-width",
       llvm::cl::desc("f32 lanes per vector in the fused kernel"),
       llvm::cl::init(8)};
-  PassOptions::Option<std::string> kernel{
+  PassOptions::Option<KernelStrategy> kernel{
       *this, "kernel",
       llvm::cl::desc("The fused kernel: tiles (the CPU's), or the GPU's rows "
                      "or warps, run on the host to test them"),
-      llvm::cl::init("tiles")};
+      llvm::cl::init(KernelStrategy::Tiles), kernelStrategyValues()};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
       llvm::cl::desc("Run windows x heads in parallel through OpenMP"),
@@ -82,11 +92,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("What gpu.binary holds: isa (PTX), bin (cubin), fatbin, "
                      "or none (stop at the NVVM dialect)"),
       llvm::cl::init("isa")};
-  PassOptions::Option<std::string> kernel{
+  PassOptions::Option<KernelStrategy> kernel{
       *this, "kernel",
       llvm::cl::desc("warps (tensor cores, where the op qualifies, else "
                      "rows) or rows (a thread per query row)"),
-      llvm::cl::init("warps")};
+      llvm::cl::init(KernelStrategy::Warps), kernelStrategyValues()};
   PassOptions::Option<int64_t> keyBlock{
       *this, "key-block",
       llvm::cl::desc("warps: keys per online-softmax step (16..64; 0: "
@@ -109,7 +119,8 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
 /// then the host lowering; swin-aot runs the parts and keeps the kernel.
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
 /// Fusion, bufferization, the fused op as a gpu.launch, kernel outlining.
-void buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel = "warps",
+void buildGpuKernelPipeline(OpPassManager &pm,
+                            KernelStrategy kernel = KernelStrategy::Warps,
                             int64_t keyBlock = 0, int64_t warpsPerBlock = 0);
 /// The NVVM target and the device lowering of the gpu.module.
 void buildGpuDevicePipeline(OpPassManager &pm,

@@ -146,13 +146,20 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     whose keys and values exceed 48 KiB of shared memory) get `rows`.
   }];
   let options = [
-    Option<"strategy", "strategy", "std::string", /*default=*/"\"tiles\"",
-           "tiles (CPU micro-kernels), rows (one online softmax per query "
-           "row) or warps (a warp per (window, head) on tensor-core tiles, "
-           "rows where it does not apply)">,
-    Option<"target", "target", "std::string", /*default=*/"\"host\"",
-           "host (scf.parallel loops; warps emulated by 32-lane vectors) or "
-           "gpu (one gpu.launch)">,
+    Option<"strategy", "strategy", "::mlir::rpe::KernelStrategy",
+           /*default=*/"::mlir::rpe::KernelStrategy::Tiles",
+           "The kernel: tiles (CPU micro-kernels), rows (one online "
+           "softmax per query row) or warps (a warp per (window, head) on "
+           "tensor-core tiles, rows where it does not apply)",
+           [{::mlir::rpe::kernelStrategyValues()}]>,
+    Option<"target", "target", "::mlir::rpe::KernelTarget",
+           /*default=*/"::mlir::rpe::KernelTarget::Host",
+           "Where the kernel runs", [{::llvm::cl::values(
+             clEnumValN(::mlir::rpe::KernelTarget::Host, "host",
+                        "scf.parallel loops; warps emulated by 32-lane "
+                        "vectors"),
+             clEnumValN(::mlir::rpe::KernelTarget::Gpu, "gpu",
+                        "one gpu.launch"))}]>,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
            "f32 lanes of the micro-kernels and the exponentials (8 for AVX2, "
            "16 for AVX-512); key rows are padded to min(width, 8) lanes">,

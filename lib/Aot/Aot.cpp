@@ -475,7 +475,7 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   options.fuse = config.fuse;
   options.vectorWidth = config.vectorWidth;
   if (!config.kernel.empty())
-    options.kernel = config.kernel;
+    options.kernel = *symbolizeKernelStrategy(config.kernel);
   if (!config.vectorWidth) {
     bool avx512 = false;
     if (config.cpu == "native") {
@@ -749,7 +749,9 @@ mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
                             llvm::StringRef format) {
   PassManager kernelPm(module.getContext());
   buildGpuKernelPipeline(kernelPm,
-                         config.kernel.empty() ? "warps" : config.kernel);
+                         config.kernel.empty()
+                             ? KernelStrategy::Warps
+                             : *symbolizeKernelStrategy(config.kernel));
   if (failed(kernelPm.run(module)))
     return configError("lowering to a GPU kernel failed");
 

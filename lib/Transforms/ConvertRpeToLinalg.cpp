@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FeatureMapAddressing.h"
+#include "Rpe/FeatureMapAddressing.h"
 #include "Rpe/Passes.h"
 #include "Rpe/WindowGeometry.h"
 

@@ -100,7 +100,8 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
-void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel,
+void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
+                                       KernelStrategy kernel,
                                        int64_t keyBlock,
                                        int64_t warpsPerBlock) {
   buildBufferizationPipeline(pm, /*fuse=*/true);
@@ -111,8 +112,8 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm, StringRef kernel,
   // The fused attention as one gpu.launch: a warp per (window, head) on
   // tensor cores, or a block per (window, head) and a thread per row.
   RpeLowerFusedAttentionOptions fused;
-  fused.strategy = kernel.str();
-  fused.target = "gpu";
+  fused.strategy = kernel;
+  fused.target = KernelTarget::Gpu;
   fused.keyBlock = keyBlock;
   fused.warpsPerBlock = warpsPerBlock;
   pm.addPass(createRpeLowerFusedAttention(fused));

@@ -4,9 +4,10 @@
 // RUN: not swin-opt %s --rpe-lower-fused-attention=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=tiles target=gpu" 2>&1 | FileCheck %s --check-prefix=TILES
 
-// STRATEGY: error: strategy must be tiles, rows or warps, got 'bogus'
-// WIDTH: error: vector-width must be a power of two
-// TARGET: error: target must be host or gpu, got 'tpu'
+// STRATEGY: for the --strategy option: Cannot find option named 'bogus'
+// WIDTH: error: vector-width must be a power of two up to 64, got 3
+// WIDTH-NOT: func.func
+// TARGET: for the --target option: Cannot find option named 'tpu'
 // TILES: error: strategy=tiles is the CPU kernel; the GPU takes rows or warps
 
 func.func @on_tensors(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %o: tensor<?x49x96xf32>) -> tensor<?x49x96xf32> {

@@ -1,16 +1,18 @@
-//===- FusedKernelEmitter.h - emitter of the fused attention kernels -----===//
+//===- KernelEmitter.h - emitter of the fused attention kernels --*- C++ -*-===//
 //
 // The geometry and the emitter shared by the kernels of
-// rpe-lower-fused-attention: the CPU tiles and the row-parallel form
-// (LowerFusedAttention.cpp) and the warp-level tensor-core form
-// (WarpKernel.cpp). Private to lib/Transforms.
+// rpe.fused_window_attention: the CPU tiles (TilesKernel.cpp), the
+// row-parallel form (RowsKernel.cpp) and the warp-level tensor-core form
+// (WarpKernel.cpp); the steps they share are in KernelEmitter.cpp. Private
+// to lib/Codegen: the rest of the compiler sees Rpe/Codegen.h.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RPE_TRANSFORMS_FUSEDKERNELEMITTER_H
-#define RPE_TRANSFORMS_FUSEDKERNELEMITTER_H
+#ifndef RPE_CODEGEN_KERNELEMITTER_H
+#define RPE_CODEGEN_KERNELEMITTER_H
 
-#include "FeatureMapAddressing.h"
+#include "Rpe/FeatureMapAddressing.h"
+#include "Rpe/Codegen.h"
 #include "Rpe/Passes.h"
 #include "Rpe/RpeOps.h"
 #include "Rpe/WindowGeometry.h"
@@ -309,4 +311,4 @@ Value flatten(OpBuilder &b, Location loc, Value memref);
 
 } // namespace mlir::rpe::detail
 
-#endif // RPE_TRANSFORMS_FUSEDKERNELEMITTER_H
+#endif // RPE_CODEGEN_KERNELEMITTER_H

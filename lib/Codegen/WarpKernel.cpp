@@ -44,7 +44,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FusedKernelEmitter.h"
+#include "KernelEmitter.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

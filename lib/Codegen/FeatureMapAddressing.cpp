@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FeatureMapAddressing.h"
+#include "Rpe/FeatureMapAddressing.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"

@@ -1,5 +1,4 @@
-//===- FeatureMapAddressing.h - tokens of windows in a feature map -*- C++
-//-*-===//
+//===- FeatureMapAddressing.h - tokens of windows in a map -*- C++ -*-===//
 //
 // Index arithmetic between a token-layout feature map ([batch, L, C] in
 // image order) and Swin's windows of its shifted, padded version. Shared by
@@ -8,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RPE_TRANSFORMS_FEATUREMAPADDRESSING_H
-#define RPE_TRANSFORMS_FEATUREMAPADDRESSING_H
+#ifndef RPE_FEATUREMAPADDRESSING_H
+#define RPE_FEATUREMAPADDRESSING_H
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
@@ -57,4 +56,4 @@ std::pair<Value, Value> locateWindowToken(OpBuilder &b, Location loc,
 
 } // namespace mlir::rpe
 
-#endif // RPE_TRANSFORMS_FEATUREMAPADDRESSING_H
+#endif // RPE_FEATUREMAPADDRESSING_H

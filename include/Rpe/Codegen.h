@@ -1,0 +1,69 @@
+//===- Codegen.h - kernels of the fused window attention --------*- C++ -*-===//
+//
+// The kernel emitters of rpe.fused_window_attention (lib/Codegen): given the
+// bufferized op, they build the loops, vectors, GPU launches and tensor-core
+// tiles that compute it. They are not passes: rpe-lower-fused-attention
+// (lib/Transforms) chooses one per op and calls it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RPE_CODEGEN_H
+#define RPE_CODEGEN_H
+
+#include "Rpe/RpeOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+
+namespace mlir::rpe {
+
+/// Which kernel computes a fused window attention.
+enum class KernelStrategy {
+  /// The CPU kernel: register-blocked FMA tiles over a packed kᵀ.
+  Tiles,
+  /// One online softmax per query row (the GPU: a thread per row).
+  Rows,
+  /// A warp per (window, head) on tensor-core tiles (rows where the op does
+  /// not qualify).
+  Warps,
+};
+
+/// Where the emitted kernel runs.
+enum class KernelTarget {
+  /// scf.parallel loops on the host; warps emulated by 32-lane vectors.
+  Host,
+  /// One gpu.launch.
+  Gpu,
+};
+
+llvm::StringRef stringifyKernelStrategy(KernelStrategy strategy);
+std::optional<KernelStrategy> symbolizeKernelStrategy(llvm::StringRef name);
+
+/// How to emit the kernel of one op; see rpe-lower-fused-attention's
+/// options.
+struct FusedKernelOptions {
+  KernelStrategy strategy = KernelStrategy::Tiles;
+  KernelTarget target = KernelTarget::Host;
+  /// f32 lanes of the CPU micro-kernels.
+  int64_t vectorWidth = 8;
+  /// Bytes of scores the CPU kernel keeps per query block.
+  int64_t scoreBlockBytes = 32768;
+  /// Allocate the CPU kernel's scratch once, outside the (window, head)
+  /// loop (a loop that will run sequentially).
+  bool hoistScratch = false;
+  /// Warps: keys per online-softmax step and items per block (0: chosen).
+  int64_t keyBlock = 0;
+  int64_t warpsPerBlock = 0;
+};
+
+/// Replaces the bufferized `op` by its kernel, built where the op is.
+/// Fails, with an error on the op, when the options ask for a kernel the op
+/// cannot have.
+LogicalResult emitFusedKernel(RewriterBase &rewriter, FusedWindowAttentionOp op,
+                              const FusedKernelOptions &options);
+
+} // namespace mlir::rpe
+
+#endif // RPE_CODEGEN_H

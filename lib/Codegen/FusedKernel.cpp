@@ -1,0 +1,69 @@
+//===- FusedKernel.cpp - which kernel computes a fused attention ----------===//
+//
+// The one entry point of lib/Codegen: picks the emitter that the options
+// and the op call for (the warp kernel falls back to rows for the ops it
+// does not take) and replaces the op by its kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelEmitter.h"
+
+#include "Rpe/Codegen.h"
+
+using namespace mlir;
+using namespace mlir::rpe;
+using namespace mlir::rpe::detail;
+
+StringRef mlir::rpe::stringifyKernelStrategy(KernelStrategy strategy) {
+  switch (strategy) {
+  case KernelStrategy::Tiles:
+    return "tiles";
+  case KernelStrategy::Rows:
+    return "rows";
+  case KernelStrategy::Warps:
+    return "warps";
+  }
+  llvm_unreachable("unknown kernel strategy");
+}
+
+std::optional<KernelStrategy>
+mlir::rpe::symbolizeKernelStrategy(StringRef name) {
+  return llvm::StringSwitch<std::optional<KernelStrategy>>(name)
+      .Case("tiles", KernelStrategy::Tiles)
+      .Case("rows", KernelStrategy::Rows)
+      .Case("warps", KernelStrategy::Warps)
+      .Default(std::nullopt);
+}
+
+LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
+                                         FusedWindowAttentionOp op,
+                                         const FusedKernelOptions &options) {
+  if (op.getNumResults() != 0)
+    return op.emitOpError("must be bufferized before its kernel is emitted");
+  bool gpu = options.target == KernelTarget::Gpu;
+  if (options.strategy == KernelStrategy::Tiles && gpu)
+    return op.emitOpError(
+        "the tiles kernel runs on the CPU; the GPU takes rows or warps");
+  KernelGeometry geometry(op, options.vectorWidth, options.scoreBlockBytes);
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  FusedKernelEmitter emitter(b, op, geometry);
+  std::optional<WarpTileShape> warpShape;
+  if (options.strategy == KernelStrategy::Warps) {
+    FailureOr<std::optional<WarpTileShape>> shape = getWarpTileShape(
+        op, WarpTileOptions{options.keyBlock, options.warpsPerBlock});
+    if (failed(shape))
+      return failure();
+    warpShape = *shape;
+  }
+  LogicalResult emitted =
+      options.strategy == KernelStrategy::Tiles
+          ? emitter.emit(options.hoistScratch)
+      : warpShape ? emitter.emitWarpTiles(*warpShape, gpu)
+                  // rows, and the ops the warp kernel does not take
+                  : emitter.emitRowParallel(gpu);
+  if (failed(emitted))
+    return failure();
+  rewriter.eraseOp(op);
+  return success();
+}

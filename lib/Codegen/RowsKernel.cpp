@@ -1,0 +1,160 @@
+//===- RowsKernel.cpp - the row-parallel form of the fused attention ------===//
+//
+// One online softmax per query row: the GPU's fallback (a block per
+// (window, head), a thread per row) and, on the host, nested scf.parallel
+// loops. It needs no scratch and takes any op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelEmitter.h"
+
+#include "Rpe/WindowGeometry.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::rpe;
+using namespace mlir::rpe::detail;
+
+namespace mlir::rpe::detail {
+
+/// for (b, h) in parallel: for i in parallel:
+///   m = -inf, l = 0, acc = 0
+///   for j: s = (scale q_i) · k_j + table[idx(i, j), h] (+ mask)
+///          m' = max(m, s); c = exp(m - m'); p = exp(s - m')
+///          l = l c + p; acc = acc c + p v_j; m = m'
+///   out_i = acc / l
+LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
+  if (op.hasTokenLayout())
+    featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
+                       op.isShiftThenPad());
+  Value items = mulConst(countWindows(), g.heads);
+
+  OpBuilder::InsertionGuard guard(b);
+  if (!gpuLaunch) {
+    auto outer = scf::ParallelOp::create(
+        b, ValueRange{index(0)}, ValueRange{items}, ValueRange{index(1)});
+    b.setInsertionPointToStart(outer.getBody());
+    Value item = outer.getInductionVars()[0];
+    auto inner = scf::ParallelOp::create(b, ValueRange{index(0)},
+                                         ValueRange{index(g.tokens)},
+                                         ValueRange{index(1)});
+    b.setInsertionPointToStart(inner.getBody());
+    emitRow(divConst(item, g.heads), remConst(item, g.heads),
+            inner.getInductionVars()[0]);
+    return success();
+  }
+  // One block per (window, head), one thread per query row, rounded up to
+  // whole warps.
+  int64_t threads = llvm::divideCeil(g.tokens, 32) * 32;
+  if (threads > 1024)
+    return op.emitOpError("has ")
+           << g.tokens
+           << " tokens per window, more than a GPU block's 1024 "
+              "threads";
+  Value one = index(1);
+  auto launch =
+      gpu::LaunchOp::create(b, items, one, one, index(threads), one, one);
+  setItemsPerBlock(1);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value item = launch.getBlockIds().x;
+  Value i = launch.getThreadIds().x;
+  Value isRow =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, index(g.tokens));
+  auto ifRow = scf::IfOp::create(b, isRow, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifRow.getThenRegion().front());
+  emitRow(divConst(item, g.heads), remConst(item, g.heads), i);
+  b.setInsertionPointToEnd(&launch.getBody().front());
+  gpu::TerminatorOp::create(b);
+  return success();
+}
+
+void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
+  int64_t imageWindows =
+      op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
+  emitOperandViews();
+
+  Value scale = arith::ConstantOp::create(b, op.getScaleAttr());
+  RowAddress queryRow = rowAddress(w, h, i);
+  SmallVector<Value> query;
+  for (int64_t e = 0; e < g.headDim; ++e)
+    query.push_back(arith::MulFOp::create(
+        b, loadInputElement(Input::Query, queryRow, h, e), scale));
+  Value queryOffset = tableOffset(i);
+  Value windowInImage = op.hasShiftMask() ? remConst(w, imageWindows) : Value();
+  Value queryLabel =
+      op.hasShiftMask() ? regionLabel(windowInImage, i) : Value();
+  Value maskValue = arith::ConstantOp::create(
+      b, b.getF32FloatAttr(op.getMaskValue().convertToDouble()));
+  Value table = op.getTable();
+
+  SmallVector<Value> init = {
+      arith::ConstantOp::create(
+          b, b.getF32FloatAttr(-std::numeric_limits<float>::infinity())),
+      arith::ConstantOp::create(b, b.getF32FloatAttr(0.0))};
+  init.append(g.headDim, init[1]);
+  ValueRange state = forLoop(
+      index(0), index(g.tokens), 1, init, [&](Value j, ValueRange carried) {
+        Value m = carried[0], l = carried[1];
+        RowAddress keyRow = rowAddress(w, h, j, Input::Key);
+        Value s = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+        for (int64_t e = 0; e < g.headDim; ++e)
+          s = math::FmaOp::create(
+              b, query[e], loadInputElement(Input::Key, keyRow, h, e), s);
+        // idx(i, j) = P(i) - P(j) + (T - 1) / 2
+        Value idx = arith::SubIOp::create(b, add(queryOffset, index(g.center)),
+                                          tableOffset(j));
+        s = arith::AddFOp::create(
+            b, s, toF32(memref::LoadOp::create(b, table, ValueRange{idx, h})));
+        if (queryLabel) {
+          Value differ =
+              arith::CmpIOp::create(b, arith::CmpIPredicate::ne, queryLabel,
+                                    regionLabel(windowInImage, j));
+          s = arith::AddFOp::create(
+              b, s,
+              arith::SelectOp::create(
+                  b, differ, maskValue,
+                  arith::ConstantOp::create(b, b.getF32FloatAttr(0.0))));
+        }
+        Value mNew = arith::MaximumFOp::create(b, m, s);
+        Value correction =
+            math::ExpOp::create(b, arith::SubFOp::create(b, m, mNew));
+        Value p = math::ExpOp::create(b, arith::SubFOp::create(b, s, mNew));
+        SmallVector<Value> next = {mNew,
+                                   math::FmaOp::create(b, l, correction, p)};
+        RowAddress valueRow = rowAddress(w, h, j, Input::Value);
+        for (int64_t e = 0; e < g.headDim; ++e)
+          next.push_back(math::FmaOp::create(
+              b, p, loadInputElement(Input::Value, valueRow, h, e),
+              arith::MulFOp::create(b, carried[2 + e], correction)));
+        return next;
+      });
+
+  // out_i = acc / l, in the output's layout; padding tokens are cropped.
+  auto storeRow = [&](Value offset) {
+    Type element = getElementTypeOrSelf(op.getInit().getType());
+    for (int64_t e = 0; e < g.headDim; ++e) {
+      Value value = arith::DivFOp::create(b, state[2 + e], state[1]);
+      if (!element.isF32())
+        value = arith::TruncFOp::create(b, element, value);
+      memref::StoreOp::create(b, value, flatOutput, add(offset, index(e)));
+    }
+  };
+  RowAddress outRow = outputAddress(w, h, i);
+  if (!outRow.valid) {
+    storeRow(outRow.offset);
+    return;
+  }
+  OpBuilder::InsertionGuard guard(b);
+  auto ifReal = scf::IfOp::create(b, outRow.valid, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifReal.getThenRegion().front());
+  storeRow(outRow.offset);
+}
+
+} // namespace mlir::rpe::detail

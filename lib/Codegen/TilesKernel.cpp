@@ -1,0 +1,595 @@
+//===- TilesKernel.cpp - the CPU kernel of the fused attention ------------===//
+//
+// The fused CPU kernel of rpe.fused_window_attention, emitted after
+// bufferization as scf loops over vector ops. Per (window b, head h):
+//
+//   Kt[e, j']  = scale * k[b, h, j, e]                      pack (keys padded
+//                                                           per window row)
+//   S[i, j']   = sum_e q[b, h, i, e] * Kt[e, j']            scores, FMA tiles
+//   S[i, j']  += R_h[idx(j, i)] (+ mask) (+ -inf on pads)   bias: one vector
+//                                                           load per key row
+//   m_i        = max_j' S[i, j']
+//   S[i, j']   = exp(S[i, j'] - m_i),  l_i = sum_j' S[i, j'] probabilities
+//                (in base 2: log2(e) folded into kᵀ, the table and the mask)
+//   out[i, :]  = (sum_j S[i, j'] * v[b, h, j, :]) / l_i     FMA tiles
+//
+// Keys are laid out one window row per ceil(Ww / L) vectors of L lanes: key
+// j = (row r, column x) sits at j' = r * Wpad + x. Then the bias of a query
+// i against the keys of row r is contiguous in R_h, the head's table
+// reversed (R_h[t] = table[T - 1 - t, h]): since idx(i, j) + idx(j, i) =
+// T - 1 and idx(j, i) = P(j) - P(i) + (T - 1) / 2 with P linear in the
+// coordinates, bias(i, j) = R_h[P(r, 0) - P(i) + (T - 1) / 2 + x]. No N x N
+// index, bias or mask exists anywhere.
+//
+// q, k, v and out are read and written through flat views, one row (the
+// head_dim channels of one token and head) at a time: the windows layout
+// addresses rows as [b, h, t] (or [b, t, h] for out), the token layout as
+// the image position that the shift, padding and partition give window
+// token (b, t) (FeatureMapAddressing.h). Padding tokens read their padding
+// value row and write nowhere.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelEmitter.h"
+
+#include "Rpe/WindowGeometry.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::rpe;
+using namespace mlir::rpe::detail;
+
+namespace mlir::rpe::detail {
+
+/// R[h, t] = table[T - 1 - t, h] for t < T, 0 on the padding after it: one
+/// contiguous, per-head copy of the compact table (H x (T + Wpad) floats),
+/// made once per call and shared by every window.
+Value FusedKernelEmitter::emitReversedTables() {
+  auto type = MemRefType::get({g.heads, g.tableRows + g.paddedRowLength}, f32);
+  Value rtab = memref::AllocaOp::create(b, type);
+  Value table = op.getTable();
+  forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {
+    forLoop(index(0), index(g.tableRows), 1, {}, [&](Value t, ValueRange) {
+      Value row = arith::SubIOp::create(b, index(g.tableRows - 1), t);
+      Value biasLog2 = arith::MulFOp::create(
+          b, loadScalar(table, {row, h}),
+          arith::ConstantOp::create(b, b.getF32FloatAttr(kLog2E)));
+      memref::StoreOp::create(b, biasLog2, rtab, ValueRange{h, t});
+      return SmallVector<Value>{};
+    });
+    Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+    forLoop(index(g.tableRows), index(g.tableRows + g.paddedRowLength), 1, {},
+            [&](Value t, ValueRange) {
+              memref::StoreOp::create(b, zero, rtab, ValueRange{h, t});
+              return SmallVector<Value>{};
+            });
+    return SmallVector<Value>{};
+  });
+  return rtab;
+}
+
+/// The shift mask as data: a constant [nW, N'] table of region labels in
+/// the padded key layout (padding lanes -1). The mask of (i, j) is
+/// mask_value where the labels of i and j differ.
+Value FusedKernelEmitter::emitRegionLabels() {
+  ArrayRef<int64_t> resolution = *op.getResolution();
+  ArrayRef<int64_t> shift = *op.getShift();
+  int64_t numWindows = getNumWindows(resolution, g.window);
+  if (numWindows * g.paddedTokens > kMaxConstantElements) {
+    op.emitOpError() << "needs region labels for " << numWindows
+                     << " windows, too many to materialize";
+    return nullptr;
+  }
+  SmallVector<int32_t> labels;
+  labels.reserve(numWindows * g.paddedTokens);
+  for (int64_t w = 0; w < numWindows; ++w)
+    for (int64_t r = 0; r < g.keyRows; ++r)
+      for (int64_t x = 0; x < g.paddedRowLength; ++x)
+        labels.push_back(x < g.rowLength
+                             ? getShiftRegionLabel(resolution, g.window, shift,
+                                                   w, r * g.rowLength + x)
+                             : -1);
+
+  auto module = op->getParentOfType<ModuleOp>();
+  auto type = MemRefType::get({numWindows, g.paddedTokens}, b.getI32Type());
+  auto tensorType =
+      RankedTensorType::get(type.getShape(), type.getElementType());
+  auto value = DenseElementsAttr::get(tensorType, ArrayRef<int32_t>(labels));
+  // One global per distinct table, found again by its contents.
+  for (auto global : module.getOps<memref::GlobalOp>())
+    if (global.getType() == type && global.getConstant() &&
+        global.getInitialValueAttr() == value)
+      return memref::GetGlobalOp::create(b, type, global.getSymName());
+  std::string name = "__rpe_region_labels";
+  for (int suffix = 1; module.lookupSymbol(name); ++suffix)
+    name = "__rpe_region_labels_" + std::to_string(suffix);
+  memref::GlobalOp global;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    global = memref::GlobalOp::create(b, name, b.getStringAttr("private"), type,
+                                      value, /*constant=*/true,
+                                      b.getI64IntegerAttr(64));
+  }
+  return memref::GetGlobalOp::create(b, type, global.getSymName());
+}
+
+/// Kt[e, j'] = scale * k[w, h, j, e]; padding columns are zero.
+/// Transposes 8 vectors of 8 lanes in registers: 24 two-input shuffles
+/// (unpack, 4-lane shuffle, 128-bit permute on AVX), portable as shuffles.
+static void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
+  auto shuffle = [&](Value x, Value y, ArrayRef<int64_t> mask) -> Value {
+    return vector::ShuffleOp::create(b, x, y, mask);
+  };
+  SmallVector<Value, 8> t(8), u(8);
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = shuffle(rows[k], rows[k + 1], {0, 8, 1, 9, 4, 12, 5, 13});
+    t[k + 1] = shuffle(rows[k], rows[k + 1], {2, 10, 3, 11, 6, 14, 7, 15});
+  }
+  for (int k = 0; k < 8; k += 4)
+    for (int half = 0; half < 2; ++half) {
+      u[k + 2 * half] =
+          shuffle(t[k + half], t[k + half + 2], {0, 1, 8, 9, 4, 5, 12, 13});
+      u[k + 2 * half + 1] =
+          shuffle(t[k + half], t[k + half + 2], {2, 3, 10, 11, 6, 7, 14, 15});
+    }
+  for (int k = 0; k < 4; ++k) {
+    rows[k] = shuffle(u[k], u[k + 4], {0, 1, 2, 3, 8, 9, 10, 11});
+    rows[k + 4] = shuffle(u[k], u[k + 4], {4, 5, 6, 7, 12, 13, 14, 15});
+  }
+}
+
+/// Kt[e, j'] = scale * k[w, h, j, e]; padding columns are zero. With 8
+/// lanes and whole vectors of head channels, 8 keys x 8 channels at a time,
+/// transposed in registers; else one element at a time.
+void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
+  Value scale = arith::ConstantOp::create(
+      b, b.getF32FloatAttr(op.getScale().convertToDouble() * kLog2E));
+  if (g.lanes == 8 && g.headDim % 8 == 0) {
+    Value scaleVector = broadcast(scale);
+    Value zeros = splat(0.0);
+    forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
+      for (int64_t v = 0; v < g.rowVectors; ++v) {
+        // The keys of this vector of the padded row; lanes past the row
+        // are padding.
+        SmallVector<std::optional<Row>> keys;
+        for (int64_t lane = 0; lane < 8; ++lane) {
+          int64_t x = v * 8 + lane;
+          keys.push_back(x < g.rowLength
+                             ? std::optional<Row>(inputRow(
+                                   Input::Key, w, h,
+                                   add(mulConst(r, g.rowLength), index(x))))
+                             : std::nullopt);
+        }
+        Value column = add(mulConst(r, g.paddedRowLength), index(v * 8));
+        forLoop(index(0), index(g.headDim), 8, {}, [&](Value e0, ValueRange) {
+          SmallVector<Value, 8> block;
+          for (const std::optional<Row> &key : keys)
+            block.push_back(
+                key ? arith::MulFOp::create(
+                          b,
+                          loadVector(key->memref, {add(key->offset, e0)}, 8, 8),
+                          scaleVector)
+                          .getResult()
+                    : zeros);
+          transpose8x8(b, block);
+          for (int64_t lane = 0; lane < 8; ++lane)
+            vector::StoreOp::create(b, block[lane], kt,
+                                    ValueRange{add(e0, index(lane)), column});
+          return SmallVector<Value>{};
+        });
+      }
+      return SmallVector<Value>{};
+    });
+    zeroExtraKeyColumns(kt);
+    return;
+  }
+  forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
+    Value jp = paddedPosition(j);
+    Row key = inputRow(Input::Key, w, h, j);
+    forLoop(index(0), index(g.headDim), 1, {}, [&](Value e, ValueRange) {
+      Value scaled = arith::MulFOp::create(b, loadElement(key, e), scale);
+      memref::StoreOp::create(b, scaled, kt, ValueRange{e, jp});
+      return SmallVector<Value>{};
+    });
+    return SmallVector<Value>{};
+  });
+  if (g.paddedRowLength == g.rowLength) {
+    zeroExtraKeyColumns(kt);
+    return;
+  }
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+  forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
+    Value rowStart = mulConst(r, g.paddedRowLength);
+    forLoop(index(g.rowLength), index(g.paddedRowLength), 1, {},
+            [&](Value x, ValueRange) {
+              Value jp = add(rowStart, x);
+              forLoop(index(0), index(g.headDim), 1, {},
+                      [&](Value e, ValueRange) {
+                        memref::StoreOp::create(b, zero, kt, ValueRange{e, jp});
+                        return SmallVector<Value>{};
+                      });
+              return SmallVector<Value>{};
+            });
+    return SmallVector<Value>{};
+  });
+  zeroExtraKeyColumns(kt);
+}
+
+/// Columns of kᵀ past the padded keys, up to a whole vector of the
+/// micro-kernel, are zero: their scores are computed and never read.
+void FusedKernelEmitter::zeroExtraKeyColumns(Value kt) {
+  if (g.scoreColumns == g.paddedTokens)
+    return;
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+  forLoop(index(0), index(g.headDim), 1, {}, [&](Value e, ValueRange) {
+    forLoop(index(g.paddedTokens), index(g.scoreColumns), 1, {},
+            [&](Value column, ValueRange) {
+              memref::StoreOp::create(b, zero, kt, ValueRange{e, column});
+              return SmallVector<Value>{};
+            });
+    return SmallVector<Value>{};
+  });
+}
+/// S[lr, :] = q[w, h, qb + lr, :] · Kt for the rows of one query block: an
+/// outer-product micro-kernel over blocks of `mr` rows x `nc` vectors of
+/// accumulators, reduced over e.
+void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
+                                    Value qb, Value rows) {
+  // Registers: mr * nc accumulators and mr broadcasts (the key vectors are
+  // memory operands). AVX2 (16): 2 x 7 for N' = 56, else 3 x 4; AVX-512
+  // (32): up to 8 vectors, as many rows as fit.
+  int64_t chunk, blockRows;
+  if (g.registers == 16) {
+    chunk = g.computeKeyVectors <= 7 ? g.computeKeyVectors : 4;
+    blockRows = g.computeKeyVectors <= 7 ? 2 : 3;
+  } else {
+    chunk = std::min<int64_t>(g.computeKeyVectors, 8);
+    blockRows =
+        std::clamp<int64_t>((g.registers - 2 - chunk) / (chunk + 1), 1, 6);
+  }
+  forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
+    Value i = add(qb, lr);
+    SmallVector<Row> queries;
+    for (int64_t m = 0; m < mr; ++m)
+      queries.push_back(inputRow(Input::Query, w, h, add(i, index(m))));
+    for (int64_t c0 = 0; c0 < g.computeKeyVectors; c0 += chunk) {
+      int64_t nc = std::min(chunk, g.computeKeyVectors - c0);
+      SmallVector<Value> init(mr * nc, splat(0.0, computeType));
+      ValueRange acc = forLoop(
+          index(0), index(g.headDim), 1, init, [&](Value e, ValueRange acc) {
+            SmallVector<Value> next(acc);
+            SmallVector<Value> qs;
+            for (int64_t m = 0; m < mr; ++m)
+              qs.push_back(broadcast(loadElement(queries[m], e), computeType));
+            for (int64_t c = 0; c < nc; ++c) {
+              Value keys = vector::LoadOp::create(
+                  b, computeType, kt,
+                  ValueRange{e, index((c0 + c) * g.computeLanes)});
+              for (int64_t m = 0; m < mr; ++m)
+                next[m * nc + c] =
+                    vector::FMAOp::create(b, qs[m], keys, next[m * nc + c]);
+            }
+            return next;
+          });
+      for (int64_t m = 0; m < mr; ++m)
+        for (int64_t c = 0; c < nc; ++c)
+          vector::StoreOp::create(
+              b, acc[m * nc + c], scores,
+              ValueRange{add(lr, index(m)), index((c0 + c) * g.computeLanes)});
+    }
+  });
+}
+
+/// 2^x for x in [-115, 0], in registers: x = n + f with n = round(x),
+/// f in [-1/2, 1/2]; 2^f = e^(f ln 2) by its degree-6 Taylor polynomial
+/// (relative error < 2e-7 on that interval), and 2^n added to the exponent
+/// bits. 2^n stays a normal float for n >= -115.
+Value FusedKernelEmitter::exp2(Value x) {
+  VectorType type = cast<VectorType>(x.getType());
+  auto constant = [&](double v) {
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
+  };
+  Value n =
+      math::FloorOp::create(b, arith::AddFOp::create(b, x, constant(0.5)));
+  Value t = arith::MulFOp::create(b, arith::SubFOp::create(b, x, n),
+                                  constant(0.6931471805599453));
+  // Horner: 1 + t (1 + t/2 (1 + t/3 (1 + t/4 (1 + t/5 (1 + t/6))))).
+  Value poly = constant(1.0 / 720);
+  for (double c : {1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1.0, 1.0})
+    poly = math::FmaOp::create(b, poly, t, constant(c));
+  auto intType = VectorType::get(type.getShape(), b.getI32Type());
+  Value exponent = arith::ShLIOp::create(
+      b, arith::FPToSIOp::create(b, intType, n),
+      arith::ConstantOp::create(
+          b, DenseElementsAttr::get(intType, b.getI32IntegerAttr(23))));
+  Value bits = arith::AddIOp::create(
+      b, arith::BitcastOp::create(b, intType, poly), exponent);
+  return arith::BitcastOp::create(b, type, bits);
+}
+
+/// Per row: S += bias (+ mask) (+ -inf on padding lanes), the row max, then
+/// S = exp(S - max) and 1 / sum(S).
+void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
+                                         Value labels, Value scores,
+                                         Value invSums, Value qb, Value rows) {
+  // Lanes past the window row: -inf, so they vanish from the softmax.
+  SmallVector<float> padLanes(g.lanes, 0.0f);
+  for (int64_t lane = 0; lane < g.lanes; ++lane)
+    if ((g.rowVectors - 1) * g.lanes + lane >= g.rowLength)
+      padLanes[lane] = -std::numeric_limits<float>::infinity();
+  bool hasPadding = g.paddedRowLength != g.rowLength;
+  Value padVector;
+  if (hasPadding)
+    padVector = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(vecType, ArrayRef<float>(padLanes)));
+  Value maskValue, zeroVector;
+  if (labels) {
+    maskValue = splat(op.getMaskValue().convertToDouble() * kLog2E);
+    zeroVector = splat(0.0);
+  }
+  // 2^x underflows to (almost) zero long before -115 (the smallest normal
+  // f32 is 2^-126); clamping keeps the exponent arithmetic away from -inf.
+  Value lowest = splat(-115.0, computeType);
+
+  forLoop(index(0), rows, 1, {}, [&](Value lr, ValueRange) {
+    Value i = add(qb, lr);
+    // bias(i, j) = R_h[P(j) - P(i) + center]; P(j) = P(row r, x = 0) + x.
+    Value queryBase = arith::SubIOp::create(b, index(g.center), tableOffset(i));
+    Value queryLabel;
+    if (labels)
+      queryLabel = vector::BroadcastOp::create(
+          b, VectorType::get({g.lanes}, b.getI32Type()),
+          memref::LoadOp::create(b, labels,
+                                 ValueRange{image, paddedPosition(i)}));
+    Value rowMax = forLoop(
+        index(0), index(g.keyRows), 1,
+        {splat(-std::numeric_limits<double>::infinity())},
+        [&](Value r, ValueRange carried) {
+          Value keyRowBase =
+              add(queryBase, tableOffset(mulConst(r, g.rowLength)));
+          Value rowStart = mulConst(r, g.paddedRowLength);
+          Value max = carried.front();
+          for (int64_t v = 0; v < g.rowVectors; ++v) {
+            Value column = add(rowStart, index(v * g.lanes));
+            Value s = vector::LoadOp::create(b, vecType, scores,
+                                             ValueRange{lr, column});
+            Value bias = vector::LoadOp::create(
+                b, vecType, rtab,
+                ValueRange{h, add(keyRowBase, index(v * g.lanes))});
+            s = arith::AddFOp::create(b, s, bias);
+            if (labels) {
+              Value keyLabels = vector::LoadOp::create(
+                  b, VectorType::get({g.lanes}, b.getI32Type()), labels,
+                  ValueRange{image, column});
+              Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                                   keyLabels, queryLabel);
+              s = arith::AddFOp::create(
+                  b, s,
+                  arith::SelectOp::create(b, differ, maskValue, zeroVector));
+            }
+            if (hasPadding && v == g.rowVectors - 1)
+              s = arith::AddFOp::create(b, s, padVector);
+            vector::StoreOp::create(b, s, scores, ValueRange{lr, column});
+            max = arith::MaxNumFOp::create(b, max, s);
+          }
+          return SmallVector<Value>{max};
+        })[0];
+    // Columns past the padded keys (up to a whole vector of the
+    // micro-kernel) join the exponentials below as -inf.
+    for (int64_t column = g.paddedTokens; column < g.scoreColumns;
+         column += g.lanes)
+      vector::StoreOp::create(b,
+                              splat(-std::numeric_limits<double>::infinity()),
+                              scores, ValueRange{lr, index(column)});
+    // Horizontal reductions as trees, not lane-by-lane chains: the order
+    // of a max is irrelevant, and that of the sum is within the tolerance
+    // of any f32 softmax (scores are never NaN unless the inputs are).
+    auto tree = arith::FastMathFlags::reassoc | arith::FastMathFlags::nnan;
+    Value max = broadcast(vector::ReductionOp::create(
+                              b, vector::CombiningKind::MAXNUMF, rowMax, tree),
+                          computeType);
+
+    // The exponentials run at the micro-kernels' width.
+    Value sum =
+        forLoop(index(0), index(g.computeKeyVectors), 1,
+                {splat(0.0, computeType)}, [&](Value kv, ValueRange carried) {
+                  Value column = mulConst(kv, g.computeLanes);
+                  Value s = vector::LoadOp::create(b, computeType, scores,
+                                                   ValueRange{lr, column});
+                  Value shifted = arith::MaxNumFOp::create(
+                      b, arith::SubFOp::create(b, s, max), lowest);
+                  Value p = exp2(shifted);
+                  vector::StoreOp::create(b, p, scores, ValueRange{lr, column});
+                  return SmallVector<Value>{
+                      arith::AddFOp::create(b, carried.front(), p)};
+                })[0];
+    Value total =
+        vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum, tree);
+    Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
+    memref::StoreOp::create(b, arith::DivFOp::create(b, one, total), invSums,
+                            ValueRange{lr});
+    return SmallVector<Value>{};
+  });
+}
+
+/// Copies the value rows of (w, h) into contiguous f32 scratch, [N, d]:
+/// the token layout's rows are scattered over the map (and some are
+/// padding), while the output micro-kernel streams them in order.
+Value FusedKernelEmitter::emitPackValues(Value w, Value h, Value scratch) {
+  int64_t width = g.computeLanes;
+  int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
+  forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
+    Row row = inputRow(Input::Value, w, h, j);
+    Value base = mulConst(j, g.headDim);
+    for (int64_t c = 0; c < g.valueVectors; ++c) {
+      int64_t lanes = c == g.valueVectors - 1 ? tailLanes : width;
+      Value values = loadVector(row.memref, {add(row.offset, index(c * width))},
+                                lanes, width);
+      storeVector(values, scratch, {add(base, index(c * width))}, lanes, width);
+    }
+    return SmallVector<Value>{};
+  });
+  return scratch;
+}
+
+/// out[w, i, h*d + e] = (sum_j P[i, j'] * v[w, h, j, e]) / l_i: micro-kernel
+/// over blocks of `mr` rows x `nc` vectors of head channels, reduced over
+/// the (unpadded) keys. Value row j is at `values[valueBase + j * d]`.
+void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
+                                    Value invSums, Value values,
+                                    Value valueBase, Value discard, Value qb,
+                                    Value rows) {
+  // Registers: mr * nc accumulators and mr broadcasts.
+  int64_t chunk = std::min<int64_t>(g.valueVectors, 4);
+  int64_t blockRows = std::min<int64_t>(g.registers == 16 ? 4 : 8,
+                                        (g.registers - 2) / (chunk + 1));
+  int64_t width = g.computeLanes;
+  int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
+  forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
+    Value i = add(qb, lr);
+    for (int64_t c0 = 0; c0 < g.valueVectors; c0 += chunk) {
+      int64_t nc = std::min(chunk, g.valueVectors - c0);
+      auto lanesOf = [&](int64_t c) {
+        return c0 + c == g.valueVectors - 1 ? tailLanes : width;
+      };
+      SmallVector<Value> init(mr * nc, splat(0.0, computeType));
+      ValueRange acc = forLoop(
+          index(0), index(g.tokens), 1, init, [&](Value j, ValueRange acc) {
+            SmallVector<Value> next(acc);
+            Value jp = paddedPosition(j);
+            Value rowBase = add(valueBase, mulConst(j, g.headDim));
+            SmallVector<Value> ps;
+            for (int64_t m = 0; m < mr; ++m)
+              ps.push_back(
+                  broadcast(memref::LoadOp::create(
+                                b, scores, ValueRange{add(lr, index(m)), jp}),
+                            computeType));
+            for (int64_t c = 0; c < nc; ++c) {
+              Value v =
+                  loadVector(values, {add(rowBase, index((c0 + c) * width))},
+                             lanesOf(c), width);
+              for (int64_t m = 0; m < mr; ++m)
+                next[m * nc + c] =
+                    vector::FMAOp::create(b, ps[m], v, next[m * nc + c]);
+            }
+            return next;
+          });
+      for (int64_t m = 0; m < mr; ++m) {
+        Row out = outputRow(w, h, add(i, index(m)), discard);
+        Value inv = broadcast(
+            memref::LoadOp::create(b, invSums, ValueRange{add(lr, index(m))}),
+            computeType);
+        for (int64_t c = 0; c < nc; ++c) {
+          Value result = arith::MulFOp::create(b, acc[m * nc + c], inv);
+          storeVector(result, out.memref,
+                      {add(out.offset, index((c0 + c) * width))}, lanesOf(c),
+                      width);
+        }
+      }
+    }
+  });
+}
+
+/// Stack scratch of one (window, head) of the tiles kernel.
+struct Scratch {
+  Value kt, scores, invSums, values, discard;
+};
+
+LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
+  emitFlatViews();
+  Value rtab = emitReversedTables();
+  Value labels;
+  int64_t imageWindows = 1;
+  if (op.getResolution())
+    imageWindows = getNumWindows(*op.getResolution(), g.window);
+  if (op.hasShiftMask()) {
+    labels = emitRegionLabels();
+    if (!labels)
+      return failure();
+  }
+  Value windows = countWindows();
+  auto parallel = scf::ParallelOp::create(b, ValueRange{index(0), index(0)},
+                                          ValueRange{windows, index(g.heads)},
+                                          ValueRange{index(1), index(1)});
+  OpBuilder::InsertionGuard guard(b);
+
+  // Scratch on the stack: kᵀ, one block of scores, the row sums' inverses
+  // (and, for maps, the packed values and a row for cropped outputs). Per
+  // iteration, released at its end, when iterations run on threads; once
+  // for a sequential loop, since an alloca scope cannot survive its
+  // lowering to sequential loops.
+  auto allocateScratch = [&] {
+    Scratch scratch;
+    scratch.kt = memref::AllocaOp::create(
+        b, MemRefType::get({g.headDim, g.scoreColumns}, f32),
+        b.getI64IntegerAttr(64));
+    scratch.scores = memref::AllocaOp::create(
+        b, MemRefType::get({g.queryBlock, g.scoreColumns}, f32),
+        b.getI64IntegerAttr(64));
+    scratch.invSums =
+        memref::AllocaOp::create(b, MemRefType::get({g.queryBlock}, f32));
+    if (featureMap) {
+      scratch.values = memref::AllocaOp::create(
+          b, MemRefType::get({g.tokens * g.headDim}, f32),
+          b.getI64IntegerAttr(64));
+      if (featureMap->isPadded()) {
+        Type element = getElementTypeOrSelf(op.getInit().getType());
+        scratch.discard = flatten(
+            b, b.getLoc(),
+            memref::AllocaOp::create(b, MemRefType::get({g.headDim}, element)));
+      }
+    }
+    return scratch;
+  };
+  Scratch scratch;
+  if (hoistScratch) {
+    b.setInsertionPoint(parallel);
+    scratch = allocateScratch();
+  }
+  b.setInsertionPointToStart(parallel.getBody());
+  Value w = parallel.getInductionVars()[0];
+  Value h = parallel.getInductionVars()[1];
+  memref::AllocaScopeOp scope;
+  if (!hoistScratch) {
+    scope = memref::AllocaScopeOp::create(b, TypeRange{});
+    scope.getBodyRegion().push_back(new Block());
+    b.setInsertionPointToStart(&scope.getBodyRegion().front());
+    scratch = allocateScratch();
+  }
+  Value kt = scratch.kt, scores = scratch.scores, invSums = scratch.invSums;
+  emitPackKeys(w, h, kt);
+  // Values: read in place from the windows layout, packed from a map.
+  Value values = flatInputs[2];
+  Value valueBase =
+      mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
+  Value discard = scratch.discard;
+  if (featureMap) {
+    values = emitPackValues(w, h, scratch.values);
+    valueBase = index(0);
+  }
+  Value image = labels ? remConst(w, imageWindows) : Value();
+  forLoop(
+      index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
+        Value rows = arith::MinUIOp::create(
+            b, index(g.queryBlock),
+            arith::SubIOp::create(b, index(g.tokens), qb));
+        emitScores(w, h, kt, scores, qb, rows);
+        emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows);
+        emitOutput(w, h, scores, invSums, values, valueBase, discard, qb, rows);
+        return SmallVector<Value>{};
+      });
+  if (scope)
+    memref::AllocaScopeReturnOp::create(b, ValueRange{});
+  return success();
+}
+
+} // namespace mlir::rpe::detail
