@@ -1,14 +1,19 @@
 //===- swin-aot.cpp - Swin window-attention kernels ahead of time ---------===//
 //
 //   swin-aot --window=7,7 --heads=3 --head-dim=32 [--scale=F]
-//            [--resolution=H,W --shift=S|SH,SW] [--table=FILE]
-//            [--dtype=f32|f16|bf16] [--target=cpu] [--name=NAME]
-//            --emit=mlir|llvm|obj|so -o PATH
+//            [--resolution=H,W --shift=S|SH,SW] [--layout=windows|tokens]
+//            [--table=FILE] [--dtype=f32|f16|bf16] [--target=cpu|nvptx]
+//            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
 //
-// Everything runs in-process: building the rpe module, the CPU pipeline,
-// LLVM's optimizer and code generator, and lld for shared libraries.
+// Everything runs in-process: building the rpe module, the pipelines,
+// LLVM's optimizer and code generator, lld for shared libraries, and the
+// GPU serialization. Beside a kernel (obj, so, ptx, cubin, fatbin) it
+// writes the C header (.h), the description of its C ABI (.json) and, for
+// a GPU kernel, the host runtime (.c); all of them or none.
 //
 //===----------------------------------------------------------------------===//
+
+#include "OutputFiles.h"
 
 #include "Rpe/Aot.h"
 #include "Rpe/Passes.h"
@@ -17,9 +22,9 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
@@ -28,8 +33,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
 #include <cstring>
@@ -38,25 +43,71 @@ using namespace mlir;
 using namespace mlir::rpe;
 namespace cl = llvm::cl;
 
+namespace {
+
+/// What swin-aot writes.
+enum class Emit { Mlir, Llvm, Obj, So, Ptx, Cubin, Fatbin };
+
+/// The order of padding and shift for a map that is not whole windows.
+enum class PaddingOption { PadThenShift, ShiftThenPad };
+
+/// The first error found while parsing an option's value, in the tool's
+/// words. LLVM's parsers print theirs to stderr themselves (`for the
+/// --heads option: '' value invalid for integer argument!`); the parsers
+/// below record theirs instead, and main prints one line.
+std::string optionError;
+
+bool recordOptionError(cl::Option &option, const llvm::Twine &message) {
+  if (optionError.empty())
+    optionError = ("--" + option.ArgStr + " " + message).str();
+  return true;
+}
+
+/// Enum options: a bad value reads `--dtype must be one of f32, f16,
+/// bf16; got 'f64'`.
+template <typename T> class ChoiceParser : public cl::parser<T> {
+public:
+  using cl::parser<T>::parser;
+  bool parse(cl::Option &option, StringRef name, StringRef value, T &result) {
+    SmallVector<StringRef> names;
+    for (const auto &choice : this->Values) {
+      if (choice.Name == value) {
+        result = choice.V.getValue();
+        return false;
+      }
+      names.push_back(choice.Name);
+    }
+    return recordOptionError(option, "must be one of " +
+                                         llvm::join(names, ", ") + "; got '" +
+                                         value + "'");
+  }
+};
+
+template <typename T> using EnumOpt = cl::opt<T, false, ChoiceParser<T>>;
+// Integers are read as text and parsed by readConfig: LLVM's integer
+// parser prints its own error (`'' value invalid for long argument!`).
+using IntegerOpt = cl::opt<std::string>;
+using IntegerList = cl::list<std::string>;
+
+} // namespace
+
 static cl::OptionCategory category("swin-aot options");
 
-static cl::list<int64_t>
-    windowOpt("window", cl::CommaSeparated, cl::Required,
-              cl::desc("Window extents: Wh,Ww or Wd,Wh,Ww"), cl::cat(category));
-static cl::opt<int64_t> headsOpt("heads", cl::Required,
-                                 cl::desc("Number of attention heads"),
-                                 cl::cat(category));
-static cl::opt<int64_t> headDimOpt("head-dim", cl::Required,
-                                   cl::desc("Channels per head"),
-                                   cl::cat(category));
+static IntegerList windowOpt("window", cl::CommaSeparated,
+                             cl::desc("Window extents: Wh,Ww or Wd,Wh,Ww"),
+                             cl::cat(category));
+static IntegerOpt headsOpt("heads", cl::desc("Number of attention heads"),
+                           cl::cat(category));
+static IntegerOpt headDimOpt("head-dim", cl::desc("Channels per head"),
+                             cl::cat(category));
 static cl::opt<std::string>
     scaleOpt("scale", cl::desc("Scale applied to q (default head_dim ** -0.5)"),
              cl::cat(category));
-static cl::list<int64_t>
+static IntegerList
     resolutionOpt("resolution", cl::CommaSeparated,
                   cl::desc("Feature map H,W (or D,H,W) for the shift mask"),
                   cl::cat(category));
-static cl::list<int64_t>
+static IntegerList
     shiftOpt("shift", cl::CommaSeparated,
              cl::desc("Cyclic shift: S for every axis, or one per axis"),
              cl::cat(category));
@@ -65,34 +116,49 @@ static cl::opt<std::string>
              cl::desc("Bake this table into the kernel: raw little-endian "
                       "f32 [T, heads]"),
              cl::cat(category));
-static cl::opt<std::string> layoutOpt(
-    "layout", cl::init("windows"),
-    cl::desc("windows: q, k, v [num_windows, heads, N, head_dim]; tokens: "
-             "[batch, H*W, heads*head_dim] feature maps in image order, "
-             "shifted, padded and partitioned by the kernel"),
+static EnumOpt<Layout> layoutOpt(
+    "layout", cl::init(Layout::Windows), cl::desc("Where q, k, v live"),
+    cl::values(clEnumValN(Layout::Windows, "windows",
+                          "q, k, v [num_windows, heads, N, head_dim]"),
+               clEnumValN(Layout::Tokens, "tokens",
+                          "[batch, H*W, heads*head_dim] feature maps in "
+                          "image order, shifted, padded and partitioned by "
+                          "the kernel")),
     cl::cat(category));
-static cl::opt<std::string> paddingOpt(
-    "padding", cl::init("pad-then-shift"),
-    cl::desc("Tokens layout, resolution not a multiple of the window: "
-             "pad-then-shift (HF, torchvision, Video Swin) or shift-then-pad "
-             "(timm)"),
+static EnumOpt<PaddingOption> paddingOpt(
+    "padding", cl::init(PaddingOption::PadThenShift),
+    cl::desc("Tokens layout, resolution not a multiple of the window"),
+    cl::values(clEnumValN(PaddingOption::PadThenShift, "pad-then-shift",
+                          "pad, then roll (HF, torchvision, Video Swin)"),
+               clEnumValN(PaddingOption::ShiftThenPad, "shift-then-pad",
+                          "roll, then pad (timm)")),
     cl::cat(category));
 static cl::opt<bool> packedQkvOpt(
     "packed-qkv",
     cl::desc("Tokens layout: one qkv argument [batch, H*W, 3, heads, "
              "head_dim], the qkv projection's output as it is"),
     cl::cat(category));
-static cl::opt<std::string> dtypeOpt("dtype", cl::init("f32"),
-                                     cl::desc("Element type: f32, f16, bf16"),
-                                     cl::cat(category));
-static cl::opt<std::string> targetOpt(
-    "target", cl::init("cpu"),
-    cl::desc("cpu (host code, C ABI) or nvptx (NVIDIA GPU kernel, header and "
-             "a CUDA driver API host runtime in C)"),
+static EnumOpt<ElementKind>
+    dtypeOpt("dtype", cl::init(ElementKind::F32), cl::desc("Element type"),
+             cl::values(clEnumValN(ElementKind::F32, "f32", "float32"),
+                        clEnumValN(ElementKind::F16, "f16", "float16"),
+                        clEnumValN(ElementKind::BF16, "bf16", "bfloat16")),
+             cl::cat(category));
+static EnumOpt<Target> targetOpt(
+    "target", cl::init(Target::Cpu), cl::desc("What to compile for"),
+    cl::values(clEnumValN(Target::Cpu, "cpu", "host code, C ABI"),
+               clEnumValN(Target::Nvptx, "nvptx",
+                          "NVIDIA GPU kernel, header and a CUDA driver API "
+                          "host runtime in C")),
     cl::cat(category));
 static cl::opt<std::string> chipOpt("chip", cl::init("sm_90"),
                                     cl::desc("GPU architecture (nvptx)"),
                                     cl::cat(category));
+static cl::opt<std::string> featuresOpt(
+    "features",
+    cl::desc("PTX features, e.g. +ptx87 (nvptx; default: the least PTX "
+             "version the chip needs)"),
+    cl::cat(category));
 static cl::opt<std::string>
     cudaOpt("cuda-toolkit", cl::init(SWIN_CUDA_TOOLKIT_DEFAULT),
             cl::desc("CUDA toolkit: libdevice and ptxas (nvptx)"),
@@ -106,8 +172,8 @@ static cl::opt<bool>
     noParallelOpt("no-parallel",
                   cl::desc("Run on the calling thread only (no OpenMP)"),
                   cl::cat(category));
-static cl::opt<int64_t> vectorWidthOpt(
-    "vector-width", cl::init(0),
+static IntegerOpt vectorWidthOpt(
+    "vector-width", cl::init("0"),
     cl::desc("f32 lanes of the CPU micro-kernels: 8 (AVX2), 16 (AVX-512); "
              "default: 16 when --cpu=native has AVX-512, else 8"),
     cl::cat(category));
@@ -116,25 +182,34 @@ static cl::opt<bool> unfusedOpt(
     cl::desc("Use the unfused reference lowering (materialized bias and "
              "mask, step-by-step softmax) instead of the fused kernel"),
     cl::cat(category));
-static cl::opt<std::string> kernelOpt(
+static EnumOpt<KernelStrategy> kernelOpt(
     "kernel",
-    cl::desc("The fused kernel. nvptx: warps (tensor cores; the default, "
-             "rows where a window does not qualify) or rows (a thread per "
-             "query row). cpu: tiles (the default), or the GPU's warps or "
-             "rows run on the host, to test them"),
+    cl::desc("The fused kernel (default: tiles on the CPU, warps on the GPU; "
+             "the GPU's kernels also run on the host, to test them)"),
+    cl::values(
+        clEnumValN(KernelStrategy::Tiles, "tiles", "the CPU's FMA tiles"),
+        clEnumValN(KernelStrategy::Warps, "warps",
+                   "a warp per (window, head) on tensor cores (rows where a "
+                   "window does not qualify)"),
+        clEnumValN(KernelStrategy::Rows, "rows", "a thread per query row")),
     cl::cat(category));
 static cl::opt<std::string> nameOpt("name", cl::init("swin_window_attention"),
                                     cl::desc("Name of the C entry point"),
                                     cl::cat(category));
-static cl::opt<std::string>
-    emitOpt("emit", cl::Required,
-            cl::desc("What to write: mlir (rpe-level module); cpu: llvm (LLVM "
-                     "IR), obj (object file + header), so (shared library + "
-                     "header); nvptx: ptx, cubin or fatbin (+ header + host "
-                     "runtime .c)"),
-            cl::cat(category));
-static cl::opt<std::string> outputOpt("o", cl::Required,
-                                      cl::desc("Output file"),
+static EnumOpt<Emit> emitOpt(
+    "emit", cl::desc("What to write"),
+    cl::values(
+        clEnumValN(Emit::Mlir, "mlir", "the rpe-level module"),
+        clEnumValN(Emit::Llvm, "llvm", "cpu: LLVM IR"),
+        clEnumValN(Emit::Obj, "obj", "cpu: object file (+ .h, .json)"),
+        clEnumValN(Emit::So, "so", "cpu: shared library (+ .h, .json)"),
+        clEnumValN(Emit::Ptx, "ptx", "nvptx: PTX (+ .h, .json, runtime .c)"),
+        clEnumValN(Emit::Cubin, "cubin", "nvptx: cubin (+ .h, .json, .c)"),
+        clEnumValN(Emit::Fatbin, "fatbin", "nvptx: fatbin (+ .h, .json, .c)")),
+    cl::cat(category));
+static cl::opt<std::string> outputOpt("o",
+                                      cl::desc("Output file ('-': standard "
+                                               "output, for mlir and llvm)"),
                                       cl::value_desc("path"),
                                       cl::cat(category));
 
@@ -148,57 +223,93 @@ static int fail(llvm::Error error) {
   return fail(message);
 }
 
+/// A command line that does not parse: the recorded option error, or
+/// LLVM's messages (an unknown option, say) as one line in the words of the
+/// tool's own errors.
+static int failCommandLine(StringRef messages) {
+  if (!optionError.empty()) {
+    fail(optionError);
+    return 2;
+  }
+  SmallVector<StringRef> lines;
+  messages.trim().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  std::string message;
+  for (StringRef line : lines) {
+    line = line.trim();
+    line.consume_front("swin-aot: ");
+    line = line.split("  Try:").first.trim();
+    if (line.empty() || line.starts_with("Try:") ||
+        line.starts_with("Did you mean"))
+      continue;
+    std::string text = line.str();
+    llvm::Regex option("^for the (-+[A-Za-z0-9-]+) option: (.*)$");
+    SmallVector<StringRef> groups;
+    if (option.match(text, &groups)) {
+      text = groups[1].str() + " " + StringRef(groups[2]).rtrim("!").str();
+    } else {
+      text = StringRef(text).rtrim(".! ").str();
+    }
+    message += (message.empty() ? "" : "; ") + text;
+  }
+  if (message.empty())
+    message = "invalid command line";
+  fail(message + " (see swin-aot --help)");
+  return 2;
+}
+
 /// Reads the options into a configuration; errors name the option.
 static llvm::Expected<KernelConfig> readConfig() {
   KernelConfig config;
-  config.window.assign(windowOpt.begin(), windowOpt.end());
-  config.heads = headsOpt;
-  config.headDim = headDimOpt;
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  auto integer = [&](StringRef option, StringRef text,
+                     int64_t &value) -> llvm::Error {
+    if (text.trim().getAsInteger(0, value))
+      return error("--" + option + " expects an integer, got '" + text + "'");
+    return llvm::Error::success();
+  };
+  auto integers = [&](StringRef option, ArrayRef<std::string> texts,
+                      SmallVectorImpl<int64_t> &values) -> llvm::Error {
+    for (const std::string &text : texts)
+      if (llvm::Error e = integer(option, text, values.emplace_back()))
+        return e;
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = integers("window", windowOpt, config.window))
+    return std::move(e);
+  if (llvm::Error e = integer("heads", headsOpt, config.heads))
+    return std::move(e);
+  if (llvm::Error e = integer("head-dim", headDimOpt, config.headDim))
+    return std::move(e);
+  if (llvm::Error e =
+          integer("vector-width", vectorWidthOpt, config.vectorWidth))
+    return std::move(e);
+  if (llvm::Error e = integers("resolution", resolutionOpt, config.resolution))
+    return std::move(e);
+  if (llvm::Error e = integers("shift", shiftOpt, config.shift))
+    return std::move(e);
   config.name = nameOpt;
   config.cpu = cpuOpt;
   config.parallel = !noParallelOpt;
   config.fuse = !unfusedOpt;
   config.packedQkv = packedQkvOpt;
-  config.vectorWidth = vectorWidthOpt;
-  auto error = [](const llvm::Twine &message) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-  };
+  config.elementKind = dtypeOpt;
+  config.layout = layoutOpt;
+  config.shiftThenPad = paddingOpt == PaddingOption::ShiftThenPad;
+  config.target = targetOpt;
+  config.chip = chipOpt;
+  config.ptxFeatures = featuresOpt;
+  config.cudaToolkit = cudaOpt;
+  if (kernelOpt.getNumOccurrences())
+    config.kernel = kernelOpt;
   if (!scaleOpt.empty()) {
     char *end = nullptr;
     config.scale = std::strtof(scaleOpt.c_str(), &end);
     if (end == scaleOpt.c_str() || *end != '\0')
       return error("--scale: not a number: '" + scaleOpt + "'");
   }
-  if (dtypeOpt == "f32")
-    config.elementKind = ElementKind::F32;
-  else if (dtypeOpt == "f16")
-    config.elementKind = ElementKind::F16;
-  else if (dtypeOpt == "bf16")
-    config.elementKind = ElementKind::BF16;
-  else
-    return error("--dtype must be f32, f16 or bf16, got '" + dtypeOpt + "'");
-  if (layoutOpt == "windows")
-    config.layout = Layout::Windows;
-  else if (layoutOpt == "tokens")
-    config.layout = Layout::Tokens;
-  else
-    return error("--layout must be windows or tokens, got '" + layoutOpt + "'");
-  if (paddingOpt == "pad-then-shift")
-    config.shiftThenPad = false;
-  else if (paddingOpt == "shift-then-pad")
-    config.shiftThenPad = true;
-  else
-    return error("--padding must be pad-then-shift or shift-then-pad, got '" +
-                 paddingOpt + "'");
-  if (targetOpt != "cpu" && targetOpt != "nvptx")
-    return error("--target must be cpu or nvptx, got '" + targetOpt + "'");
-  config.target = targetOpt;
-  config.chip = chipOpt;
-  config.kernel = kernelOpt;
-  config.cudaToolkit = cudaOpt;
 
-  config.resolution.assign(resolutionOpt.begin(), resolutionOpt.end());
-  config.shift.assign(shiftOpt.begin(), shiftOpt.end());
   if (!config.resolution.empty() && config.shift.empty())
     config.shift.assign(config.window.size(), 0);
   if (config.shift.size() == 1 && config.window.size() > 1)
@@ -217,7 +328,9 @@ static llvm::Expected<KernelConfig> readConfig() {
       return error("--table: '" + tableOpt +
                    "' is not a whole number of f32 values");
     std::vector<float> values(bytes.size() / sizeof(float));
-    std::memcpy(values.data(), bytes.data(), bytes.size());
+    // An empty file has no data pointer to copy from.
+    if (!values.empty())
+      std::memcpy(values.data(), bytes.data(), bytes.size());
     config.table = std::move(values);
   }
   // Swin shrinks the window (and drops the shift) along axes where the map
@@ -228,46 +341,175 @@ static llvm::Expected<KernelConfig> readConfig() {
   return config;
 }
 
-static std::string headerPathFor(llvm::StringRef output) {
+/// `output` with its extension replaced.
+static std::string besideOutput(llvm::StringRef output,
+                                llvm::StringRef extension) {
   llvm::SmallString<256> path(output);
-  llvm::sys::path::replace_extension(path, "h");
+  llvm::sys::path::replace_extension(path, extension);
   return path.str().str();
 }
 
-static int writeHeader(const KernelConfig &config, llvm::StringRef output) {
-  std::string path = headerPathFor(output);
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
-  if (ec)
-    return fail("cannot write " + path + ": " + ec.message());
-  emitHeader(config, os);
-  return 0;
+/// The header and the ABI description, beside the kernel.
+static llvm::Error writeInterface(swin_aot::OutputFiles &files,
+                                  const KernelConfig &config,
+                                  llvm::StringRef output) {
+  if (llvm::Error error =
+          files.write(besideOutput(output, "h"), [&](llvm::raw_ostream &os) {
+            emitHeader(config, os);
+            return llvm::Error::success();
+          }))
+    return error;
+  return files.write(besideOutput(output, "json"), [&](llvm::raw_ostream &os) {
+    writeAbiDescription(config, os);
+    return llvm::Error::success();
+  });
+}
+
+/// Builds and writes what --emit asks for.
+static llvm::Error run(MLIRContext &context, const KernelConfig &config,
+                       Emit emit, llvm::StringRef output) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (output.empty())
+    return error("-o: the output path is empty");
+  if (output == "-" && emit != Emit::Mlir && emit != Emit::Llvm)
+    return error("-o -: only --emit=mlir and --emit=llvm go to standard "
+                 "output");
+  OwningOpRef<ModuleOp> module = buildKernelModule(context, config);
+  if (failed(module->verify()))
+    return error("the generated rpe module does not verify");
+
+  swin_aot::OutputFiles files;
+  if (emit == Emit::Mlir) {
+    if (llvm::Error e = files.write(output, [&](llvm::raw_ostream &os) {
+          module->print(os);
+          return llvm::Error::success();
+        }))
+      return e;
+    return files.commit();
+  }
+
+  if (config.isGpu()) {
+    GpuBinaryFormat format = emit == Emit::Ptx     ? GpuBinaryFormat::Ptx
+                             : emit == Emit::Cubin ? GpuBinaryFormat::Cubin
+                                                   : GpuBinaryFormat::Fatbin;
+    auto kernel = compileGpuKernel(*module, config, format);
+    if (!kernel)
+      return kernel.takeError();
+    if (llvm::Error e = files.write(
+            output,
+            [&](llvm::raw_ostream &os) {
+              os << kernel->image;
+              return llvm::Error::success();
+            },
+            /*binary=*/format != GpuBinaryFormat::Ptx))
+      return e;
+    if (llvm::Error e = writeInterface(files, config, output))
+      return e;
+    std::string headerName =
+        llvm::sys::path::filename(besideOutput(output, "h")).str();
+    if (llvm::Error e =
+            files.write(besideOutput(output, "c"), [&](llvm::raw_ostream &os) {
+              emitGpuRuntime(config, *kernel, headerName, os);
+              return llvm::Error::success();
+            }))
+      return e;
+    return files.commit();
+  }
+
+  if (failed(lowerToLLVMDialect(*module, config)))
+    return error("lowering to the LLVM dialect failed");
+  llvm::LLVMContext llvmContext;
+  auto llvmModule = translateAndOptimize(*module, llvmContext, config);
+  if (!llvmModule)
+    return llvmModule.takeError();
+
+  if (emit == Emit::Llvm) {
+    if (llvm::Error e = files.write(output, [&](llvm::raw_ostream &os) {
+          (*llvmModule)->print(os, nullptr);
+          return llvm::Error::success();
+        }))
+      return e;
+    return files.commit();
+  }
+
+  if (emit == Emit::Obj) {
+    if (llvm::Error e = files.write(
+            output,
+            [&](llvm::raw_pwrite_stream &os) {
+              return emitObjectFile(**llvmModule, config, os);
+            },
+            /*binary=*/true))
+      return e;
+  } else {
+    // so: an object file in a temporary place, linked, then removed.
+    llvm::SmallString<256> objectPath;
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("swin-aot", "o", objectPath))
+      return error("cannot create a temporary object file: " + ec.message());
+    llvm::FileRemover removeObject(objectPath);
+    swin_aot::OutputFiles object;
+    if (llvm::Error e = object.write(
+            objectPath,
+            [&](llvm::raw_pwrite_stream &os) {
+              return emitObjectFile(**llvmModule, config, os);
+            },
+            /*binary=*/true))
+      return e;
+    if (llvm::Error e = object.commit())
+      return e;
+    auto library = files.reserve(output);
+    if (!library)
+      return library.takeError();
+    if (llvm::Error e = linkSharedLibrary(objectPath, *library))
+      return e;
+  }
+  if (llvm::Error e = writeInterface(files, config, output))
+    return e;
+  return files.commit();
 }
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "swin-aot " << SWIN_VERSION
-       << " (rpe dialect, LLVM " LLVM_VERSION_STRING << ")\n";
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "swin-aot " << SWIN_VERSION << " (kernel ABI " << kKernelAbiVersion
+       << ")\n  rpe dialect; LLVM " LLVM_VERSION_STRING "\n";
   });
-  cl::ParseCommandLineOptions(
-      argc, argv, "swin-aot: Swin window-attention kernels ahead of time\n");
+  std::string cliErrors;
+  llvm::raw_string_ostream cliErrorStream(cliErrors);
+  if (!cl::ParseCommandLineOptions(
+          argc, argv, "swin-aot: Swin window-attention kernels ahead of time\n",
+          &cliErrorStream))
+    return failCommandLine(cliErrors);
+  // Checked here rather than by cl::Required, whose message goes straight
+  // to stderr in LLVM's words.
+  // (cl::list overloads operator&: hence std::addressof.)
+  for (cl::Option *required :
+       std::initializer_list<cl::Option *>{std::addressof(windowOpt), &headsOpt,
+                                           &headDimOpt, &emitOpt, &outputOpt})
+    if (!required->getNumOccurrences()) {
+      fail((required->ArgStr.size() > 1 ? "--" : "-") + required->ArgStr +
+           " is required (see swin-aot --help)");
+      return 2;
+    }
 
   // lld resets LLVM's command-line options when it runs in-process: keep
   // copies of what is needed after linking.
   const std::string output = outputOpt;
+  const Emit emit = emitOpt;
   auto config = readConfig();
   if (!config)
     return fail(config.takeError());
-  bool gpu = config->target == "nvptx";
-  if (!gpu && emitOpt != "mlir" && emitOpt != "llvm" && emitOpt != "obj" &&
-      emitOpt != "so")
-    return fail("--emit must be mlir, llvm, obj or so, got '" + emitOpt + "'");
-  if (gpu && emitOpt != "mlir" && emitOpt != "ptx" && emitOpt != "cubin" &&
-      emitOpt != "fatbin")
-    return fail("--emit must be mlir, ptx, cubin or fatbin for nvptx, got '" +
-                emitOpt + "'");
+  bool gpuEmit =
+      emit == Emit::Ptx || emit == Emit::Cubin || emit == Emit::Fatbin;
+  if (!config->isGpu() && gpuEmit)
+    return fail("--emit=ptx, cubin and fatbin need --target=nvptx");
+  if (config->isGpu() &&
+      (emit == Emit::Llvm || emit == Emit::Obj || emit == Emit::So))
+    return fail("--emit must be mlir, ptx, cubin or fatbin for "
+                "--target=nvptx");
 
   // The pipeline bufferizes and lowers upstream ops: their interfaces live
   // in the upstream registrations.
@@ -285,77 +527,7 @@ int main(int argc, char **argv) {
   // Diagnostics are printed once, by the handler, with their locations.
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = buildKernelModule(context, *config);
-  if (failed(module->verify()))
-    return fail("the generated rpe module does not verify");
-
-  std::string error;
-  if (emitOpt == "mlir") {
-    auto file = openOutputFile(output, &error);
-    if (!file)
-      return fail(error);
-    module->print(file->os());
-    file->keep();
-    return 0;
-  }
-
-  if (gpu) {
-    StringRef format = emitOpt == "ptx"     ? "isa"
-                       : emitOpt == "cubin" ? "bin"
-                                            : "fatbin";
-    auto kernel = compileGpuKernel(*module, *config, format);
-    if (!kernel)
-      return fail(kernel.takeError());
-    auto file = openOutputFile(output, &error);
-    if (!file)
-      return fail(error);
-    file->os() << kernel->image;
-    file->keep();
-    if (int status = writeHeader(*config, output))
-      return status;
-    llvm::SmallString<256> runtimePath(output);
-    llvm::sys::path::replace_extension(runtimePath, "c");
-    auto runtime = openOutputFile(runtimePath, &error);
-    if (!runtime)
-      return fail(error);
-    emitGpuRuntime(*config, *kernel,
-                   llvm::sys::path::filename(headerPathFor(output)),
-                   runtime->os());
-    runtime->keep();
-    return 0;
-  }
-
-  if (failed(lowerToLLVMDialect(*module, *config)))
-    return fail("lowering to the LLVM dialect failed");
-  llvm::LLVMContext llvmContext;
-  auto llvmModule = translateAndOptimize(*module, llvmContext, *config);
-  if (!llvmModule)
-    return fail(llvmModule.takeError());
-
-  if (emitOpt == "llvm") {
-    auto file = openOutputFile(output, &error);
-    if (!file)
-      return fail(error);
-    (*llvmModule)->print(file->os(), nullptr);
-    file->keep();
-    return 0;
-  }
-
-  if (emitOpt == "obj") {
-    if (llvm::Error e = emitObjectFile(**llvmModule, *config, output))
-      return fail(std::move(e));
-    return writeHeader(*config, output);
-  }
-
-  // so: an object file beside the output, linked, then removed.
-  llvm::SmallString<256> objectPath;
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("swin-aot", "o", objectPath))
-    return fail("cannot create a temporary object file: " + ec.message());
-  llvm::FileRemover removeObject(objectPath);
-  if (llvm::Error e = emitObjectFile(**llvmModule, *config, objectPath))
-    return fail(std::move(e));
-  if (llvm::Error e = linkSharedLibrary(objectPath, output))
-    return fail(std::move(e));
-  return writeHeader(*config, output);
+  if (llvm::Error error = run(context, *config, emit, output))
+    return fail(std::move(error));
+  return 0;
 }

@@ -1,0 +1,110 @@
+//===- KernelAbi.h - the C ABI of an ahead-of-time kernel -------*- C++ -*-===//
+//
+// The one description of a kernel's C entry point: its arguments in order,
+// each with its role, C type and shape. Everything that depends on the ABI
+// is derived from it: the kernel function of the rpe module (its memref
+// arguments), the LLVM entry point that checks its arguments and calls it,
+// the C header, the GPU host runtime's parameter table, and the JSON
+// description that the Python package reads. A new ABI (a backward kernel,
+// say) is a new table, not seven edits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RPE_AOT_KERNELABI_H
+#define RPE_AOT_KERNELABI_H
+
+#include "Rpe/Aot/KernelConfig.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::rpe {
+
+/// Bumped whenever the entry points or the description change in a way a
+/// caller built against an older one would get wrong.
+inline constexpr int kKernelAbiVersion = 1;
+
+/// What an argument of the C entry point is.
+enum class ArgumentRole {
+  /// q, k, v, or the packed qkv map.
+  Input,
+  /// The compact relative position bias table [T, heads].
+  Table,
+  /// The q, k and v of padding tokens [3, C] (token layout).
+  Padding,
+  /// The result.
+  Output,
+  /// num_windows (windows layout) or batch (token layout): the dynamic
+  /// extent of every buffer that has one.
+  Count,
+  /// The CUDA stream the GPU kernel is queued on.
+  Stream,
+};
+
+llvm::StringRef stringifyArgumentRole(ArgumentRole role);
+
+/// One argument of the C entry point.
+struct AbiArgument {
+  std::string name;
+  ArgumentRole role;
+  /// Buffers: their element type and row-major extents, where
+  /// `kDynamicExtent` is the count argument's value.
+  ElementKind element = ElementKind::F32;
+  llvm::SmallVector<int64_t> shape;
+  /// The shape of the kernel function's memref where it is not `shape`:
+  /// the packed qkv map is [batch, L, 3, heads, head_dim] to callers and
+  /// [batch, L, 3 * C] to the kernel.
+  llvm::SmallVector<int64_t> flatShape;
+  /// May be NULL: a baked table, or pad_qkv (zeros).
+  bool nullable = false;
+  /// The memref argument of the kernel function this buffer is passed as;
+  /// none for scalars and for buffers the kernel does not read (a baked
+  /// table, pad_qkv of a map that needs no padding).
+  std::optional<unsigned> kernelOperand;
+
+  bool isBuffer() const {
+    return role != ArgumentRole::Count && role != ArgumentRole::Stream;
+  }
+  bool isWritten() const { return role == ArgumentRole::Output; }
+  llvm::ArrayRef<int64_t> getOperandShape() const {
+    return flatShape.empty() ? shape : flatShape;
+  }
+};
+
+inline constexpr int64_t kDynamicExtent = -1;
+
+/// The C entry point of a kernel.
+struct KernelAbi {
+  std::string name;
+  Target target;
+  /// In the order of the C parameters.
+  llvm::SmallVector<AbiArgument> arguments;
+
+  /// The count argument (num_windows or batch).
+  const AbiArgument &count() const;
+  unsigned countIndex() const;
+  /// The arguments passed to the kernel function, in its order.
+  llvm::SmallVector<const AbiArgument *> kernelOperands() const;
+  /// The C argument index of kernel operand `operand`.
+  unsigned argumentOfKernelOperand(unsigned operand) const;
+  /// The argument's C type, e.g. `const float *`, `int64_t`, `CUdeviceptr`.
+  std::string cType(const AbiArgument &argument) const;
+  /// The C declaration `int NAME(...)`, without the semicolon; a new line
+  /// starts at the table and at pad_qkv.
+  std::string cDeclaration() const;
+};
+
+/// The entry point's ABI for `config`.
+KernelAbi getKernelAbi(const KernelConfig &config);
+
+/// Writes the machine-readable description of the kernel (JSON): the
+/// configuration, the ABI version and the arguments with their roles, C
+/// types, element types and shapes (the count's name where it is dynamic).
+void writeAbiDescription(const KernelConfig &config, llvm::raw_ostream &os);
+
+} // namespace mlir::rpe
+
+#endif // RPE_AOT_KERNELABI_H

@@ -1,0 +1,132 @@
+//===- KernelConfig.h - a Swin attention layer as swin-aot sees it -*- C++
+//-*-===//
+//
+// What one ahead-of-time kernel computes and for which machine: the Swin
+// configuration (window, heads, resolution, shift, layout), the element
+// type, and the code generation choices. Filled from swin-aot's options or
+// by a library user; `validate` checks it before anything is built.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RPE_AOT_KERNELCONFIG_H
+#define RPE_AOT_KERNELCONFIG_H
+
+#include "Rpe/Codegen.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#ifndef SWIN_CUDA_TOOLKIT_DEFAULT
+#define SWIN_CUDA_TOOLKIT_DEFAULT "/usr/local/cuda"
+#endif
+
+namespace mlir::rpe {
+
+/// The element type of q, k, v, the table and the output.
+enum class ElementKind { F32, F16, BF16 };
+
+/// The spelling of an element type in options, headers and descriptions.
+llvm::StringRef stringifyElementKind(ElementKind kind);
+
+/// Where q, k, v and the output live.
+enum class Layout {
+  /// [num_windows, heads, N, head_dim] in, [num_windows, N, C] out: the
+  /// caller has shifted and partitioned the map.
+  Windows,
+  /// [batch, L, C] feature maps in image order: the kernel shifts, pads and
+  /// partitions by addressing.
+  Tokens,
+};
+
+/// What the kernel is compiled for.
+enum class Target {
+  /// The host CPU: a C entry point on host pointers.
+  Cpu,
+  /// An NVIDIA GPU: PTX/cubin/fatbin plus a C host runtime on the CUDA
+  /// driver API.
+  Nvptx,
+};
+
+/// A Swin window-attention layer as the kernel sees it.
+struct KernelConfig {
+  llvm::SmallVector<int64_t> window;
+  int64_t heads = 0;
+  int64_t headDim = 0;
+  /// Applied to q; head_dim ** -0.5 when unset.
+  std::optional<float> scale;
+  /// Both empty, or both of the window's rank. Windows layout: the map the
+  /// shifted-window mask is built for (a multiple of the window). Tokens
+  /// layout: the feature map, padded to whole windows as `shiftThenPad`
+  /// says.
+  llvm::SmallVector<int64_t> resolution;
+  llvm::SmallVector<int64_t> shift;
+  Layout layout = Layout::Windows;
+  /// timm's padding order (roll, then pad) rather than pad, then roll.
+  bool shiftThenPad = false;
+  /// Tokens layout: q, k, v as one [batch, L, 3 * C] map, the qkv
+  /// projection's output ([batch, L, 3, heads, head_dim]).
+  bool packedQkv = false;
+  /// A table baked into the kernel, [T, heads] row-major, as f32.
+  std::optional<std::vector<float>> table;
+  ElementKind elementKind = ElementKind::F32;
+  std::string name = "swin_window_attention";
+  Target target = Target::Cpu;
+  /// Host CPU to generate code for ("native" for this machine).
+  std::string cpu = "native";
+  /// The fused kernel; unset: the target's default (tiles on the CPU,
+  /// warps on the GPU). The GPU kernels also compile for the CPU, to test
+  /// them on the host.
+  std::optional<KernelStrategy> kernel;
+  /// GPU architecture and PTX features (nvptx); empty features: the least
+  /// PTX version the chip needs.
+  std::string chip = "sm_90";
+  std::string ptxFeatures;
+  /// CUDA toolkit for libdevice and ptxas (nvptx).
+  std::string cudaToolkit = SWIN_CUDA_TOOLKIT_DEFAULT;
+  /// Run windows x heads on all cores (OpenMP).
+  bool parallel = true;
+  /// f32 lanes of the CPU micro-kernels; 0: 16 where the CPU has AVX-512
+  /// (cpu=native), else 8.
+  int64_t vectorWidth = 0;
+  /// Fuse the bias gather and the mask into the softmax (false: the unfused
+  /// reference lowering, for comparison).
+  bool fuse = true;
+
+  bool isGpu() const { return target == Target::Nvptx; }
+  bool hasTokenLayout() const { return layout == Layout::Tokens; }
+  bool hasResolution() const { return !resolution.empty(); }
+  /// A non-zero shift: the kernel applies Swin's shifted-window mask.
+  bool isShifted() const;
+  int64_t numTokens() const;
+  int64_t numTableRows() const;
+  int64_t channels() const { return heads * headDim; }
+  /// The map the windows tile: the resolution padded to whole windows.
+  llvm::SmallVector<int64_t> paddedResolution() const;
+  /// Tokens layout on a map that needs padding.
+  bool isPadded() const;
+  /// Windows per image; 1 without a resolution.
+  int64_t windowsPerImage() const;
+  /// Tokens per image (L); tokens layout only.
+  int64_t tokensPerImage() const;
+  float effectiveScale() const;
+  /// The kernel that computes the attention: the configured one, else the
+  /// target's default.
+  KernelStrategy effectiveKernel() const;
+};
+
+/// Swin's rule for small maps: along an axis where the resolution is not
+/// larger than the window, the window shrinks to the resolution and the
+/// shift is 0 (the table must then be the effective window's).
+void applySmallMapRule(KernelConfig &config);
+
+/// Checks a configuration; the error is one line naming the bad option.
+llvm::Error validate(const KernelConfig &config);
+
+} // namespace mlir::rpe
+
+#endif // RPE_AOT_KERNELCONFIG_H

@@ -1,0 +1,133 @@
+//===- CpuCodegen.cpp - LLVM IR, object files and shared libraries --------===//
+//
+// The LLVM-dialect module of a CPU kernel becomes optimized LLVM IR for the
+// configured CPU, an ELF object file, and (linked in-process by lld against
+// the OpenMP runtime and libm) a shared library.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rpe/Aot.h"
+#include "Rpe/Aot/LinkConfig.h"
+
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "lld/Common/Driver.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+LLD_HAS_DRIVER(elf)
+
+using namespace mlir;
+using namespace mlir::rpe;
+
+static llvm::Error codegenError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
+createTargetMachine(const KernelConfig &config) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return codegenError("no LLVM target for " + triple.str() + ": " + error);
+  std::string cpu = config.cpu;
+  std::string features;
+  if (cpu == "native") {
+    cpu = llvm::sys::getHostCPUName().str();
+    SmallVector<std::string> enabled;
+    for (const auto &feature : llvm::sys::getHostCPUFeatures())
+      enabled.push_back((feature.second ? "+" : "-") + feature.first().str());
+    features = llvm::join(enabled, ",");
+  }
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine)
+    return codegenError("cannot create a target machine for CPU '" + cpu + "'");
+  if (!machine->getMCSubtargetInfo()->isCPUStringValid(cpu))
+    return codegenError("--cpu: unknown CPU '" + cpu + "'");
+  return machine;
+}
+
+llvm::Expected<std::unique_ptr<llvm::Module>>
+mlir::rpe::translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
+                                const KernelConfig &config) {
+  DialectRegistry registry;
+  registerAllToLLVMIRTranslations(registry);
+  module.getContext()->appendDialectRegistry(registry);
+
+  auto machine = createTargetMachine(config);
+  if (!machine)
+    return machine.takeError();
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext, config.name);
+  if (!llvmModule)
+    return codegenError("translation to LLVM IR failed");
+  llvmModule->setDataLayout((*machine)->createDataLayout());
+  llvmModule->setTargetTriple((*machine)->getTargetTriple());
+  for (llvm::Function &function : *llvmModule) {
+    if (function.isDeclaration())
+      continue;
+    function.addFnAttr("target-cpu", (*machine)->getTargetCPU());
+    function.addFnAttr("target-features", (*machine)->getTargetFeatureString());
+  }
+  auto optimize = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
+                                            machine->get());
+  if (llvm::Error error = optimize(llvmModule.get()))
+    return std::move(error);
+  return llvmModule;
+}
+
+llvm::Error mlir::rpe::emitObjectFile(llvm::Module &module,
+                                      const KernelConfig &config,
+                                      llvm::raw_pwrite_stream &os) {
+  auto machine = createTargetMachine(config);
+  if (!machine)
+    return machine.takeError();
+  llvm::legacy::PassManager pm;
+  if ((*machine)->addPassesToEmitFile(pm, os, nullptr,
+                                      llvm::CodeGenFileType::ObjectFile))
+    return codegenError("the target cannot emit object files");
+  pm.run(module);
+  return llvm::Error::success();
+}
+
+llvm::Error mlir::rpe::linkSharedLibrary(llvm::StringRef objectPath,
+                                         llvm::StringRef libraryPath) {
+  // The kernels call into the OpenMP runtime and libm; the rpath to the
+  // OpenMP runtime's directory makes the library load from anywhere. Where
+  // they are is the build's knowledge (Rpe/Aot/LinkConfig.h).
+  std::string object = objectPath.str(), output = libraryPath.str();
+  SmallVector<std::string> storage = {"ld.lld", "-shared", "-o", output,
+                                      object};
+  for (StringRef dir : llvm::split(SWIN_KERNEL_LIBRARY_DIRS, ';'))
+    if (!dir.empty())
+      storage.push_back(("-L" + dir).str());
+  storage.append({"-lomp", "-lm", "-rpath", SWIN_OPENMP_LIBRARY_DIR, "-z",
+                  "noexecstack", "--as-needed", "-O1"});
+  SmallVector<const char *> args;
+  for (const std::string &arg : storage)
+    args.push_back(arg.c_str());
+  std::string messages;
+  llvm::raw_string_ostream messageStream(messages);
+  lld::Result result = lld::lldMain(args, messageStream, messageStream,
+                                    {{lld::Gnu, &lld::elf::link}});
+  if (result.retCode != 0)
+    return codegenError("linking " + libraryPath +
+                        " failed: " + StringRef(messages).trim());
+  return llvm::Error::success();
+}

@@ -1,0 +1,134 @@
+//===- KernelConfig.cpp - configurations of ahead-of-time kernels ---------===//
+//
+// The derived quantities of a configuration (tokens, table rows, windows
+// per image, the padded map) and its validation, whose errors name the
+// swin-aot option at fault.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rpe/Aot/KernelConfig.h"
+#include "Rpe/WindowGeometry.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::rpe;
+
+StringRef mlir::rpe::stringifyElementKind(ElementKind kind) {
+  switch (kind) {
+  case ElementKind::F32:
+    return "f32";
+  case ElementKind::F16:
+    return "f16";
+  case ElementKind::BF16:
+    return "bf16";
+  }
+  llvm_unreachable("unknown element kind");
+}
+
+int64_t KernelConfig::numTokens() const { return getNumTokens(window); }
+int64_t KernelConfig::numTableRows() const { return getNumTableRows(window); }
+bool KernelConfig::isShifted() const {
+  return llvm::any_of(shift, [](int64_t s) { return s != 0; });
+}
+SmallVector<int64_t> KernelConfig::paddedResolution() const {
+  return getPaddedResolution(resolution, window);
+}
+bool KernelConfig::isPadded() const {
+  return hasTokenLayout() && paddedResolution() != resolution;
+}
+int64_t KernelConfig::windowsPerImage() const {
+  return hasResolution() ? getNumWindows(paddedResolution(), window) : 1;
+}
+int64_t KernelConfig::tokensPerImage() const {
+  int64_t count = 1;
+  for (int64_t n : resolution)
+    count *= n;
+  return count;
+}
+float KernelConfig::effectiveScale() const {
+  return scale ? *scale : 1.0f / std::sqrt(static_cast<float>(headDim));
+}
+KernelStrategy KernelConfig::effectiveKernel() const {
+  if (kernel)
+    return *kernel;
+  return isGpu() ? KernelStrategy::Warps : KernelStrategy::Tiles;
+}
+
+void mlir::rpe::applySmallMapRule(KernelConfig &config) {
+  if (config.resolution.size() != config.window.size() ||
+      config.shift.size() != config.window.size())
+    return;
+  for (size_t axis = 0; axis < config.window.size(); ++axis)
+    if (config.resolution[axis] > 0 &&
+        config.resolution[axis] <= config.window[axis]) {
+      config.window[axis] = config.resolution[axis];
+      config.shift[axis] = 0;
+    }
+}
+
+static llvm::Error configError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+llvm::Error mlir::rpe::validate(const KernelConfig &config) {
+  if (auto error = checkWindow(config.window))
+    return configError("--window: " + *error);
+  constexpr int64_t kMaxHeads = 4096, kMaxHeadDim = 4096;
+  if (config.heads < 1 || config.heads > kMaxHeads)
+    return configError(llvm::formatv("--heads must be in [1, {0}], got {1}",
+                                     kMaxHeads, config.heads));
+  if (config.headDim < 1 || config.headDim > kMaxHeadDim)
+    return configError(llvm::formatv("--head-dim must be in [1, {0}], got {1}",
+                                     kMaxHeadDim, config.headDim));
+  if (config.scale && (!std::isfinite(*config.scale) || *config.scale == 0.0f))
+    return configError("--scale must be finite and non-zero");
+  if (config.shift.empty() != config.resolution.empty())
+    return configError("--shift and --resolution go together");
+  if (config.packedQkv && !config.hasTokenLayout())
+    return configError("--packed-qkv needs --layout=tokens");
+  if (config.hasTokenLayout()) {
+    if (!config.hasResolution())
+      return configError("--layout=tokens needs --resolution (the feature "
+                         "map)");
+    if (auto error = checkFeatureMap(
+            config.resolution, config.window, config.shift,
+            config.shiftThenPad ? "shift_then_pad" : "pad_then_shift"))
+      return configError("--resolution/--shift: " + *error);
+  } else if (config.hasResolution()) {
+    if (auto error = checkShift(config.resolution, config.window, config.shift))
+      return configError("--resolution/--shift: " + *error +
+                         " (--layout=tokens pads the map)");
+  }
+  if (config.table && static_cast<int64_t>(config.table->size()) !=
+                          config.numTableRows() * config.heads)
+    return configError(llvm::formatv(
+        "--table holds {0} floats, expected {1} ([{2}, {3}] for window {4})",
+        config.table->size(), config.numTableRows() * config.heads,
+        config.numTableRows(), config.heads,
+        llvm::join(llvm::map_range(config.window,
+                                   [](int64_t w) { return std::to_string(w); }),
+                   "x")));
+  if (config.vectorWidth && config.vectorWidth != 4 &&
+      config.vectorWidth != 8 && config.vectorWidth != 16)
+    return configError(llvm::formatv(
+        "--vector-width must be 4, 8 or 16, got {0}", config.vectorWidth));
+  if (config.isGpu() && config.kernel == KernelStrategy::Tiles)
+    return configError("--kernel must be warps or rows for --target=nvptx, "
+                       "got 'tiles'");
+  if (config.isGpu() && config.numTokens() > 1024)
+    return configError(llvm::formatv(
+        "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "
+        "a GPU block",
+        config.numTokens()));
+  auto isIdentifierChar = [](char c) { return llvm::isAlnum(c) || c == '_'; };
+  if (config.name.empty() || llvm::isDigit(config.name[0]) ||
+      !llvm::all_of(config.name, isIdentifierChar))
+    return configError("--name must be a C identifier, got '" + config.name +
+                       "'");
+  return llvm::Error::success();
+}

@@ -1,0 +1,220 @@
+//===- KernelModule.cpp - the rpe module of an ahead-of-time kernel -------===//
+//
+// A configuration becomes `func @<name>_kernel(<the ABI's buffers>)` on
+// memrefs whose body is rpe ops on tensors: a lookup of the table, the
+// shift mask, the window attention (between window partitions and the
+// reverse for the token layout), materialized in `out`. The compiler's
+// passes do the rest, exactly as for a module a user writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rpe/Aot.h"
+#include "Rpe/RpeOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace mlir::rpe;
+
+Type mlir::rpe::getElementType(MLIRContext &context, ElementKind kind) {
+  switch (kind) {
+  case ElementKind::F32:
+    return Float32Type::get(&context);
+  case ElementKind::F16:
+    return Float16Type::get(&context);
+  case ElementKind::BF16:
+    return BFloat16Type::get(&context);
+  }
+  llvm_unreachable("unknown element kind");
+}
+
+MemRefType mlir::rpe::getKernelOperandType(MLIRContext &context,
+                                           const AbiArgument &argument) {
+  SmallVector<int64_t> shape = llvm::to_vector(
+      llvm::map_range(argument.getOperandShape(), [](int64_t extent) {
+        return extent == kDynamicExtent ? ShapedType::kDynamic : extent;
+      }));
+  return MemRefType::get(shape, getElementType(context, argument.element));
+}
+
+/// The rows of pad_qkv ([3, C]) as three [C] tensors of `element`.
+static SmallVector<Value> splitPaddingRows(OpBuilder &b, Location loc,
+                                           Value rows, Type element) {
+  auto type = cast<RankedTensorType>(rows.getType());
+  int64_t c = type.getDimSize(1);
+  SmallVector<Value> split;
+  for (int64_t i = 0; i < 3; ++i) {
+    Value row = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({c}, type.getElementType()), rows,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(i), b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(c)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+    if (type.getElementType() != element) {
+      Value init = tensor::EmptyOp::create(b, loc, {c}, element);
+      AffineMap identity = b.getMultiDimIdentityMap(1);
+      row = linalg::GenericOp::create(
+                b, loc, TypeRange{init.getType()}, row, init,
+                ArrayRef<AffineMap>{identity, identity},
+                ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+                [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                  Value narrow =
+                      arith::TruncFOp::create(nb, nloc, element, args[0]);
+                  linalg::YieldOp::create(nb, nloc, narrow);
+                })
+                .getResult(0);
+    }
+    split.push_back(row);
+  }
+  return split;
+}
+
+/// The baked table as a constant of `element`.
+static Value createTableConstant(OpBuilder &b, Location loc,
+                                 const KernelConfig &config, Type element) {
+  auto type =
+      RankedTensorType::get({config.numTableRows(), config.heads}, element);
+  const llvm::fltSemantics &semantics =
+      cast<FloatType>(element).getFloatSemantics();
+  SmallVector<APFloat> values;
+  for (float f : *config.table) {
+    APFloat value(f);
+    bool losesInfo;
+    value.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
+    values.push_back(value);
+  }
+  return arith::ConstantOp::create(b, loc,
+                                   DenseElementsAttr::get(type, values));
+}
+
+OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
+                                                   const KernelConfig &config) {
+  context
+      .loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
+                   func::FuncDialect, linalg::LinalgDialect,
+                   memref::MemRefDialect, RpeDialect, tensor::TensorDialect>();
+  OpBuilder b(&context);
+  Location loc = NameLoc::get(b.getStringAttr(config.name));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  // The function's arguments are the ABI's kernel operands.
+  KernelAbi abi = getKernelAbi(config);
+  SmallVector<const AbiArgument *> operands = abi.kernelOperands();
+  SmallVector<Type> argTypes;
+  for (const AbiArgument *operand : operands)
+    argTypes.push_back(getKernelOperandType(context, *operand));
+  auto func = func::FuncOp::create(b, loc, config.name + "_kernel",
+                                   b.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+
+  // The caller's buffers do not alias: `restrict` lets bufferization write
+  // the result straight into `out`.
+  auto toTensor = [&](Value memref) -> Value {
+    auto type = cast<MemRefType>(memref.getType());
+    return bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get(type.getShape(), type.getElementType()),
+        memref, /*restrict=*/true, /*writable=*/false);
+  };
+  SmallVector<Value> inputs;
+  Value table, padRows, out;
+  for (auto [argument, value] : llvm::zip(operands, entry->getArguments())) {
+    switch (argument->role) {
+    case ArgumentRole::Input:
+      inputs.push_back(toTensor(value));
+      break;
+    case ArgumentRole::Table:
+      table = toTensor(value);
+      break;
+    case ArgumentRole::Padding:
+      padRows = toTensor(value);
+      break;
+    case ArgumentRole::Output:
+      out = value;
+      break;
+    default:
+      llvm_unreachable("scalars are not kernel operands");
+    }
+  }
+
+  Type element = getElementType(context, config.elementKind);
+  int64_t h = config.heads, n = config.numTokens(), d = config.headDim;
+  int64_t c = config.channels(), dyn = ShapedType::kDynamic;
+  int64_t tokensPerImage = config.tokensPerImage();
+  Value q, k, v;
+  if (config.packedQkv) {
+    // The three channel slices of the qkv output; the fusion reads them as
+    // one map again.
+    Value qkv = inputs.front();
+    Value batch = tensor::DimOp::create(b, loc, qkv, 0);
+    auto slice = [&](int64_t part) -> Value {
+      return tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get({dyn, tokensPerImage, c}, element), qkv,
+          ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(0),
+                                 b.getIndexAttr(part * c)},
+          ArrayRef<OpFoldResult>{batch, b.getIndexAttr(tokensPerImage),
+                                 b.getIndexAttr(c)},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                                 b.getIndexAttr(1)});
+    };
+    q = slice(0);
+    k = slice(1);
+    v = slice(2);
+  } else {
+    q = inputs[0];
+    k = inputs[1];
+    v = inputs[2];
+  }
+  if (config.table)
+    table = createTableConstant(b, loc, config, element);
+
+  auto window = b.getDenseI64ArrayAttr(config.window);
+  Value bias = LookupOp::create(
+      b, loc, RankedTensorType::get({h, n, n}, element), table, window);
+  Value mask;
+  if (config.isShifted())
+    mask = ShiftMaskOp::create(
+        b, loc,
+        RankedTensorType::get({config.windowsPerImage(), n, n}, b.getF32Type()),
+        b.getDenseI64ArrayAttr(config.paddedResolution()), window,
+        b.getDenseI64ArrayAttr(config.shift), b.getF64FloatAttr(-100.0));
+  auto attentionType = RankedTensorType::get({dyn, n, c}, element);
+  auto scale = b.getF32FloatAttr(config.effectiveScale());
+  Value result;
+  if (!config.hasTokenLayout()) {
+    result = WindowAttentionOp::create(b, loc, attentionType, q, k, v, bias,
+                                       mask, scale);
+  } else {
+    // Padding rows of q, k and v, in the element type of the maps.
+    SmallVector<Value> pads(3);
+    if (padRows)
+      pads = splitPaddingRows(b, loc, padRows, element);
+    auto resolution = b.getDenseI64ArrayAttr(config.resolution);
+    auto shift = b.getDenseI64ArrayAttr(config.shift);
+    auto padding = b.getStringAttr(config.shiftThenPad ? "shift_then_pad"
+                                                       : "pad_then_shift");
+    auto windowsType = RankedTensorType::get({dyn, h, n, d}, element);
+    auto partition = [&](Value map, Value pad) -> Value {
+      return WindowPartitionOp::create(b, loc, windowsType, map, pad,
+                                       resolution, window, shift, padding);
+    };
+    Value attention = WindowAttentionOp::create(
+        b, loc, attentionType, partition(q, pads[0]), partition(k, pads[1]),
+        partition(v, pads[2]), bias, mask, scale);
+    result = WindowReverseOp::create(
+        b, loc, RankedTensorType::get({dyn, tokensPerImage, c}, element),
+        attention, resolution, window, shift, padding);
+  }
+  bufferization::MaterializeInDestinationOp::create(b, loc, TypeRange{}, result,
+                                                    out, /*restrict=*/true,
+                                                    /*writable=*/true);
+  func::ReturnOp::create(b, loc);
+  return module;
+}

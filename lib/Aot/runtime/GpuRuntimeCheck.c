@@ -1,0 +1,45 @@
+/*===- GpuRuntimeCheck.c - the runtime compiled as swin-aot uses it ------===*
+ *
+ * Built with -std=c11 -Wall -Wextra -Wpedantic -Wconversion -Werror so that
+ * the runtime's C stays warning-free: the runtime's text, then a kernel
+ * table and an entry point of the shape GpuRuntime.cpp generates.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#include "GpuRuntime.c"
+
+int check_entry(CUdeviceptr q, CUdeviceptr out, int64_t num_windows,
+                CUstream stream);
+
+static const unsigned char check_image[] = {0x00};
+static const char *const check_argument_names[] = {"q", "out"};
+static const int check_argument_checks[] = {SWIN_RT_NONNULL | SWIN_RT_ALIGNED,
+                                            SWIN_RT_NONNULL | SWIN_RT_ALIGNED};
+static const struct swin_rt_param check_params[] = {
+    {0, 0, 4, {-1, 3, 49, 32}, {4704, 1568, 32, 1}},
+    {1, 0, 3, {-1, 49, 96}, {4704, 96, 1}},
+};
+static const struct swin_rt_kernel check_kernel = {
+    .name = "check",
+    .image = check_image,
+    .symbol = "check_kernel",
+    .num_arguments = 2,
+    .argument_names = check_argument_names,
+    .argument_checks = check_argument_checks,
+    .zero_bytes = 0,
+    .count_multiple = 1,
+    .windows_per_count = 1,
+    .heads = 3,
+    .num_params = 2,
+    .params = check_params,
+    .block_size = 64,
+    .items_per_block = 1,
+};
+static struct swin_rt_state check_state = SWIN_RT_STATE_INIT;
+
+int check_entry(CUdeviceptr q, CUdeviceptr out, int64_t num_windows,
+                CUstream stream) {
+  CUdeviceptr arguments[] = {q, out};
+  return swin_rt_launch(&check_kernel, &check_state, arguments, num_windows,
+                        stream);
+}
