@@ -759,7 +759,7 @@ def compile(  # noqa: A001 - the public name is part of the API
         _build(info, cfg, emit, table_bytes, root, final)
     art = Artifacts.in_directory(cfg, emit, final)
     if emit == "so":
-        return Kernel(cfg, art.library, art.header, baked, abi=art.load_abi())
+        return Kernel(cfg, art.library, art.header, baked, abi=art.load_abi(), artifacts=art)
     if art.runtime is not None:
         from .cuda import GpuKernel
 
@@ -844,8 +844,11 @@ class Kernel:
     """
 
     def __init__(self, config: KernelConfig, library: Path, header: Path,
-                 table: Optional[np.ndarray] = None, *, abi: Optional[_abi.KernelAbi] = None):
+                 table: Optional[np.ndarray] = None, *, abi: Optional[_abi.KernelAbi] = None,
+                 artifacts: Optional[Artifacts] = None):
         self.config = config
+        #: Every file of the kernel in the cache (None when constructed by hand).
+        self.artifacts = artifacts
         self.library = Path(library)
         self.header = Path(header)
         #: The C ABI (:class:`swin_opt.abi.KernelAbi`), from ``<library stem>.json``.

@@ -458,3 +458,89 @@ def test_gpu_output_overlap_is_refused_before_launch(fake, cuda_toolkit):
         kernel(base, base + nbytes, base + 2 * nbytes, base + 3 * nbytes, base + nbytes + 16, 4)
     with pytest.raises(ValueError, match="out overlaps table"):
         kernel(base, base + nbytes, base + 2 * nbytes, base + 4 * nbytes + 64, base + 4 * nbytes, 4)
+
+
+# --------------------------------------------------------------------------- #
+# CLI: usage errors, choices, GPU outputs
+# --------------------------------------------------------------------------- #
+_CFG = ("--window=3,3", "--heads=2", "--head-dim=8")
+
+
+def _usage_error(r, *needles):
+    """argparse's contract: exit 2, a usage line and one error line, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("python -m swin_opt") and "error:" in last, r.stderr
+    for needle in needles:
+        assert needle in last, r.stderr
+
+
+def test_cli_bad_table_is_a_usage_error(fake, tmp_path):
+    r = _run_cli(fake, "verify", *_CFG, f"--table={tmp_path / 'missing.npy'}")
+    _usage_error(r, "--table", "missing.npy")
+    raw = tmp_path / "table.f32"
+    np.zeros(7, "<f4").tofile(raw)
+    _usage_error(_run_cli(fake, "compile", *_CFG, f"--table={raw}"), "--table",
+                 "not a multiple of heads=2")
+    bad = tmp_path / "bad.npy"
+    bad.write_bytes(b"not numpy")
+    _usage_error(_run_cli(fake, "compile", *_CFG, f"--table={bad}"), "--table")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("verify", "--batch=0"), "must be at least 1"),
+    (("verify", "--batch=-1"), "must be at least 1"),
+    (("bench", "--repeat=0"), "must be at least 1"),
+    (("bench", "--warmup=-1"), "must be at least 0"),
+    (("verify", "--dtype=int8"), "invalid choice: 'int8'"),
+    (("compile", "--target=gpu"), "invalid choice: 'gpu'"),
+    (("compile", "--padding=bogus"), "invalid choice: 'bogus'"),
+    (("compile", "--emit=exe"), "invalid choice: 'exe'"),
+    (("compile", "--heads=0"), "must be at least 1"),
+])
+def test_cli_bad_values_are_usage_errors(fake, args, needle):
+    _usage_error(_run_cli(fake, args[0], "--window=3,3", "--heads=2", "--head-dim=8", *args[1:]),
+                 needle)
+
+
+def test_cli_lists_choices_and_accepts_documented_spellings(fake):
+    r = _run_cli(fake, "compile", "--help")
+    for listed in ("{f32,f16,bf16}", "{cpu,nvptx}", "{pad_then_shift,shift_then_pad}"):
+        assert listed in r.stdout
+    for dtype in ("float16", "bf16", "half"):
+        r = _run_cli(fake, "verify", *_CFG, f"--dtype={dtype}", "--batch=1")
+        assert r.returncode == 0 and "PASS" in r.stdout, r.stderr
+    for padding in ("pad-then-shift", "shift_then_pad", "timm"):
+        r = _run_cli(fake, "verify", "--window=4,6", "--heads=2", "--head-dim=8",
+                     "--resolution=9,13", "--shift=2,3", f"--padding={padding}", "--batch=1")
+        assert r.returncode == 0 and "PASS" in r.stdout, r.stderr
+
+
+def test_cli_compile_for_the_gpu(fake, cuda_toolkit, tmp_path):
+    out = tmp_path / "gpu"
+    out.mkdir()
+    r = _run_cli(fake, "compile", *_CFG, "--dtype=float16", "--target=nvptx", "--emit=ptx",
+                 "--chip=sm_80", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["libswin_window_attention.so", "swin_window_attention.c",
+                     "swin_window_attention.h", "swin_window_attention.json",
+                     "swin_window_attention.ptx"]
+    assert json.loads((out / "swin_window_attention.json").read_text())["dtype"] == "f16"
+    r = _run_cli(fake, "compile", *_CFG, "--target=nvptx", "--emit=cubin", "--name=attn",
+                 "-o", str(tmp_path / "new" / "k.cubin"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == [
+        "k.c", "k.cubin", "k.h", "k.json", "libk.so"]
+    r = _run_cli(fake, "compile", *_CFG, "--target=nvptx")  # default emit, cached path
+    assert r.returncode == 0 and r.stdout.strip().endswith("kernel.ptx"), r.stderr
+    r = _run_cli(fake, "verify", *_CFG, "--target=nvptx")
+    assert r.returncode == 1 and "--target=cpu" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_old_tool_is_one_line(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", "swin-aot 0.1.0 (rpe dialect, LLVM 22.1.8)")
+    r = _run_cli(fake, "verify", *_CFG)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "rebuild swin-aot" in r.stderr
