@@ -640,6 +640,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append("packed_qkv")
     if cfg.scale is not None:
         parts.append(f"scale={cfg.scale!r}")
+    if cfg.target != "cpu":
+        parts.append(f"target={cfg.target}:{cfg.chip}")
     return " ".join(parts)
 
 
