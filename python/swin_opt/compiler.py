@@ -553,9 +553,9 @@ class Artifacts:
 
     @property
     def files(self) -> list:
-        """Every output path (the main output first)."""
-        return [f for f in (self.main, self.header, self.runtime, self.abi, self.library)
-                if f is not None]
+        """Every output path, once (the main output first; for ``so`` it is the library)."""
+        return list(dict.fromkeys(f for f in (self.main, self.header, self.runtime, self.abi,
+                                              self.library) if f is not None))
 
     def load_abi(self) -> "_abi.KernelAbi":
         if self.abi is None:

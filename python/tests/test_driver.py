@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -400,6 +402,14 @@ def cuda_toolkit():
     return cuda
 
 
+def _needs_libcuda(library) -> Optional[bool]:
+    """Whether ``library`` records a dependency on libcuda.so.1 (None without readelf)."""
+    if shutil.which("readelf") is None:
+        return None
+    out = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+    return "libcuda.so.1" in out
+
+
 def _has_driver(cuda) -> bool:
     try:
         cuda._driver_library()
@@ -434,6 +444,8 @@ def test_gpu_kernel_compiles_without_a_gpu(fake, cuda_toolkit, emit):
     assert kernel.image.suffix == f".{emit}" and kernel.image.is_file()
     assert kernel.header.suffix == ".h" and kernel.runtime.suffix == ".c"
     assert kernel.library.is_file() and kernel.abi.target == "nvptx"
+    if cuda._stub_dir() is not None:
+        assert _needs_libcuda(kernel.library) in (True, None)  # linked against the stub
     assert "--target=nvptx" in fake["log"].read_text() and "--chip=sm_80" in fake["log"].read_text()
     assert [a.ctype for a in kernel.abi.arguments][-1] == "CUstream"
     if not _has_driver(cuda):
@@ -446,7 +458,10 @@ def test_gpu_runtime_builds_without_the_stub(fake, cuda_toolkit, monkeypatch):
     cuda = cuda_toolkit
     monkeypatch.setattr(cuda, "_stub_dir", lambda: None)
     kernel = cuda.compile_gpu((3, 3), 2, 8, cache_dir=fake["cache"])
-    assert kernel.library.is_file()
+    assert kernel.library.is_file() and _needs_libcuda(kernel.library) in (False, None)
+    if not _has_driver(cuda):
+        with pytest.raises(cuda.CudaError, match="no CUDA driver"):
+            kernel(16, 32, 48, 64, 1 << 20, 1)
 
 
 def test_gpu_output_overlap_is_refused_before_launch(fake, cuda_toolkit):
