@@ -35,7 +35,7 @@ def test_public_names_import_without_torch():
     """swin_opt.torch is a package split by concern; its public names stay where
     they were, and no submodule imports torch at import time."""
     import importlib
-    import sys
+    import importlib.util
 
     for name in ("tensors", "masks", "patching", "timm_patches", "torchvision_patches",
                  "transformers_patches", "swap"):
@@ -43,7 +43,7 @@ def test_public_names_import_without_torch():
     for name in ("attention", "compile_kernel", "match_shift_mask", "swap_attention",
                  "restore_attention", "patch_stats", "KernelUnavailable", "NO_MASK"):
         assert hasattr(st, name) and name in st.__all__
-    if "torch" not in sys.modules:
+    if importlib.util.find_spec("torch") is None:
         with pytest.raises(ImportError, match="needs PyTorch"):
             st.swap_attention(object())
 
