@@ -198,7 +198,7 @@ class GpuKernel:
 
     def __repr__(self) -> str:
         return (f"<swin_opt.cuda.GpuKernel {self.config.name}: {_compiler.describe(self.config)} "
-                f"{self.config.chip} at {self.image}>")
+                f"at {self.image}>")
 
     @property
     def fn(self):
