@@ -13,12 +13,14 @@ Quick start::
 The independent NumPy reference lives in :mod:`swin_opt.reference`.
 """
 
-from . import reference
+from . import abi, reference
 from .compiler import (
+    Artifacts,
     CompileError,
     Kernel,
     KernelConfig,
     SwinAotNotFoundError,
+    SwinAotVersionError,
     bf16_bits_to_float32,
     clear_cache,
     compile,
@@ -33,10 +35,13 @@ from .compiler import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Artifacts",
     "CompileError",
     "Kernel",
     "KernelConfig",
     "SwinAotNotFoundError",
+    "SwinAotVersionError",
+    "abi",
     "bf16_bits_to_float32",
     "clear_cache",
     "compile",

@@ -4,26 +4,31 @@ Examples::
 
     python -m swin_opt compile --window=7,7 --heads=3 --head-dim=32 \\
         --resolution=56,56 --shift=3 -o /tmp/attn.so
+    python -m swin_opt compile --window=7,7 --heads=3 --head-dim=32 --dtype=f16 \\
+        --target=nvptx --emit=ptx --chip=sm_90 -o /tmp/gpu/
     python -m swin_opt verify --window=7,7 --heads=3 --head-dim=32 --dtype=f16
     python -m swin_opt bench --window=7,7 --heads=3 --head-dim=32 --batch=8
     python -m swin_opt cache --clear
+
+Usage errors (a bad option value, an unreadable --table) exit with status 2
+like argparse's own; a configuration swin-aot rejects, a failed build or a
+failed check exits with 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, List, Optional
 
 import numpy as np
 
-from . import compiler, testing
+from . import compiler, reference, testing
 
 
 def _ints(text: str) -> List[int]:
@@ -38,21 +43,61 @@ def _shift(text: str):
     return vals[0] if len(vals) == 1 else vals
 
 
+def _at_least(low: int) -> Callable[[str], int]:
+    """An int option that must be >= ``low`` (NumPy fails obscurely on 0 or -1)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def _readable_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    return path
+
+
+def _spellings(names) -> List[str]:
+    """Every accepted spelling: the names and their dashed forms."""
+    return sorted(set(names) | {n.replace("_", "-") for n in names})
+
+
+# The documented names are shown; every alias compile() accepts is allowed.
+_DTYPES = sorted(compiler._DTYPE_ALIASES)
+_PADDINGS = _spellings(reference._PADDING_ALIASES)
+_TARGETS = sorted(compiler._EMITS)
+_EMITS = sorted({e for emits in compiler._EMITS.values() for e in emits})
+
+
 def _config_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("kernel configuration")
     g.add_argument("--window", type=_ints, required=True, help="Wh,Ww or Wd,Wh,Ww")
-    g.add_argument("--heads", type=int, required=True)
-    g.add_argument("--head-dim", type=int, required=True)
+    g.add_argument("--heads", type=_at_least(1), required=True)
+    g.add_argument("--head-dim", type=_at_least(1), required=True)
     g.add_argument("--scale", type=float, help="q scale (default head_dim**-0.5)")
     g.add_argument("--resolution", type=_ints, help="feature map H,W (D,H,W) for shifted blocks")
     g.add_argument("--shift", type=_shift, help="S or SH,SW (needs --resolution)")
-    g.add_argument("--padding", help="pad_then_shift (hf/torchvision) or shift_then_pad (timm)")
+    g.add_argument("--padding", choices=_PADDINGS, metavar="{pad_then_shift,shift_then_pad}",
+                   help="pad_then_shift (hf/torchvision) or shift_then_pad (timm); "
+                        "aliases: hf, torchvision, timm, ...")
     g.add_argument("--layout", default="windows", choices=["windows", "tokens"])
-    g.add_argument("--dtype", default="f32", help="f32, f16 or bf16")
-    g.add_argument("--target", default="cpu")
+    g.add_argument("--dtype", default="f32", choices=_DTYPES, metavar="{f32,f16,bf16}",
+                   help="also float32, float16, bfloat16, fp16, half, ...")
+    g.add_argument("--target", default="cpu", choices=_TARGETS)
+    g.add_argument("--chip", help="GPU architecture for --target=nvptx (default sm_90)")
+    g.add_argument("--kernel", choices=["tiles", "warps", "rows"],
+                   help="swin-aot --kernel (default: the target's)")
     g.add_argument("--name", help="C symbol name")
-    g.add_argument("--table", type=Path,
+    g.add_argument("--table", type=_readable_file,
                    help="bias table to bake in: .npy, or raw little-endian float32 [T, heads]")
     return p
 
@@ -64,15 +109,16 @@ def _load_table(args) -> Optional[np.ndarray]:
         return np.load(args.table)
     raw = np.fromfile(args.table, dtype="<f4")
     if raw.size % args.heads:
-        raise ValueError(f"{args.table}: {raw.size} floats is not a multiple of heads={args.heads}")
+        raise ValueError(f"{raw.size} floats is not a multiple of heads={args.heads}")
     return raw.reshape(-1, args.heads)
 
 
-def _compile(args) -> compiler.Kernel:
+def _compile(args, emit: Optional[str] = None):
     return compiler.compile(
         args.window, args.heads, args.head_dim, scale=args.scale, resolution=args.resolution,
         shift=args.shift, padding=args.padding, layout=args.layout, dtype=args.dtype,
-        target=args.target, table=_load_table(args), name=args.name)
+        target=args.target, table=args.table_data, name=args.name, chip=args.chip,
+        kernel=args.kernel, emit=emit)
 
 
 def _count(kernel: compiler.Kernel, batch: int) -> int:
@@ -83,42 +129,46 @@ def _count(kernel: compiler.Kernel, batch: int) -> int:
     return batch * nw
 
 
+def _cpu_kernel(args) -> compiler.Kernel:
+    if args.target != "cpu":
+        raise ValueError(f"{args.command} runs kernels on this machine's CPU (--target=cpu); "
+                         "GPU kernels are checked by python/tests/test_gpu.py")
+    return _compile(args)
+
+
+def _destinations(art: compiler.Artifacts, output: str) -> List[Path]:
+    """Where each of ``art.files`` goes: into directory ``output`` (an existing one, or
+    a path ending in a separator) as ``<name>.<ext>``, else beside file ``output``."""
+    if output.endswith(os.sep) or Path(output).is_dir():
+        main = Path(output) / (art.config.name + art.main.suffix)
+    else:
+        main = Path(output)
+    stem = main.with_suffix("")
+    names = {art.main: main}
+    for f in (art.header, art.runtime, art.abi):
+        if f is not None:
+            names[f] = Path(f"{stem}{f.suffix}")
+    if art.library is not None and art.library != art.main:
+        names[art.library] = stem.parent / f"lib{stem.name}.so"  # the GPU runtime, built
+    return [names[f] for f in art.files]
+
+
 def cmd_compile(args) -> int:
-    if args.emit != "so":
-        # Other artefacts are not cached: run swin-aot directly.
-        cfg = compiler.make_config(
-            args.window, args.heads, args.head_dim, scale=args.scale, resolution=args.resolution,
-            shift=args.shift, padding=args.padding, layout=args.layout, dtype=args.dtype,
-            target=args.target, name=args.name)
-        if args.output is None:
-            raise ValueError(f"--emit={args.emit} needs -o")
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [str(compiler.find_swin_aot()), *cfg.aot_args()]
-            table = _load_table(args)
-            if table is not None:
-                path = Path(tmp) / "table.f32"
-                np.ascontiguousarray(table, dtype="<f4").tofile(path)
-                cmd.append(f"--table={path}")
-            cmd += [f"--emit={args.emit}", "-o", str(args.output)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode:
-            raise compiler.CompileError(f"swin-aot failed: {proc.stderr.strip()}")
-        print(args.output)
-        return 0
-    kernel = _compile(args)
+    result = _compile(args, args.emit)
+    art = result if isinstance(result, compiler.Artifacts) else result.artifacts
     if args.output is None:
-        print(kernel.library)
+        print(art.main)
         return 0
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(kernel.library, out)
-    shutil.copyfile(kernel.header, out.with_suffix(".h"))
-    print(f"wrote {out} and {out.with_suffix('.h')} ({compiler.describe(kernel.config)})")
+    targets = _destinations(art, args.output)
+    targets[0].parent.mkdir(parents=True, exist_ok=True)
+    for src, dst in zip(art.files, targets):
+        shutil.copyfile(src, dst)
+    print(f"wrote {', '.join(map(str, targets))} ({compiler.describe(art.config)})")
     return 0
 
 
 def cmd_verify(args) -> int:
-    kernel = _compile(args)
+    kernel = _cpu_kernel(args)
     n = _count(kernel, args.batch)
     check = testing.check_against_reference(kernel, n, seed=args.seed)
     status = "PASS" if check.passed else "FAIL"
@@ -140,7 +190,7 @@ def _time(fn: Callable[[], object], repeat: int, warmup: int) -> List[float]:
 
 
 def cmd_bench(args) -> int:
-    kernel = _compile(args)
+    kernel = _cpu_kernel(args)
     cfg = kernel.config
     n = _count(kernel, args.batch)
     inp = testing.random_inputs(kernel, n, seed=args.seed)
@@ -173,19 +223,24 @@ def build_parser() -> argparse.ArgumentParser:
     config = _config_parser()
 
     p = sub.add_parser("compile", parents=[config], help="build a kernel (cached)")
-    p.add_argument("--emit", default="so", choices=["so", "obj", "llvm", "mlir"])
-    p.add_argument("-o", "--output", help="copy the .so (and .h) here; default: print cache path")
+    p.add_argument("--emit", choices=_EMITS,
+                   help="so, obj, llvm, mlir (cpu; default so); ptx, cubin, fatbin, mlir "
+                        "(nvptx; default ptx)")
+    p.add_argument("-o", "--output", metavar="DIR_OR_FILE",
+                   help="copy the outputs (kernel, .h, and for nvptx the runtime .c, "
+                        "lib<stem>.so; the ABI .json) into this directory or beside this "
+                        "file; default: print the cached kernel's path")
     p.set_defaults(func=cmd_compile)
 
     for name, func, help_ in (("verify", cmd_verify, "compare a kernel against the reference"),
                               ("bench", cmd_bench, "time a kernel against the reference")):
         p = sub.add_parser(name, parents=[config], help=help_)
-        p.add_argument("--batch", type=int, default=2,
+        p.add_argument("--batch", type=_at_least(1), default=2,
                        help="images (with --resolution) or windows (default 2)")
         p.add_argument("--seed", type=int, default=0)
         if name == "bench":
-            p.add_argument("--repeat", type=int, default=20)
-            p.add_argument("--warmup", type=int, default=3)
+            p.add_argument("--repeat", type=_at_least(1), default=20)
+            p.add_argument("--warmup", type=_at_least(0), default=3)
         p.set_defaults(func=func)
 
     p = sub.add_parser("cache", help="print the cache directory or clear it")
@@ -195,7 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if hasattr(args, "table"):
+        try:
+            args.table_data = _load_table(args)
+        except (OSError, ValueError) as exc:  # an unreadable or malformed file is a usage error
+            parser.error(f"argument --table: cannot read {args.table}: {exc}")
     try:
         return args.func(args)
     except (ValueError, TypeError, NotImplementedError, compiler.CompileError,

@@ -1,20 +1,18 @@
 """Build, cache and call ``swin-aot`` window-attention kernels.
 
-:func:`compile` turns a configuration into a shared library with ``swin-aot
---emit=so``, caches it on disk and returns a :class:`Kernel`, a callable
-wrapper around the library's C function loaded with :mod:`ctypes`.
+:func:`compile` turns a configuration into ``swin-aot``'s outputs (for the
+CPU a shared library, for ``target="nvptx"`` PTX/cubin/fatbin plus a host
+runtime built into a shared library), caches them on disk and returns a
+:class:`Kernel` (CPU) or :class:`swin_opt.cuda.GpuKernel` that calls the C
+function through :mod:`ctypes`.  Every compile -- CPU or GPU, the Python API
+or the command line -- goes through the same configuration, command line,
+cache and error path here.
 
-C ABI of a kernel (``NAME`` defaults to ``swin_window_attention``)::
-
-    int NAME(const T *q, const T *k, const T *v, const T *table, T *out,
-             int64_t num_windows);
-
-with ``T`` = ``float`` for float32 kernels and raw ``uint16_t`` storage for
-float16 / bfloat16 kernels; ``q, k, v`` are ``[num_windows, heads, N,
-head_dim]``, ``table`` is ``[prod(2W-1), heads]`` (may be NULL when baked in),
-``out`` is ``[num_windows, N, heads*head_dim]``.  Token-layout kernels (only
-when ``swin-aot --help`` lists ``--layout``) take ``[batch, L, C]`` tensors and
-an extra trailing ``const float *pad_qkv`` (``[3, C]``).
+The C ABI of a kernel is not re-derived here: ``swin-aot`` writes a
+machine-readable description beside every header (``<stem>.json``, see
+:mod:`swin_opt.abi`), and the kernels build their ``ctypes`` argument types,
+argument order and shape checks from it.  ``swin-aot --version`` must report
+the kernel ABI this package speaks (:data:`swin_opt.abi.KERNEL_ABI`).
 
 The kernels use OpenMP: ``OMP_NUM_THREADS`` (read when the library is first
 loaded) sets the thread count.
@@ -43,13 +41,16 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import abi as _abi
 from . import reference as _ref
 
 __all__ = [
+    "Artifacts",
     "Kernel",
     "KernelConfig",
     "CompileError",
     "SwinAotNotFoundError",
+    "SwinAotVersionError",
     "compile",
     "find_swin_aot",
     "make_config",
@@ -62,11 +63,24 @@ __all__ = [
 ]
 
 #: Bumped whenever the cache layout or the meaning of a cache key changes.
-_CACHE_FORMAT = 1
+#: 2: one directory per (configuration, emit), with the ABI description.
+_CACHE_FORMAT = 2
 _DEFAULT_NAME = "swin_window_attention"
-_LIB_FILE = "kernel.so"
-_HEADER_FILE = "kernel.h"
+#: Stem of swin-aot's outputs in a cache directory: kernel.<ext>, kernel.h,
+#: kernel.json (the ABI) and, for nvptx, kernel.c (the host runtime).
+_STEM = "kernel"
+#: The nvptx host runtime, built from kernel.c.
+_RUNTIME_LIB = "runtime.so"
 _META_FILE = "config.json"
+#: Output extension of each --emit, per target (swin-aot refuses other pairs).
+_EMITS = {
+    "cpu": {"so": ".so", "obj": ".o", "llvm": ".ll", "mlir": ".mlir"},
+    "nvptx": {"ptx": ".ptx", "cubin": ".cubin", "fatbin": ".fatbin", "mlir": ".mlir"},
+}
+#: Emits beside whose header swin-aot writes the ABI description.
+_ABI_EMITS = ("obj", "so", "ptx", "cubin", "fatbin")
+_DEFAULT_EMIT = {"cpu": "so", "nvptx": "ptx"}
+_DEFAULT_CHIP = "sm_90"
 
 _DTYPE_ALIASES = {
     "float32": "f32", "f32": "f32", "fp32": "f32", "float": "f32",
@@ -74,8 +88,7 @@ _DTYPE_ALIASES = {
     "bfloat16": "bf16", "bf16": "bf16",
 }
 _DTYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
-#: NumPy storage dtype of each kernel dtype (bfloat16 is passed as raw bits).
-_STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
+_STORAGE = _abi.STORAGE
 _CLI_PADDING = {"pad_then_shift": "pad-then-shift", "shift_then_pad": "shift-then-pad"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -93,6 +106,10 @@ class CompileError(RuntimeError):
         self.command = list(command)
         self.returncode = returncode
         self.stderr = stderr
+
+
+class SwinAotVersionError(CompileError):
+    """``swin-aot`` is older than this package or speaks another kernel ABI: rebuild it."""
 
 
 # --------------------------------------------------------------------------- #
@@ -179,6 +196,8 @@ class KernelConfig:
     #: ``swin-aot --kernel``: None (the target's default), ``"tiles"``, or the
     #: GPU's ``"warps"``/``"rows"`` (on the CPU: emulated, to test them).
     kernel: Optional[str] = None
+    #: ``swin-aot --chip`` (``target="nvptx"`` only).
+    chip: Optional[str] = None
 
     @property
     def tokens_per_window(self) -> int:
@@ -248,6 +267,8 @@ class KernelConfig:
             args.append("--no-parallel")
         if self.kernel is not None:
             args.append(f"--kernel={self.kernel}")
+        if self.chip is not None:
+            args.append(f"--chip={self.chip}")
         return args
 
 
@@ -256,7 +277,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 layout: str = "windows", dtype: Any = "float32", target: str = "cpu",
                 name: Optional[str] = None, cpu: Optional[str] = None,
                 parallel: bool = True, packed_qkv: bool = False,
-                kernel: Optional[str] = None) -> KernelConfig:
+                kernel: Optional[str] = None, chip: Optional[str] = None) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of :func:`compile` but the table).
 
     Only structural checks happen here (types, ranks, positivity, names, divisibility
@@ -307,8 +328,17 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
             )
     if cpu is not None and (not isinstance(cpu, str) or not cpu or "=" in cpu):
         raise ValueError(f"cpu must be a CPU name such as 'native' or 'x86-64-v3', got {cpu!r}")
-    if not isinstance(target, str) or not target:
-        raise TypeError(f"target must be a non-empty string, got {target!r}")
+    if target not in _EMITS:
+        raise ValueError(f"target must be one of {sorted(_EMITS)}, got {target!r}")
+    if target == "nvptx":
+        if chip is None:
+            chip = _DEFAULT_CHIP
+        if not isinstance(chip, str) or not re.fullmatch(r"sm_\d+[a-z]?", chip):
+            raise ValueError(f"chip must be an NVIDIA architecture such as 'sm_90', got {chip!r}")
+        if cpu is not None:
+            raise ValueError("cpu applies to target='cpu' only")
+    elif chip is not None:
+        raise ValueError("chip applies to target='nvptx' only")
     if name is None:
         name = _DEFAULT_NAME
     if not isinstance(name, str) or not _IDENT.match(name):
@@ -320,7 +350,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
     return KernelConfig(window=win, heads=heads, head_dim=head_dim, scale=scale, resolution=res,
                         shift=sft, padding=pad, layout=layout, dtype=normalize_dtype(dtype),
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),
-                        packed_qkv=bool(packed_qkv), kernel=kernel)
+                        packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip)
 
 
 # --------------------------------------------------------------------------- #
@@ -353,10 +383,36 @@ def find_swin_aot() -> Path:
 @dataclasses.dataclass(frozen=True)
 class _ToolInfo:
     path: Path
-    version: str
-    help: str
+    version: str  # the whole --version output (part of the cache key)
+    semver: str
+    kernel_abi: int
     size: int
     mtime_ns: int
+
+
+#: The first line of ``swin-aot --version``: ``swin-aot <semver> (kernel ABI <n>)``.
+_VERSION_LINE = re.compile(
+    r"swin-aot (\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?) \(kernel ABI (\d+)\)")
+
+
+def _parse_version(path: Path, text: str) -> Tuple[str, int]:
+    """``(semver, kernel ABI)`` from ``--version``; SwinAotVersionError when the
+    tool predates ABI reporting or speaks another ABI than this package."""
+    first = text.splitlines()[0].strip() if text.strip() else ""
+    match = _VERSION_LINE.fullmatch(first)
+    rebuild = ("rebuild swin-aot (scripts/setup.sh) from the same checkout as this Python "
+               "package, or point SWIN_AOT at one that matches")
+    if match is None:
+        raise SwinAotVersionError(
+            f"{path} is too old for this swin_opt: `--version` does not start with "
+            f"'swin-aot <version> (kernel ABI <n>)' (got {first!r}); {rebuild}",
+            command=[str(path), "--version"])
+    abi = int(match.group(2))
+    if abi != _abi.KERNEL_ABI:
+        raise SwinAotVersionError(
+            f"{path} ({match.group(1)}) builds kernels of ABI {abi}, but this swin_opt calls "
+            f"ABI {_abi.KERNEL_ABI}; {rebuild}", command=[str(path), "--version"])
+    return match.group(1), abi
 
 
 _tool_lock = threading.Lock()
@@ -381,9 +437,9 @@ def _tool_info(path: Path) -> _ToolInfo:
                            f"{_last_line(ver.stderr or ver.stdout)}",
                            command=[str(path), "--version"], returncode=ver.returncode,
                            stderr=ver.stderr)
-    hlp = _run_tool([path, "--help"])
-    info = _ToolInfo(path=path, version=(ver.stdout + ver.stderr).strip(),
-                     help=hlp.stdout + hlp.stderr, size=st.st_size, mtime_ns=st.st_mtime_ns)
+    semver, kernel_abi = _parse_version(path, ver.stdout)
+    info = _ToolInfo(path=path, version=(ver.stdout + ver.stderr).strip(), semver=semver,
+                     kernel_abi=kernel_abi, size=st.st_size, mtime_ns=st.st_mtime_ns)
     with _tool_lock:
         _tool_cache[key] = info
     return info
@@ -392,10 +448,6 @@ def _tool_info(path: Path) -> _ToolInfo:
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "(no output)"
-
-
-def _supports_flag(info: _ToolInfo, flag: str) -> bool:
-    return re.search(re.escape(flag) + r"\b", info.help) is not None
 
 
 # --------------------------------------------------------------------------- #
@@ -445,33 +497,101 @@ def _host_cpu() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _cache_key(cfg: KernelConfig, table_bytes: Optional[bytes], info: _ToolInfo) -> str:
+def _toolkit_args(cfg: KernelConfig) -> list:
+    """``--cuda-toolkit`` when ``$CUDA_HOME`` overrides the toolkit swin-aot was configured with."""
+    home = os.environ.get("CUDA_HOME")
+    return [f"--cuda-toolkit={home}"] if cfg.target == "nvptx" and home else []
+
+
+def _cache_key(cfg: KernelConfig, emit: str, table_bytes: Optional[bytes],
+               info: _ToolInfo) -> str:
     payload = {
         "format": _CACHE_FORMAT,
-        "args": cfg.aot_args(),
+        "args": cfg.aot_args() + _toolkit_args(cfg),
+        "emit": emit,
         "table_sha256": hashlib.sha256(table_bytes).hexdigest() if table_bytes is not None else None,
         "tool_version": info.version,
         "tool_size": info.size,
         "tool_mtime_ns": info.mtime_ns,
         # Code generated for the build machine's CPU must not be reused on another
         # machine sharing the cache directory.
-        "host_cpu": _host_cpu() if cfg.cpu in (None, "native") else None,
+        "host_cpu": _host_cpu() if cfg.target == "cpu" and cfg.cpu in (None, "native") else None,
     }
     blob = json.dumps(payload, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
-def _build(info: _ToolInfo, cfg: KernelConfig, table_bytes: Optional[bytes], root: Path,
-           final: Path) -> None:
+@dataclasses.dataclass(frozen=True)
+class Artifacts:
+    """The files of one compiled configuration and ``--emit`` (in the cache).
+
+    ``main`` is swin-aot's ``-o`` output; ``header`` the C header (not for
+    ``mlir``); ``abi`` the ABI description (``obj``/``so``/``ptx``/``cubin``/
+    ``fatbin``); ``runtime`` the GPU host runtime ``.c`` (nvptx binaries);
+    ``library`` what :mod:`ctypes` loads: the CPU ``.so``, or the runtime
+    built into a shared library.
+    """
+
+    config: KernelConfig
+    emit: str
+    main: Path
+    header: Optional[Path]
+    abi: Optional[Path]
+    runtime: Optional[Path]
+    library: Optional[Path]
+
+    @classmethod
+    def in_directory(cls, cfg: KernelConfig, emit: str, directory: Path) -> "Artifacts":
+        gpu_binary = cfg.target == "nvptx" and emit != "mlir"
+        return cls(
+            config=cfg, emit=emit, main=directory / (_STEM + _EMITS[cfg.target][emit]),
+            header=directory / f"{_STEM}.h" if emit != "mlir" else None,
+            abi=directory / f"{_STEM}.json" if emit in _ABI_EMITS else None,
+            runtime=directory / f"{_STEM}.c" if gpu_binary else None,
+            library=(directory / _RUNTIME_LIB if gpu_binary
+                     else directory / (_STEM + ".so") if emit == "so" else None))
+
+    @property
+    def files(self) -> list:
+        """Every output path, once (the main output first; for ``so`` it is the library)."""
+        return list(dict.fromkeys(f for f in (self.main, self.header, self.runtime, self.abi,
+                                              self.library) if f is not None))
+
+    def load_abi(self) -> "_abi.KernelAbi":
+        if self.abi is None:
+            raise ValueError(f"--emit={self.emit} has no C ABI description")
+        return _abi.load(self.abi)
+
+
+def _check_abi(art: Artifacts) -> None:
+    """The ABI description must exist and describe the configuration that was asked for."""
+    cfg = art.config
+    try:
+        desc = art.load_abi()
+    except _abi.AbiError as exc:
+        raise CompileError(str(exc)) from None
+    want = {"name": cfg.name, "target": cfg.target, "dtype": cfg.dtype, "layout": cfg.layout,
+            "packed_qkv": cfg.packed_qkv}
+    got = {key: getattr(desc, key) for key in want}
+    if got != want:
+        raise CompileError(f"{art.abi} describes {got}, but {want} was built; rebuild swin-aot "
+                           "from the same checkout as this Python package")
+
+
+def _build(info: _ToolInfo, cfg: KernelConfig, emit: str, table_bytes: Optional[bytes],
+           root: Path, final: Path) -> None:
+    """Run swin-aot (and, for GPU binaries, build the host runtime) into a temporary
+    directory, check every expected output, then publish it as ``final`` atomically."""
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     try:
-        cmd = [str(info.path), *cfg.aot_args()]
+        art = Artifacts.in_directory(cfg, emit, tmp)
+        cmd = [str(info.path), *cfg.aot_args(), *_toolkit_args(cfg)]
         if table_bytes is not None:
             table_file = tmp / "table.f32"
             table_file.write_bytes(table_bytes)
             cmd.append(f"--table={table_file}")
-        cmd += ["--emit=so", "-o", str(tmp / _LIB_FILE)]
+        cmd += [f"--emit={emit}", "-o", str(art.main)]
         start = time.perf_counter()
         proc = _run_tool(cmd)
         if proc.returncode != 0:
@@ -480,17 +600,24 @@ def _build(info: _ToolInfo, cfg: KernelConfig, table_bytes: Optional[bytes], roo
                 f"{_last_line(proc.stderr or proc.stdout)}",
                 command=cmd, returncode=proc.returncode, stderr=proc.stderr,
             )
-        for produced in (_LIB_FILE, _HEADER_FILE):
-            if not (tmp / produced).is_file():
-                raise CompileError(f"swin-aot exited 0 but did not write {produced}",
+        for produced in (art.main, art.header, art.runtime):
+            if produced is not None and not produced.is_file():
+                raise CompileError(f"swin-aot exited 0 but did not write {produced.name}",
                                    command=cmd, stderr=proc.stderr)
-        meta = {"config": dataclasses.asdict(cfg), "command": cmd, "tool_version": info.version,
+        if art.abi is not None:
+            _check_abi(art)
+        if art.runtime is not None:
+            from . import cuda  # the GPU module; nothing in it needs a GPU to build
+
+            cuda.build_runtime(art.runtime, art.library)
+        meta = {"config": dataclasses.asdict(cfg), "emit": emit, "command": cmd,
+                "tool_version": info.version,
                 "build_seconds": round(time.perf_counter() - start, 3)}
         (tmp / _META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         try:
             os.rename(tmp, final)  # atomic publish
         except OSError:
-            if not (final / _LIB_FILE).is_file():
+            if not (final / _META_FILE).is_file():
                 raise
             # Another process published the same kernel first; use theirs.
     finally:
@@ -513,6 +640,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append("packed_qkv")
     if cfg.scale is not None:
         parts.append(f"scale={cfg.scale!r}")
+    if cfg.target != "cpu":
+        parts.append(f"target={cfg.target}:{cfg.chip}")
     return " ".join(parts)
 
 
@@ -534,9 +663,16 @@ def compile(  # noqa: A001 - the public name is part of the API
     parallel: bool = True,
     packed_qkv: bool = False,
     kernel: Optional[str] = None,
+    chip: Optional[str] = None,
+    emit: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
-) -> "Kernel":
+):
     """Compile (or fetch from the cache) a window-attention kernel.
+
+    Returns a :class:`Kernel` for the CPU (``emit="so"``, the default), a
+    :class:`swin_opt.cuda.GpuKernel` for ``target="nvptx"`` (``emit="ptx"``,
+    the default, ``"cubin"`` or ``"fatbin"``), and the :class:`Artifacts` of
+    any other ``emit`` (``"mlir"``, ``"llvm"``, ``"obj"``).
 
     Parameters
     ----------
@@ -558,12 +694,11 @@ def compile(  # noqa: A001 - the public name is part of the API
         way).
     layout:
         ``"windows"`` (inputs ``[num_windows, heads, N, head_dim]``) or
-        ``"tokens"`` (inputs ``[batch, L, C]``; needs a ``swin-aot`` whose
-        ``--help`` lists ``--layout``, else :class:`NotImplementedError`).
+        ``"tokens"`` (inputs ``[batch, L, C]``).
     dtype:
         ``float32``, ``float16`` or ``bfloat16`` (q/k/v/table/out storage).
     target:
-        ``swin-aot --target`` value.
+        ``"cpu"`` or ``"nvptx"`` (NVIDIA GPUs; compiling needs no GPU, running does).
     table:
         ``[prod(2W-1), heads]`` bias table to bake into the kernel (rounded to
         float32); the kernel then takes no table argument.
@@ -581,7 +716,12 @@ def compile(  # noqa: A001 - the public name is part of the API
     kernel:
         ``swin-aot --kernel``: ``"tiles"`` (the CPU's, the default), or the GPU
         kernels ``"warps"`` (tensor-core tiles, each warp emulated by 32-lane
-        vectors) and ``"rows"`` run on the host, to test them.
+        vectors) and ``"rows"`` run on the host, to test them.  On the GPU:
+        ``"warps"`` (swin-aot's default for f16/bf16) or ``"rows"``.
+    chip:
+        ``target="nvptx"`` only: the GPU architecture (default ``"sm_90"``).
+    emit:
+        ``swin-aot --emit``; see above for what is returned.
     cache_dir:
         Override the cache directory (default :func:`get_cache_dir`).
 
@@ -589,12 +729,20 @@ def compile(  # noqa: A001 - the public name is part of the API
     ------
     SwinAotNotFoundError
         ``swin-aot`` is not available.
+    SwinAotVersionError
+        ``swin-aot`` is older than this package or builds another kernel ABI.
     CompileError
         ``swin-aot`` rejected the configuration (its one-line error is included).
     """
     cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
-                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
-                      cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel)
+                      padding=padding, layout=layout, dtype=dtype, target=target, name=name,
+                      cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel,
+                      chip=chip)
+    if emit is None:
+        emit = _DEFAULT_EMIT[cfg.target]
+    if emit not in _EMITS[cfg.target]:
+        raise ValueError(f"emit must be one of {sorted(_EMITS[cfg.target])} for "
+                         f"target={cfg.target!r}, got {emit!r}")
     baked = None
     table_bytes = None
     if table is not None:
@@ -607,23 +755,18 @@ def compile(  # noqa: A001 - the public name is part of the API
         table_bytes = baked.tobytes()
 
     info = _tool_info(find_swin_aot())
-    for flag, used in (("--cpu", cfg.cpu is not None), ("--no-parallel", not cfg.parallel),
-                       ("--kernel", cfg.kernel is not None)):
-        if used and not _supports_flag(info, flag):
-            raise NotImplementedError(f"{info.path} does not support {flag}")
-    if cfg.layout == "tokens":
-        if not _supports_flag(info, "--layout"):
-            raise NotImplementedError(
-                f"layout='tokens' is not supported by {info.path} (no --layout in its --help); "
-                "use layout='windows' and partition with swin_opt.reference helpers")
-        if cfg.padding is not None and not _supports_flag(info, "--padding"):
-            raise NotImplementedError(f"padding is not supported by {info.path} for layout='tokens'")
-
     root = Path(cache_dir) if cache_dir is not None else get_cache_dir()
-    final = root / f"k-{_cache_key(cfg, table_bytes, info)[:40]}"
-    if not (final / _LIB_FILE).is_file():
-        _build(info, cfg, table_bytes, root, final)
-    return Kernel(cfg, final / _LIB_FILE, final / _HEADER_FILE, baked)
+    final = root / f"k-{_cache_key(cfg, emit, table_bytes, info)[:40]}"
+    if not (final / _META_FILE).is_file():
+        _build(info, cfg, emit, table_bytes, root, final)
+    art = Artifacts.in_directory(cfg, emit, final)
+    if emit == "so":
+        return Kernel(cfg, art.library, art.header, baked, abi=art.load_abi(), artifacts=art)
+    if art.runtime is not None:
+        from .cuda import GpuKernel
+
+        return GpuKernel(art, art.load_abi(), baked)
+    return art
 
 
 def _to_numpy_f32(x, what: str) -> np.ndarray:
@@ -656,17 +799,17 @@ class _Buffer:
     obj: Any  # keeps the memory alive
     ptr: int
     shape: Tuple[int, ...]
+    nbytes: int
 
 
-def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc: str = "", *,
-            allow_f32: bool = False) -> _Buffer:
+def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc: str = "") -> _Buffer:
     """Validate an argument (kind, dtype, shape, then layout) and return its data pointer.
 
     Never copies: a wrong dtype or a non-contiguous array is an error.
     """
     doc = f"{doc} = " if doc else ""
     if _is_torch(x):
-        want = _torch_dtype("f32" if allow_f32 else code)
+        want = _torch_dtype(code)
         if x.device.type != "cpu":
             raise ValueError(f"{name} must be a CPU tensor, got device {x.device}")
         if x.dtype != want:
@@ -675,11 +818,12 @@ def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc: str = "", *,
             raise ValueError(f"{name} must have shape {doc}{shape}, got {tuple(x.shape)}")
         if not x.is_contiguous():
             raise ValueError(f"{name} must be contiguous (call .contiguous())")
-        return _Buffer(x, x.data_ptr() if x.numel() else 0, tuple(x.shape))
+        return _Buffer(x, x.data_ptr() if x.numel() else 0, tuple(x.shape),
+                       x.numel() * x.element_size())
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
-    want = np.dtype(np.float32) if allow_f32 else _STORAGE[code]
-    ok = x.dtype == want or (code == "bf16" and not allow_f32 and x.dtype.name == "bfloat16")
+    want = _STORAGE[code]
+    ok = x.dtype == want or (code == "bf16" and x.dtype.name == "bfloat16")
     if not ok:
         hint = " (raw bfloat16 bits; see float32_to_bf16_bits)" if want == np.uint16 else ""
         raise TypeError(f"{name} must have dtype {want}{hint}, got {x.dtype}")
@@ -689,22 +833,28 @@ def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc: str = "", *,
         raise ValueError(f"{name} must have shape {doc}{shape}, got {x.shape}")
     if not x.flags.c_contiguous or not x.flags.aligned:
         raise ValueError(f"{name} must be C-contiguous and aligned (use numpy.ascontiguousarray)")
-    return _Buffer(x, x.ctypes.data if x.size else 0, x.shape)
+    return _Buffer(x, x.ctypes.data if x.size else 0, x.shape, x.nbytes)
 
 
 class Kernel:
-    """A compiled window-attention kernel.
+    """A compiled window-attention kernel for the CPU.
 
     Call it as ``kernel(q, k, v, table)`` (``table`` omitted for kernels with a
     baked table); see :meth:`__call__`.  The shared library is loaded lazily on
-    the first call.
+    the first call.  Argument order, C types, element types and shapes come
+    from the ABI description swin-aot wrote (:attr:`abi`).
     """
 
     def __init__(self, config: KernelConfig, library: Path, header: Path,
-                 table: Optional[np.ndarray] = None):
+                 table: Optional[np.ndarray] = None, *, abi: Optional[_abi.KernelAbi] = None,
+                 artifacts: Optional[Artifacts] = None):
         self.config = config
+        #: Every file of the kernel in the cache (None when constructed by hand).
+        self.artifacts = artifacts
         self.library = Path(library)
         self.header = Path(header)
+        #: The C ABI (:class:`swin_opt.abi.KernelAbi`), from ``<library stem>.json``.
+        self.abi = abi if abi is not None else _abi.load(self.library.with_suffix(".json"))
         #: The baked table as float32 ``[T, heads]`` (read-only), or ``None``.
         self.table = table
         self._lock = threading.Lock()
@@ -720,44 +870,22 @@ class Kernel:
         if self._fn is None:
             with self._lock:
                 if self._fn is None:
-                    try:
-                        lib = ctypes.CDLL(str(self.library))
-                    except OSError as exc:
-                        raise OSError(f"cannot load kernel library for "
-                                      f"{describe(self.config)}: {exc}") from exc
-                    try:
-                        fn = getattr(lib, self.config.name)
-                    except AttributeError:
-                        raise RuntimeError(
-                            f"{self.library} does not export {self.config.name!r}") from None
-                    fn.restype = ctypes.c_int
-                    pointers = 3 if self.config.packed_qkv else 5
-                    argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int64]
-                    if self.config.layout == "tokens":
-                        argtypes.append(ctypes.c_void_p)
-                    fn.argtypes = argtypes
-                    self._lib = lib
-                    self._fn = fn
+                    self._fn, self._lib = _load_function(self.library, self.abi,
+                                                         describe(self.config))
         return self._fn
 
     # Shapes -------------------------------------------------------------- #
     def input_shape(self, n: int) -> Tuple[int, ...]:
-        """Shape of q/k/v for ``n`` windows (window layout) or ``n`` images (token layout)."""
-        c = self.config
-        if c.layout == "tokens":
-            return (n, math.prod(c.resolution), c.channels)
-        return (n, c.heads, c.tokens_per_window, c.head_dim)
+        """Shape of each input for ``n`` windows (window layout) or ``n`` images (token layout)."""
+        return self.abi.role("input")[0].shape_for(n)
 
     def output_shape(self, n: int) -> Tuple[int, ...]:
         """Shape of the output for ``n`` windows / images."""
-        c = self.config
-        if c.layout == "tokens":
-            return (n, math.prod(c.resolution), c.channels)
-        return (n, c.tokens_per_window, c.channels)
+        return self.abi.role("output")[0].shape_for(n)
 
     @property
     def table_shape(self) -> Tuple[int, int]:
-        return (self.config.table_rows, self.config.heads)
+        return self.abi["table"].shape_for(0)
 
     # Call ---------------------------------------------------------------- #
     def __call__(self, q, k=None, v=None, table=None, pad_qkv=None, *, out=None):
@@ -766,115 +894,108 @@ class Kernel:
         ``q, k, v``: ``[num_windows, heads, N, head_dim]`` (token layout:
         ``[batch, L, heads*head_dim]``), C-contiguous, of the kernel's storage
         dtype: ``float32``, ``float16``, or ``uint16`` bfloat16 bits (CPU torch
-        tensors of the matching dtype are used without copies).  ``table``:
+        tensors of the matching dtype are used without copies).  A packed-qkv
+        kernel is called as ``kernel(qkv, table, pad_qkv=...)``.  ``table``:
         ``[prod(2W-1), heads]`` of the same dtype; must be omitted when the
-        table is baked.  ``pad_qkv`` (token layout with padding only):
-        ``[3, C]`` float32, default zeros.  ``out`` optionally supplies the
-        output buffer.  The result has the kind (numpy/torch) of ``q``.
+        table is baked.  ``pad_qkv`` (token layout only): ``[3, C]`` float32,
+        default zeros.  ``out`` optionally supplies the output buffer; it must
+        not overlap an input.  The result has the kind (numpy/torch) of ``q``.
         """
-        cfg = self.config
-        if cfg.packed_qkv:
-            # kernel(qkv, table, pad_qkv=..., out=...)
+        if self.config.packed_qkv:
             if v is not None or table is not None:
                 raise TypeError("a packed_qkv kernel is called as kernel(qkv, table, pad_qkv=...)")
-            return self._call_packed(q, k, pad_qkv, out)
-        code = cfg.dtype
-        for name, x in (("q", q), ("k", k), ("v", v)):
+            given = {"qkv": q, "table": k}
+        else:
+            given = {"q": q, "k": k, "v": v, "table": table}
+        given["pad_qkv"] = pad_qkv
+        return self._run(given, out)
+
+    def _run(self, given: dict, out):
+        cfg, abi = self.config, self.abi
+        inputs = abi.role("input")
+        for arg in inputs:
+            x = given[arg.name]
             if not (_is_torch(x) or isinstance(x, np.ndarray)):
-                raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, "
+                raise TypeError(f"{arg.name} must be a numpy.ndarray or torch.Tensor, "
                                 f"got {type(x).__name__}")
-        torch_io = _is_torch(q)
-        if _is_torch(k) != torch_io or _is_torch(v) != torch_io:
-            raise TypeError("q, k and v must all be numpy arrays or all torch tensors")
-        doc = self._shape_doc()
-        if len(q.shape) != len(doc.split(",")):
-            raise ValueError(f"q must have shape {doc}, got {tuple(q.shape)}")
-        n = int(q.shape[0])
-        expected = self.input_shape(n)
-        bufs = [_buffer(name, x, code, expected, doc) for name, x in (("q", q), ("k", k), ("v", v))]
+        first = given[inputs[0].name]
+        torch_io = _is_torch(first)
+        if any(_is_torch(given[arg.name]) != torch_io for arg in inputs):
+            raise TypeError(f"{', '.join(a.name for a in inputs)} must all be numpy arrays or "
+                            "all torch tensors")
+        n = abi.count_of(inputs[0].name, first.shape)
+        shapes = abi.shapes(n)
+        bufs = {arg.name: _buffer(arg.name, given[arg.name], arg.dtype, shapes[arg.name],
+                                  arg.shape_doc()) for arg in inputs}
         nw = cfg.windows_per_image
         if cfg.layout == "windows" and nw is not None and n % nw:
             raise ValueError(f"num_windows ({n}) must be a multiple of the {nw} windows per "
                              f"{'x'.join(map(str, cfg.padded_resolution))} image")
-
-        tbuf = self._table_buffer(table)
-
-        pbuf = None
-        if cfg.layout == "tokens":
-            if pad_qkv is None:
-                pad_qkv = np.zeros((3, cfg.channels), dtype=np.float32)
-            pbuf = _buffer("pad_qkv", pad_qkv, code, (3, cfg.channels), allow_f32=True)
-        elif pad_qkv is not None:
+        table = self._table_buffer(given["table"])
+        if table is not None:
+            bufs["table"] = table
+        padding = {arg.name: arg for arg in abi.role("padding")}
+        for name, arg in padding.items():
+            if given.get(name) is not None:
+                bufs[name] = _buffer(name, given[name], arg.dtype, shapes[name])
+            elif not arg.nullable:
+                bufs[name] = _buffer(name, np.zeros(shapes[name], arg.storage), arg.dtype,
+                                     shapes[name])
+        if given.get("pad_qkv") is not None and "pad_qkv" not in padding:
             raise ValueError("pad_qkv is only accepted by layout='tokens' kernels")
 
-        out, obuf = self._output(out, n, q)
+        out_arg = abi.role("output")[0]
+        out = self._output(out, shapes[out_arg.name], first, torch_io)
+        bufs[out_arg.name] = _buffer(out_arg.name, out, out_arg.dtype, shapes[out_arg.name])
+        if not torch_io and not out.flags.writeable:
+            raise ValueError(f"{out_arg.name} must be writeable")
+        _abi.check_no_overlap((abi[name], b.ptr, b.nbytes) for name, b in bufs.items())
         if n == 0:
             return out
-
-        args = [bufs[0].ptr, bufs[1].ptr, bufs[2].ptr, tbuf.ptr if tbuf else None, obuf.ptr, n]
-        if cfg.layout == "tokens":
-            args.append(pbuf.ptr)
-        rc = self.cfunc(*args)
+        values = {name: (b.ptr or None) for name, b in bufs.items()}
+        values[abi.count.name] = n
+        rc = self.cfunc(*abi.call_args(values))
         if rc != 0:
             raise RuntimeError(f"kernel {cfg.name} returned {rc} (invalid arguments: "
-                               f"{'batch' if cfg.layout == 'tokens' else 'num_windows'}={n})")
+                               f"{abi.count.name}={n})")
         return out
 
-    def _table_buffer(self, table):
+    def _table_buffer(self, table) -> Optional[_Buffer]:
         """The table argument: None for a baked table, else a checked buffer."""
-        cfg = self.config
+        arg = self.abi["table"]
         if self.table is not None:
             if table is not None:
                 raise ValueError("this kernel has a baked-in table; do not pass table")
             return None
         if table is None:
-            raise ValueError(f"table [{cfg.table_rows}, {cfg.heads}] is required "
+            raise ValueError(f"table {list(arg.shape)} is required "
                              "(the kernel was compiled without a baked table)")
-        return _buffer("table", table, cfg.dtype, self.table_shape, "[prod(2W-1), heads]")
+        return _buffer("table", table, arg.dtype, arg.shape_for(0), "[prod(2W-1), heads]")
 
-    def _output(self, out, n, like):
-        """``out`` (allocated like ``like`` when None) and its checked buffer."""
-        torch_io = _is_torch(like)
-        out_shape = self.output_shape(n)
+    @staticmethod
+    def _output(out, shape, like, torch_io: bool):
+        """``out``, allocated like ``like`` when None."""
         if out is None:
             if torch_io:
                 import torch
 
-                out = torch.empty(out_shape, dtype=like.dtype)
-            else:
-                out = np.empty(out_shape, dtype=like.dtype)
-        elif _is_torch(out) != torch_io:
+                return torch.empty(shape, dtype=like.dtype)
+            return np.empty(shape, dtype=like.dtype)
+        if _is_torch(out) != torch_io:
             raise TypeError("out must be of the same kind (numpy/torch) as the inputs")
-        obuf = _buffer("out", out, self.config.dtype, out_shape)
-        if not torch_io and not out.flags.writeable:
-            raise ValueError("out must be writeable")
-        return out, obuf
-
-    def _call_packed(self, qkv, table, pad_qkv, out):
-        cfg = self.config
-        code = cfg.dtype
-        if not (_is_torch(qkv) or isinstance(qkv, np.ndarray)):
-            raise TypeError(f"qkv must be a numpy.ndarray or torch.Tensor, got {type(qkv).__name__}")
-        torch_io = _is_torch(qkv)
-        doc = "[batch, L, 3, heads, head_dim]"
-        if len(qkv.shape) != 5:
-            raise ValueError(f"qkv must have shape {doc}, got {tuple(qkv.shape)}")
-        n = int(qkv.shape[0])
-        tokens = math.prod(cfg.resolution)
-        qbuf = _buffer("qkv", qkv, code, (n, tokens, 3, cfg.heads, cfg.head_dim), doc)
-        tbuf = self._table_buffer(table)
-        if pad_qkv is None:
-            pad_qkv = np.zeros((3, cfg.channels), dtype=np.float32)
-        pbuf = _buffer("pad_qkv", pad_qkv, code, (3, cfg.channels), allow_f32=True)
-        out, obuf = self._output(out, n, qkv)
-        if n == 0:
-            return out
-        rc = self.cfunc(qbuf.ptr, tbuf.ptr if tbuf else None, obuf.ptr, n, pbuf.ptr)
-        if rc != 0:
-            raise RuntimeError(f"kernel {cfg.name} returned {rc} (invalid arguments: batch={n})")
         return out
 
-    def _shape_doc(self) -> str:
-        if self.config.layout == "tokens":
-            return "[batch, L, C]"
-        return "[num_windows, heads, N, head_dim]"
+
+def _load_function(library: Path, abi: "_abi.KernelAbi", what: str):
+    """``(ctypes function, library handle)`` of ``abi.name`` in ``library``, typed from the ABI."""
+    try:
+        lib = ctypes.CDLL(str(library))
+    except OSError as exc:
+        raise OSError(f"cannot load kernel library for {what}: {exc}") from exc
+    try:
+        fn = getattr(lib, abi.name)
+    except AttributeError:
+        raise RuntimeError(f"{library} does not export {abi.name!r}") from None
+    fn.restype = ctypes.c_int32
+    fn.argtypes = abi.argtypes()
+    return fn, lib

@@ -1,46 +1,62 @@
 """GPU kernels from ``swin-aot --target=nvptx``, driven through the CUDA driver API.
 
 ``swin-aot --target=nvptx --emit=ptx -o k.ptx`` writes the kernel, a header
-``k.h`` and a host runtime ``k.c`` (CUDA driver API). :func:`compile_gpu`
-builds that runtime into a shared library with the system C compiler and
-returns a :class:`GpuKernel` that runs on device buffers. :class:`Driver` is a
-minimal ctypes binding of ``libcuda`` (allocation, copies, events) so that the
-tests and the GPU benchmark need nothing but NumPy.
+``k.h``, a host runtime ``k.c`` (CUDA driver API) and the ABI description
+``k.json``.  ``swin_opt.compile(..., target="nvptx")`` (or its shorthand
+:func:`compile_gpu`) runs it through the same configuration, cache and error
+path as CPU kernels, builds the runtime into a shared library with the system
+C compiler (:func:`build_runtime`) and returns a :class:`GpuKernel` that runs
+on device buffers.  :class:`Driver` is a minimal ctypes binding of ``libcuda``
+(allocation, copies, events) so that the tests and the GPU benchmark need
+nothing but NumPy.
 
-Nothing here needs a GPU to import; :func:`available` says whether one can be
+Only running needs a GPU: importing this module, compiling kernels and
+building their runtime work without a driver (the runtime links against the
+toolkit's stub ``libcuda``, or leaves ``cu*`` to be resolved at load time).
+The driver is loaded on a kernel's first call, which raises
+:class:`CudaError` without one.  :func:`available` says whether a GPU can be
 used (a driver is loadable and reports a device).
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
+import functools
 import os
 import shutil
 import subprocess
-import tempfile
+import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
-from .compiler import find_swin_aot
+from . import abi as _abi
+from . import compiler as _compiler
 
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 
 
 class CudaError(RuntimeError):
-    """A CUDA driver call failed."""
+    """A CUDA driver call failed, or there is no driver to call."""
+
+
+@functools.lru_cache(maxsize=None)
+def _driver_library() -> ctypes.CDLL:
+    """``libcuda.so.1``, loaded globally so that runtimes built without the stub
+    (``cu*`` left undefined) resolve against it. CudaError when absent."""
+    try:
+        return ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        raise CudaError(f"no CUDA driver on this machine ({exc}); GPU kernels compile without "
+                        "one, but running them needs an NVIDIA driver and GPU") from None
 
 
 class Driver:
     """The few driver API calls the tests and benchmarks need."""
 
     def __init__(self):
-        try:
-            self.lib = ctypes.CDLL("libcuda.so.1")
-        except OSError as exc:
-            raise CudaError(f"no CUDA driver: {exc}") from None
+        self.lib = _driver_library()
         self._check(self.lib.cuInit(0), "cuInit")
         count = ctypes.c_int()
         self._check(self.lib.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
@@ -119,96 +135,167 @@ def available() -> Optional[str]:
         return None
 
 
+def _stub_dir() -> Optional[Path]:
+    """The toolkit's directory with the stub ``libcuda.so`` (link-time only), if any."""
+    for sub in ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs"):
+        if (CUDA_HOME / sub / "libcuda.so").is_file():
+            return CUDA_HOME / sub
+    return None
+
+
+def build_runtime(source: Path, library: Path) -> None:
+    """Build swin-aot's host runtime ``source`` (C, CUDA driver API) into ``library``.
+
+    Needs ``cuda.h`` (``$CUDA_HOME/include``) but no driver: the library is
+    linked against the toolkit's stub ``libcuda.so`` (so it records the
+    dependency on ``libcuda.so.1``), or, without a stub, leaves the ``cu*``
+    symbols undefined for the driver loaded by :func:`_driver_library`.
+    """
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "clang"
+    include = CUDA_HOME / "include"
+    if not (include / "cuda.h").is_file():
+        raise _compiler.CompileError(
+            f"cannot build the GPU runtime: no {include / 'cuda.h'} (set CUDA_HOME to the CUDA "
+            "toolkit)")
+    stubs = _stub_dir()
+    link = [f"-L{stubs}", "-lcuda"] if stubs is not None else []
+    cmd = [cc, "-O2", "-shared", "-fPIC", str(source), f"-I{include}", "-o", str(library), *link]
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise _compiler.CompileError(
+            f"building the GPU runtime {source.name} failed (exit {proc.returncode}): "
+            f"{_compiler._last_line(proc.stderr or proc.stdout)}",
+            command=cmd, returncode=proc.returncode, stderr=proc.stderr)
+
+
 class GpuKernel:
     """A compiled GPU kernel on device pointers: ``kernel(q, k, v, table, out, count[, pad_qkv])``,
-    or ``kernel.call_packed(qkv, table, out, batch[, pad_qkv])`` for a packed-qkv kernel."""
+    or ``kernel.call_packed(qkv, table, out, batch[, pad_qkv])`` for a packed-qkv kernel.
 
-    def __init__(self, library: Path, name: str, tokens: bool, packed: bool = False):
-        self.library = ctypes.CDLL(str(library))
-        self.fn = getattr(self.library, name)
-        self.fn.restype = ctypes.c_int
-        inputs = 1 if packed else 3
-        self.fn.argtypes = [ctypes.c_uint64] * (inputs + 2) + [ctypes.c_int64] + (
-            [ctypes.c_uint64] if tokens else []) + [ctypes.c_void_p]
-        self.last_error = getattr(self.library, f"{name}_last_error")
-        self.last_error.restype = ctypes.c_char_p
-        self.tokens = tokens
-        self.packed = packed
+    ``image``, ``header``, ``runtime`` (the host runtime's C source) and
+    ``library`` (that runtime built) are the files in the cache; ``abi`` is
+    the C ABI the call is typed and checked by.  The driver and the library
+    are loaded on the first call (:class:`CudaError` without a driver).
+    """
+
+    def __init__(self, artifacts: "_compiler.Artifacts", abi: "_abi.KernelAbi",
+                 table: Optional[np.ndarray] = None):
+        self.artifacts = artifacts
+        self.config = artifacts.config
+        self.abi = abi
+        #: The baked table as float32 ``[T, heads]`` (read-only), or ``None``.
+        self.table = table
+        self._lock = threading.Lock()
+        self._fn = None
+        self._last_error = None
+
+    image = property(lambda self: self.artifacts.main, doc="The PTX / cubin / fatbin file.")
+    header = property(lambda self: self.artifacts.header, doc="The C header.")
+    runtime = property(lambda self: self.artifacts.runtime, doc="The host runtime's C source.")
+    library = property(lambda self: self.artifacts.library, doc="The host runtime, built.")
+    tokens = property(lambda self: self.config.layout == "tokens")
+    packed = property(lambda self: self.config.packed_qkv)
+
+    def __repr__(self) -> str:
+        return (f"<swin_opt.cuda.GpuKernel {self.config.name}: {_compiler.describe(self.config)} "
+                f"at {self.image}>")
+
+    @property
+    def fn(self):
+        """The runtime's C function (loads the driver and the library)."""
+        if self._fn is None:
+            with self._lock:
+                if self._fn is None:
+                    _driver_library()
+                    fn, lib = _compiler._load_function(self.library, self.abi,
+                                                       _compiler.describe(self.config))
+                    last_error = getattr(lib, f"{self.abi.name}_last_error")
+                    last_error.restype = ctypes.c_char_p
+                    self._lib, self._last_error, self._fn = lib, last_error, fn
+        return self._fn
+
+    def last_error(self) -> bytes:
+        """The runtime's description of its last failure."""
+        self.fn  # noqa: B018 - loads the library
+        return self._last_error()
+
+    def output_shape(self, count: int):
+        return self.abi.role("output")[0].shape_for(count)
 
     def __call__(self, q, k, v, table, out, count, pad_qkv=0, stream=None) -> None:
         if self.packed:
             raise TypeError("a packed-qkv kernel is called as kernel.call_packed(qkv, table, out, batch)")
-        self._run([q, k, v, table, out, count], pad_qkv, stream)
+        self._run(dict(q=q, k=k, v=v, table=table, out=out, pad_qkv=pad_qkv), count, stream)
 
     def call_packed(self, qkv, table, out, batch, pad_qkv=0, stream=None) -> None:
         if not self.packed:
             raise TypeError("call_packed needs a kernel compiled with packed_qkv=True")
-        self._run([qkv, table, out, batch], pad_qkv, stream)
+        self._run(dict(qkv=qkv, table=table, out=out, pad_qkv=pad_qkv), batch, stream)
 
-    def _run(self, args, pad_qkv, stream) -> None:
-        args = args + ([pad_qkv] if self.tokens else []) + [stream]
-        if self.fn(*args) != 0:
+    def _run(self, pointers: dict, count: int, stream) -> None:
+        """Call with device pointers by argument name; the ABI gives order and sizes."""
+        abi = self.abi
+        unknown = [name for name, ptr in pointers.items() if ptr and name not in abi]
+        if unknown:
+            raise ValueError(f"{unknown[0]} is not an argument of this kernel "
+                             f"({', '.join(a.name for a in abi.arguments)})")
+        _abi.check_no_overlap((abi[name], ptr or 0, abi.nbytes(name, count))
+                              for name, ptr in pointers.items() if name in abi)
+        values = dict(pointers, stream=stream)
+        values[abi.count.name] = count
+        if self.fn(*abi.call_args(values)) != 0:
             raise CudaError(self.last_error().decode())
 
 
-def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, resolution=None, shift=None,
-                layout: str = "windows", padding: Optional[str] = None, dtype: str = "f32",
-                chip: str = "sm_90", name: str = "swin_window_attention",
-                kernel: Optional[str] = None, packed_qkv: bool = False,
-                cache_dir: Optional[Path] = None) -> GpuKernel:
-    """Compiles a GPU kernel and its runtime (``cc`` against the toolkit's ``cuda.h``).
+def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, chip: str = "sm_90",
+                emit: str = "ptx", **options) -> GpuKernel:
+    """``swin_opt.compile(..., target="nvptx")``: a GPU kernel and its runtime.
 
-    ``kernel``: ``"warps"`` (tensor cores; swin-aot's default, which falls back to
-    rows for f32 or a head_dim not a multiple of 16) or ``"rows"``.
+    ``options`` are those of :func:`swin_opt.compile` (``resolution``,
+    ``shift``, ``layout``, ``padding``, ``dtype`` in any accepted spelling,
+    ``kernel``: ``"warps"``/``"rows"``, ``packed_qkv``, ``name``, ``table``,
+    ``cache_dir``, ...).  Compiling needs no GPU.
     """
-    args = [f"--window={','.join(map(str, window))}", f"--heads={heads}", f"--head-dim={head_dim}",
-            f"--dtype={dtype}", "--target=nvptx", f"--chip={chip}", f"--name={name}",
-            f"--cuda-toolkit={CUDA_HOME}"]
-    if resolution is not None:
-        args.append(f"--resolution={','.join(map(str, resolution))}")
-        args.append(f"--shift={','.join(map(str, shift or [0] * len(window)))}")
-    if layout != "windows":
-        args.append(f"--layout={layout}")
-        if padding:
-            args.append(f"--padding={padding.replace('_', '-')}")
-    if packed_qkv:
-        args.append("--packed-qkv")
-    if kernel is not None:
-        args.append(f"--kernel={kernel}")
-    aot = find_swin_aot()
-    key = hashlib.sha256(("\0".join(args) + str(aot.stat().st_mtime)).encode()).hexdigest()[:16]
-    root = Path(cache_dir or tempfile.gettempdir()) / f"swin-gpu-{key}"
-    library = root / f"lib{name}.so"
-    if not library.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        subprocess.run([str(aot), *args, "--emit=ptx", "-o", str(root / f"{name}.ptx")],
-                       check=True, capture_output=True, text=True)
-        cc = shutil.which("cc") or shutil.which("gcc") or "clang"
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", str(root / f"{name}.c"),
-                        f"-I{CUDA_HOME / 'include'}", "-lcuda", "-o", str(library)],
-                       check=True, capture_output=True, text=True)
-    return GpuKernel(library, name, layout == "tokens", packed_qkv)
+    return _compiler.compile(window, heads, head_dim, target="nvptx", chip=chip, emit=emit,
+                             **options)
 
 
-def _check_cuda_tensors(named, like):
+def _torch_run(kernel: GpuKernel, given: dict, out):
+    """Check CUDA torch tensors against the kernel's ABI (dtype, shape, device,
+    contiguity), allocate ``out`` when None, and run on torch's current stream."""
     import torch
 
-    for name, t in named:
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+    abi = kernel.abi
+    first = abi.role("input")[0].name
+    like = given[first]
+    if not isinstance(like, torch.Tensor) or not like.is_cuda:
+        raise TypeError(f"{first} must be a CUDA torch tensor")
+    for name, t in given.items():
+        if t is not None and name not in abi:
+            raise ValueError(f"{name} is not an argument of this kernel")
+        if t is None and name in abi and not abi[name].nullable:
+            raise TypeError(f"{name} must be a CUDA torch tensor")
+    count = abi.count_of(first, like.shape)
+    shapes = abi.shapes(count)
+    out_arg = abi.role("output")[0]
+    if out is None:
+        out = torch.empty(shapes[out_arg.name], device=like.device, dtype=dtypes[out_arg.dtype])
+    tensors = {name: t for name, t in given.items() if t is not None}
+    tensors[out_arg.name] = out
+    for name, t in tensors.items():
+        want = dtypes[abi[name].dtype]
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
             raise TypeError(f"{name} must be a CUDA torch tensor")
+        if t.device != like.device or t.dtype != want:
+            raise ValueError(f"{name} must be on {like.device} with dtype {want}")
+        if tuple(t.shape) != shapes[name]:
+            raise ValueError(f"{name} must have shape {abi[name].shape_doc()} = {shapes[name]}, "
+                             f"got {tuple(t.shape)}")
         if not t.is_contiguous():
             raise ValueError(f"{name} must be contiguous")
-        if t.device != like.device or t.dtype != like.dtype:
-            raise ValueError(f"{name} must be on {like.device} with dtype {like.dtype}")
-
-
-def _output(out, shape, like):
-    import torch
-
-    if out is None:
-        return torch.empty(shape, device=like.device, dtype=like.dtype)
-    if tuple(out.shape) != tuple(shape) or not out.is_contiguous() or out.dtype != like.dtype:
-        raise ValueError(f"out must be a contiguous {like.dtype} tensor of shape {tuple(shape)}")
+    stream = torch.cuda.current_stream(like.device).cuda_stream
+    kernel._run({name: t.data_ptr() for name, t in tensors.items()}, count, stream)
     return out
 
 
@@ -216,39 +303,21 @@ def torch_call(kernel: GpuKernel, q, k, v, table, *, out=None, pad_qkv=None):
     """Runs a GPU kernel on CUDA torch tensors, without copies, on torch's current stream.
 
     ``q, k, v`` (and ``out``) in the kernel's layout, contiguous, on one CUDA
-    device, of the kernel's dtype; ``table`` likewise. Returns ``out``.
+    device, of the kernel's dtype; ``table`` likewise (None for a baked table).
+    ``out`` must not overlap an input. Returns ``out``.
     """
-    import torch
-
-    tensors = [q, k, v, table] + ([pad_qkv] if pad_qkv is not None else [])
-    _check_cuda_tensors(zip(("q", "k", "v", "table", "pad_qkv"), tensors), q)
-    if kernel.tokens:
-        count = q.shape[0]
-        out_shape = q.shape
-    else:
-        count, heads, n, d = q.shape
-        out_shape = (count, n, heads * d)
-    out = _output(out, out_shape, q)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
-    kernel(q.data_ptr(), k.data_ptr(), v.data_ptr(), table.data_ptr(), out.data_ptr(), count,
-           pad_qkv=pad_qkv.data_ptr() if pad_qkv is not None else 0, stream=stream)
-    return out
+    if kernel.packed:
+        raise TypeError("a packed-qkv kernel runs through torch_call_packed")
+    return _torch_run(kernel, dict(q=q, k=k, v=v, table=table, pad_qkv=pad_qkv), out)
 
 
 def torch_call_packed(kernel: GpuKernel, qkv, table, *, out=None, pad_qkv=None):
     """:func:`torch_call` for a packed-qkv kernel: ``qkv`` is the qkv projection's
     output ``[batch, L, 3 * C]`` (or ``[batch, L, 3, heads, head_dim]``) as it is;
     ``out`` is ``[batch, L, C]``."""
-    import torch
-
     if not kernel.packed:
         raise TypeError("torch_call_packed needs a kernel compiled with packed_qkv=True")
-    tensors = [qkv, table] + ([pad_qkv] if pad_qkv is not None else [])
-    _check_cuda_tensors(zip(("qkv", "table", "pad_qkv"), tensors), qkv)
-    batch, tokens = qkv.shape[0], qkv.shape[1]
-    channels = qkv[0, 0].numel() // 3
-    out = _output(out, (batch, tokens, channels), qkv)
-    stream = torch.cuda.current_stream(qkv.device).cuda_stream
-    kernel.call_packed(qkv.data_ptr(), table.data_ptr(), out.data_ptr(), batch,
-                       pad_qkv=pad_qkv.data_ptr() if pad_qkv is not None else 0, stream=stream)
-    return out
+    shape = kernel.abi["qkv"].shape
+    if qkv.dim() == 3 and qkv.is_contiguous():
+        qkv = qkv.view(qkv.shape[0], qkv.shape[1], *shape[2:])  # the same memory
+    return _torch_run(kernel, dict(qkv=qkv, table=table, pad_qkv=pad_qkv), out)

@@ -8,10 +8,16 @@ It is *not* a second reference: the kernel gathers tokens with closed-form
 index arithmetic, which cross-checks the NumPy reference's roll / partition /
 padding code from a different angle.
 
-Only ``--emit=so`` is supported.  Environment knobs:
+Like the real tool it answers ``--version`` with ``swin-aot <semver> (kernel
+ABI <n>)`` and writes the ABI description ``<output stem>.json`` beside the
+header (the format swin_opt.abi reads).  ``--emit=so`` builds the CPU kernel;
+``--target=nvptx --emit=ptx|cubin|fatbin`` writes a placeholder image and a
+host runtime ``.c`` with the GPU ABI that initialises the driver and then
+reports that it cannot run (enough to test building and loading the runtime
+without a GPU).  ``--packed-qkv`` is refused.  Environment knobs:
 
-``FAKE_SWIN_AOT_VERSION``  text printed by ``--version``.
-``FAKE_SWIN_AOT_TOKENS``   if ``1``, advertise and implement ``--layout`` / ``--padding``.
+``FAKE_SWIN_AOT_VERSION``  text printed by ``--version`` (default ``swin-aot 0.4.0 (kernel ABI 1)``).
+``FAKE_SWIN_AOT_NO_ABI``   if ``1``, do not write the ABI description (an older tool).
 ``FAKE_SWIN_AOT_LOG``      file to which each build appends one line (to count builds).
 ``CC``                     C compiler (default ``cc``).
 """
@@ -19,6 +25,7 @@ Only ``--emit=so`` is supported.  Environment knobs:
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -28,11 +35,10 @@ import tempfile
 
 HELP = """usage: swin-aot --window=WH,WW --heads=H --head-dim=D [--scale=F]
                 [--resolution=H,W --shift=S|SH,SW] [--table=FILE]
-                [--dtype=f32|f16|bf16] [--target=cpu] [--name=NAME]
-                --emit=so -o PATH   (fake swin-aot for tests)"""
-HELP_TOKENS = """
-  --layout=windows|tokens
-  --padding=pad-then-shift|shift-then-pad"""
+                [--layout=windows|tokens] [--padding=pad-then-shift|shift-then-pad]
+                [--dtype=f32|f16|bf16] [--target=cpu|nvptx] [--chip=sm_90] [--name=NAME]
+                --emit=so|ptx|cubin|fatbin -o PATH   (fake swin-aot for tests)"""
+VERSION = "swin-aot 0.4.0 (kernel ABI 1)"
 
 
 def fail(msg: str) -> None:
@@ -49,27 +55,29 @@ def ints(text: str, what: str) -> list:
 
 
 def parse(argv):
-    tokens = os.environ.get("FAKE_SWIN_AOT_TOKENS") == "1"
     if "--version" in argv:
-        print(os.environ.get("FAKE_SWIN_AOT_VERSION", "fake-swin-aot 0.1"))
+        print(os.environ.get("FAKE_SWIN_AOT_VERSION", VERSION))
         sys.exit(0)
     if "--help" in argv:
-        print(HELP + (HELP_TOKENS if tokens else ""))
+        print(HELP)
         sys.exit(0)
     p = argparse.ArgumentParser(prog="swin-aot", add_help=False)
     for flag in ("--window", "--heads", "--head-dim", "--scale", "--resolution", "--shift",
-                 "--table", "--dtype", "--target", "--name", "--emit", "-o"):
+                 "--table", "--dtype", "--target", "--name", "--emit", "-o", "--layout",
+                 "--padding", "--chip", "--cuda-toolkit", "--cpu", "--kernel"):
         p.add_argument(flag)
-    if tokens:
-        p.add_argument("--layout", default="windows")
-        p.add_argument("--padding")
+    # Accepted and ignored: they change how the real tool generates code, not the ABI.
+    p.add_argument("--no-parallel", action="store_true")
+    p.add_argument("--packed-qkv", action="store_true")
     args, unknown = p.parse_known_args(argv)
     if unknown:
         fail(f"unknown argument '{unknown[0]}'")
-    return args, tokens
+    if args.packed_qkv:
+        fail("the fake swin-aot does not implement --packed-qkv")
+    return args
 
 
-def validate(a, tokens):
+def validate(a):
     if not a.window or not a.heads or not a.head_dim or not a.o:
         fail("--window, --heads, --head-dim and -o are required")
     win = ints(a.window, "window")
@@ -78,8 +86,8 @@ def validate(a, tokens):
     heads, dim = int(a.heads), int(a.head_dim)
     if heads < 1 or dim < 1:
         fail("heads and head-dim must be positive")
-    layout = getattr(a, "layout", "windows") if tokens else "windows"
-    padding = getattr(a, "padding", None) if tokens else None
+    layout = a.layout or "windows"
+    padding = a.padding
     if layout not in ("windows", "tokens"):
         fail(f"bad layout '{layout}'")
     if padding not in (None, "pad-then-shift", "shift-then-pad"):
@@ -101,10 +109,12 @@ def validate(a, tokens):
     dtype = a.dtype or "f32"
     if dtype not in ("f32", "f16", "bf16"):
         fail(f"unsupported dtype '{dtype}'")
-    if (a.target or "cpu") != "cpu":
-        fail(f"unsupported target '{a.target}'")
-    if (a.emit or "so") != "so":
-        fail("the fake swin-aot only supports --emit=so")
+    target = a.target or "cpu"
+    emits = {"cpu": ("so",), "nvptx": ("ptx", "cubin", "fatbin")}
+    if target not in emits:
+        fail(f"unsupported target '{target}'")
+    if (a.emit or "so") not in emits[target]:
+        fail(f"the fake swin-aot does not support --emit={a.emit} for --target={target}")
     name = a.name or "swin_window_attention"
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
         fail(f"bad name '{name}'")
@@ -122,7 +132,8 @@ def validate(a, tokens):
             table.byteswap()
     scale = float(a.scale) if a.scale is not None else dim ** -0.5
     return dict(win=win, heads=heads, dim=dim, res=res, shift=shift, layout=layout,
-                padding=padding, dtype=dtype, name=name, table=table, rows=rows, scale=scale)
+                padding=padding, dtype=dtype, name=name, table=table, rows=rows, scale=scale,
+                target=target)
 
 
 C_TEMPLATE = r"""
@@ -203,7 +214,8 @@ int {name}(const st_t *q, const st_t *k, const st_t *v, const st_t *table, st_t 
   if (!q || !k || !v || !out || count < 0) return 1;
   if (!BAKED && !table) return 1;
 #if TOKENS
-  if (!pad_qkv) return 1;
+  static const float zero_pad[3 * C];
+  if (!pad_qkv) pad_qkv = zero_pad; /* NULL: padding tokens are zeros */
 #endif
 #if !TOKENS
   if (NWPI && count % NWPI) return 2;
@@ -269,7 +281,7 @@ STORAGE = {
 }
 
 
-def generate(cfg) -> tuple:
+def generate(cfg) -> str:
     win = cfg["win"]
     rank = len(win)
     img = cfg["res"] or win
@@ -292,18 +304,79 @@ def generate(cfg) -> tuple:
         scale=repr(float(cfg["scale"])) + "f",
         table_decl=table_decl, storage=STORAGE[cfg["dtype"]], name=cfg["name"],
         extra_param=sig_extra)
-    storage = "float" if cfg["dtype"] == "f32" else "uint16_t"
-    header = (f"#pragma once\n#include <stdint.h>\n/* fake swin-aot kernel */\n"
-              f"int {cfg['name']}(const {storage} *q, const {storage} *k, const {storage} *v,\n"
-              f"    const {storage} *table, {storage} *out, int64_t count{sig_extra});\n")
-    return src, header
+    return src
 
 
-def main(argv=None) -> int:
-    args, tokens = parse(sys.argv[1:] if argv is None else argv)
-    cfg = validate(args, tokens)
-    src, header = generate(cfg)
-    out = args.o
+def abi_arguments(cfg) -> list:
+    """The kernel's C arguments in order, as the ABI description lists them."""
+    gpu = cfg["target"] == "nvptx"
+    tokens = cfg["layout"] == "tokens"
+    dtype, heads, dim = cfg["dtype"], cfg["heads"], cfg["dim"]
+    n, channels = math.prod(cfg["win"]), heads * dim
+    count = "batch" if tokens else "num_windows"
+    scalar = "float" if dtype == "f32" else "uint16_t"
+
+    def buffer(name, role, shape, const=True, nullable=False, elem=dtype):
+        host = scalar if elem == dtype else "float"
+        ctype = "CUdeviceptr" if gpu else ("const " if const else "") + host + " *"
+        return dict(name=name, role=role, ctype=ctype, dtype=elem, shape=shape, nullable=nullable)
+
+    length = math.prod(cfg["res"]) if tokens else None
+    if cfg.get("packed"):
+        args = [buffer("qkv", "input", [count, length, 3, heads, dim])]
+    else:
+        qkv_shape = [count, length, channels] if tokens else [count, heads, n, dim]
+        args = [buffer(x, "input", qkv_shape) for x in ("q", "k", "v")]
+    args.append(buffer("table", "table", [cfg["rows"], heads], nullable=cfg["table"] is not None))
+    args.append(buffer("out", "output", [count, length, channels] if tokens else [count, n, channels],
+                       const=False))
+    args.append(dict(name=count, role="count", ctype="int64_t"))
+    if tokens:
+        # The CPU kernels take the padding in f32, the GPU's in the element type.
+        args.append(buffer("pad_qkv", "padding", [3, channels], nullable=True,
+                           elem=dtype if gpu else "f32"))
+    if gpu:
+        args.append(dict(name="stream", role="stream", ctype="CUstream"))
+    return args
+
+
+def prototype(cfg, args) -> str:
+    params = ", ".join(f"{a['ctype']}{'' if a['ctype'].endswith('*') else ' '}{a['name']}"
+                       for a in args)
+    return f"int {cfg['name']}({params})"
+
+
+def abi_json(cfg, args) -> str:
+    return json.dumps({"format": "swin-opt-kernel-abi", "version": 1, "name": cfg["name"],
+                       "target": cfg["target"], "dtype": cfg["dtype"], "layout": cfg["layout"],
+                       "packed_qkv": bool(cfg.get("packed")), "returns": "int32", "arguments": args}, indent=1)
+
+
+GPU_RUNTIME = r"""/* fake swin-aot GPU runtime: initialises the driver, then cannot run. */
+#include "{header}"
+#include <stdio.h>
+
+static char error_text[256];
+const char *{name}_last_error(void) {{ return error_text; }}
+
+{prototype} {{
+  if (!out || {count} < 0) {{
+    snprintf(error_text, sizeof error_text, "{name}: invalid arguments");
+    return 1;
+  }}
+  CUresult s = cuInit(0);
+  if (s != CUDA_SUCCESS) {{
+    snprintf(error_text, sizeof error_text, "{name}: cuInit failed (CUDA error %d)", (int)s);
+    return (int)s;
+  }}
+  snprintf(error_text, sizeof error_text, "{name}: the fake swin-aot's kernel does not run");
+  return 1;
+}}
+"""
+
+
+def build_cpu(cfg, out) -> None:
+    src = generate(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         c_file = os.path.join(tmp, "kernel.c")
         with open(c_file, "w") as f:
@@ -313,8 +386,32 @@ def main(argv=None) -> int:
                               capture_output=True, text=True)
         if proc.returncode != 0:
             fail("C compiler failed: " + " | ".join(proc.stderr.strip().splitlines()[:3]))
-    with open(os.path.splitext(out)[0] + ".h", "w") as f:
-        f.write(header)
+
+
+def main(argv=None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    cfg = validate(args)
+    out = args.o
+    stem = os.path.splitext(out)[0]
+    abi = abi_arguments(cfg)
+    proto = prototype(cfg, abi)
+    gpu = cfg["target"] == "nvptx"
+    if gpu:
+        with open(out, "w") as f:
+            f.write(f"// fake {args.emit} image for {cfg['name']}\n")
+        with open(stem + ".c", "w") as f:
+            f.write(GPU_RUNTIME.format(header=os.path.basename(stem + ".h"), name=cfg["name"],
+                                       prototype=proto,
+                                       count=next(a["name"] for a in abi if a["role"] == "count")))
+    else:
+        build_cpu(cfg, out)
+    with open(stem + ".h", "w") as f:
+        f.write("#pragma once\n#include <stdint.h>\n" + ("#include <cuda.h>\n" if gpu else "")
+                + f"/* fake swin-aot kernel */\n{proto};\n"
+                + (f"const char *{cfg['name']}_last_error(void);\n" if gpu else ""))
+    if os.environ.get("FAKE_SWIN_AOT_NO_ABI") != "1":
+        with open(stem + ".json", "w") as f:
+            f.write(abi_json(cfg, abi) + "\n")
     log = os.environ.get("FAKE_SWIN_AOT_LOG")
     if log:
         with open(log, "a") as f:

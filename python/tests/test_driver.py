@@ -7,11 +7,14 @@ compiler are tested in test_kernel.py.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -29,8 +32,9 @@ def fake(fake_aot, monkeypatch, tmp_path):
     log = tmp_path / "builds.log"
     monkeypatch.setenv("SWIN_AOT", str(fake_aot))
     monkeypatch.setenv("FAKE_SWIN_AOT_LOG", str(log))
-    monkeypatch.delenv("FAKE_SWIN_AOT_TOKENS", raising=False)
     monkeypatch.delenv("FAKE_SWIN_AOT_VERSION", raising=False)
+    monkeypatch.delenv("FAKE_SWIN_AOT_NO_ABI", raising=False)
+    C._tool_cache.clear()  # the fake's --version depends on the environment
     cache = tmp_path / "cache"
 
     def builds() -> int:
@@ -39,7 +43,7 @@ def fake(fake_aot, monkeypatch, tmp_path):
     def compile_(*args, **kwargs):
         return swin_opt.compile(*args, cache_dir=cache, **kwargs)
 
-    return dict(cache=cache, builds=builds, compile=compile_, path=fake_aot)
+    return dict(cache=cache, builds=builds, compile=compile_, path=fake_aot, log=log)
 
 
 def _check(kernel, n, seed=0):
@@ -92,7 +96,7 @@ def test_cache_hits_and_keys(fake):
 
 def test_cache_key_includes_version(fake, monkeypatch):
     fake["compile"]((2, 2), 1, 8)
-    monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", "fake-swin-aot 9.9")
+    monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", "swin-aot 9.9.0 (kernel ABI 1)")
     C._tool_cache.clear()  # version is memoised per (path, size, mtime)
     fake["compile"]((2, 2), 1, 8)
     assert fake["builds"]() == 2
@@ -205,15 +209,8 @@ def test_half_precision_dtypes(fake):
         kb(inp.q, inp.k, inp.v, inp.table)
 
 
-def test_layout_tokens_not_supported_by_tool(fake):
-    with pytest.raises(NotImplementedError, match="--layout"):
-        fake["compile"]((7, 7), 3, 8, resolution=(14, 14), shift=3, layout="tokens")
-
-
 @pytest.mark.parametrize("padding", [None, "pad_then_shift", "shift_then_pad"])
-def test_layout_tokens_when_supported(fake, monkeypatch, padding):
-    monkeypatch.setenv("FAKE_SWIN_AOT_TOKENS", "1")
-    C._tool_cache.clear()  # the help text is memoised
+def test_layout_tokens(fake, padding):
     res = (14, 14) if padding is None else (9, 13)
     win = (7, 7) if padding is None else (4, 6)
     kernel = fake["compile"](win, 2, 8, resolution=res, shift=(3, 3) if padding is None else (2, 3),
@@ -223,7 +220,6 @@ def test_layout_tokens_when_supported(fake, monkeypatch, padding):
     inp = T.random_inputs(kernel, 1)
     with pytest.raises(ValueError, match=r"pad_qkv must have shape \(3, 16\)"):
         kernel(*inp.args(), pad_qkv=np.zeros((2, 16), np.float32))
-    C._tool_cache.clear()
 
 
 def test_torch_tensors(fake):
@@ -272,3 +268,294 @@ def test_cli_compile_verify_bench(fake, tmp_path):
     r = _run_cli(fake, "verify", "--window=7,7", "--heads=2", "--head-dim=8",
                  "--resolution=14,14", "--shift=9")
     assert r.returncode != 0 and "shift must satisfy" in r.stderr
+
+
+# --------------------------------------------------------------------------- #
+# swin-aot --version: the kernel ABI
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("version,match", [
+    ("Debian LLVM version 22.1.8\n  Optimized build.\nswin-aot 0.1.0 (rpe dialect, LLVM 22.1.8)",
+     "too old"),
+    ("swin-aot 0.4.0", "too old"),
+    ("swin-aot 0.5.0 (kernel ABI 2)", r"builds kernels of ABI 2, but this swin_opt calls ABI 1"),
+])
+def test_tool_version_must_report_our_abi(fake, monkeypatch, version, match):
+    monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", version)
+    with pytest.raises(swin_opt.SwinAotVersionError, match=match) as info:
+        fake["compile"]((3, 3), 2, 8)
+    assert "rebuild swin-aot" in str(info.value)
+    assert isinstance(info.value, swin_opt.CompileError)  # callers catching CompileError see it
+    assert fake["builds"]() == 0
+
+
+def test_tool_version_semver_forms(fake, monkeypatch):
+    for version in ("swin-aot 0.4.0 (kernel ABI 1)", "swin-aot 1.2.3-rc.1+g1234abc (kernel ABI 1)\n"
+                    "LLVM 22.1.8"):
+        monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", version)
+        C._tool_cache.clear()
+        info = C._tool_info(fake["path"])
+        assert info.kernel_abi == 1 and info.semver == version.split()[1]
+
+
+def test_help_is_not_consulted(fake, monkeypatch, tmp_path):
+    """Features follow from the version, not from grepping --help."""
+    wrapper = tmp_path / "swin-aot"
+    wrapper.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = --help ] && exit 3; done\n'
+                       f'exec "{fake["path"]}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("SWIN_AOT", str(wrapper))
+    kernel = fake["compile"]((4, 6), 2, 8, resolution=(9, 13), shift=(2, 3), layout="tokens",
+                             padding="shift_then_pad", cpu="x86-64-v3", parallel=False)
+    _check(kernel, 1)
+
+
+# --------------------------------------------------------------------------- #
+# The ABI description (<stem>.json)
+# --------------------------------------------------------------------------- #
+def test_missing_abi_description_is_a_clear_error(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_SWIN_AOT_NO_ABI", "1")
+    with pytest.raises(swin_opt.CompileError, match=r"kernel\.json is missing.*rebuild swin-aot"):
+        fake["compile"]((3, 3), 2, 8)
+    assert not list(fake["cache"].glob("k-*"))  # nothing half-built is cached
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(),
+    dict(resolution=(9, 13), shift=(2, 3), layout="tokens", padding="pad_then_shift",
+         dtype="bfloat16"),
+])
+def test_kernel_is_typed_from_the_abi_description(fake, kwargs):
+    kernel = fake["compile"]((4, 6), 2, 8, **kwargs)
+    desc = swin_opt.abi.load(kernel.library.with_suffix(".json"))
+    assert kernel.abi == desc
+    assert kernel.cfunc.argtypes == desc.argtypes()
+    count = desc.count.name
+    assert [a.name for a in desc.arguments][:5] == ["q", "k", "v", "table", "out"]
+    assert kernel.input_shape(3) == desc["q"].shape_for(3) and desc["q"].shape[0] == count
+    assert kernel.output_shape(3) == desc["out"].shape_for(3)
+
+
+def test_shape_checks_follow_the_description(fake):
+    """A description that says 3 heads makes the 2-head arrays wrong: nothing is re-derived."""
+    kernel = fake["compile"]((3, 3), 2, 8)
+    data = json.loads(kernel.library.with_suffix(".json").read_text())
+    for arg in data["arguments"]:
+        if arg["name"] in ("q", "k", "v"):
+            arg["shape"][1] = 3
+    other = swin_opt.Kernel(kernel.config, kernel.library, kernel.header,
+                            abi=swin_opt.abi.parse(data))
+    inp = T.random_inputs(kernel, 2)
+    with pytest.raises(ValueError, match=r"q must have shape \[num_windows, 3, 9, 8\]"):
+        other(*inp.args())
+
+
+# --------------------------------------------------------------------------- #
+# An output that overlaps an input
+# --------------------------------------------------------------------------- #
+def test_output_overlapping_an_input_is_refused(fake):
+    kernel = fake["compile"]((3, 3), 2, 8)
+    inp = T.random_inputs(kernel, 4)
+    q, k, v, t = inp.args()
+    with pytest.raises(ValueError, match="out overlaps q"):
+        kernel(q, k, v, t, out=q.reshape(kernel.output_shape(4)))  # the same memory
+    size = q.size
+    buf = np.zeros(2 * size, np.float32)
+    q2 = buf[:size].reshape(q.shape)
+    q2[...] = q
+    with pytest.raises(ValueError, match="out overlaps q"):  # a partial overlap
+        kernel(q2, k, v, t, out=buf[size // 2:size // 2 + size].reshape(kernel.output_shape(4)))
+    big = np.zeros(size + t.size, np.float32)
+    t2 = big[-t.size:].reshape(t.shape)
+    t2[...] = t
+    with pytest.raises(ValueError, match="out overlaps table"):
+        kernel(q, k, v, t2, out=big[t.size:].reshape(kernel.output_shape(4)))
+    # Adjacent, not overlapping: fine, and the same numbers as a fresh buffer.
+    out = buf[size:].reshape(kernel.output_shape(4))
+    np.testing.assert_array_equal(kernel(q2, k, v, t, out=out), kernel(q, k, v, t))
+    # Inputs may alias one another (they are only read).
+    kernel(q, q, q, t)
+
+
+def test_output_overlapping_an_input_is_refused_torch(fake):
+    torch = pytest.importorskip("torch")
+    kernel = fake["compile"]((4, 6), 2, 8, resolution=(9, 13), shift=(2, 3), layout="tokens",
+                             padding="shift_then_pad")
+    inp = T.random_inputs(kernel, 2)
+    q, k, v, t = (torch.from_numpy(a) for a in inp.args())
+    with pytest.raises(ValueError, match="out overlaps k"):
+        kernel(q, k, v, t, out=k)
+    storage = torch.zeros(2 * q.numel())
+    with pytest.raises(ValueError, match="out overlaps v"):
+        kernel(q, k, storage[:q.numel()].view(q.shape),
+               t, out=storage[5:5 + q.numel()].view(q.shape))
+
+
+# --------------------------------------------------------------------------- #
+# GPU kernels: one driver path, and no GPU needed to compile
+# --------------------------------------------------------------------------- #
+@pytest.fixture
+def cuda_toolkit():
+    from swin_opt import cuda
+
+    if not (cuda.CUDA_HOME / "include" / "cuda.h").is_file():
+        pytest.skip(f"no CUDA toolkit at {cuda.CUDA_HOME}")
+    return cuda
+
+
+def _needs_libcuda(library) -> Optional[bool]:
+    """Whether ``library`` records a dependency on libcuda.so.1 (None without readelf)."""
+    if shutil.which("readelf") is None:
+        return None
+    out = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+    return "libcuda.so.1" in out
+
+
+def _has_driver(cuda) -> bool:
+    try:
+        cuda._driver_library()
+        return True
+    except cuda.CudaError:
+        return False
+
+
+def test_compile_gpu_accepts_compile_spellings(fake, cuda_toolkit, tmp_path):
+    """compile_gpu is compile(target="nvptx"): the same dtype names, config, cache and errors."""
+    cuda = cuda_toolkit
+    kernel = cuda.compile_gpu((7, 7), 3, 32, resolution=(14, 14), shift=3, dtype="float16",
+                              cache_dir=fake["cache"])
+    assert isinstance(kernel, cuda.GpuKernel)
+    assert kernel.config == swin_opt.make_config((7, 7), 3, 32, resolution=(14, 14), shift=3,
+                                                 dtype="f16", target="nvptx", chip="sm_90")
+    again = swin_opt.compile((7, 7), 3, 32, resolution=(14, 14), shift=3, dtype=np.float16,
+                             target="nvptx", cache_dir=fake["cache"])
+    assert again.image == kernel.image and fake["builds"]() == 1  # one cache
+    with pytest.raises(swin_opt.CompileError, match="shift must satisfy"):
+        cuda.compile_gpu((7, 7), 3, 32, resolution=(14, 14), shift=7, cache_dir=fake["cache"])
+    with pytest.raises(ValueError, match="unsupported dtype"):
+        cuda.compile_gpu((7, 7), 3, 32, dtype="int8", cache_dir=fake["cache"])
+
+
+@pytest.mark.parametrize("emit", ["ptx", "cubin", "fatbin"])
+def test_gpu_kernel_compiles_without_a_gpu(fake, cuda_toolkit, emit):
+    cuda = cuda_toolkit
+    kernel = swin_opt.compile((4, 6), 2, 16, resolution=(9, 13), shift=(2, 3), layout="tokens",
+                              padding="pad_then_shift", dtype="bf16", target="nvptx", emit=emit,
+                              chip="sm_80", cache_dir=fake["cache"])
+    assert kernel.image.suffix == f".{emit}" and kernel.image.is_file()
+    assert kernel.header.suffix == ".h" and kernel.runtime.suffix == ".c"
+    assert kernel.library.is_file() and kernel.abi.target == "nvptx"
+    if cuda._stub_dir() is not None:
+        assert _needs_libcuda(kernel.library) in (True, None)  # linked against the stub
+    assert "--target=nvptx" in fake["log"].read_text() and "--chip=sm_80" in fake["log"].read_text()
+    assert [a.ctype for a in kernel.abi.arguments][-1] == "CUstream"
+    if not _has_driver(cuda):
+        with pytest.raises(cuda.CudaError, match="no CUDA driver"):
+            kernel(16, 32, 48, 64, 1 << 20, 1)
+
+
+def test_gpu_runtime_builds_without_the_stub(fake, cuda_toolkit, monkeypatch):
+    """No stub libcuda: cu* stay undefined, resolved against the driver at load."""
+    cuda = cuda_toolkit
+    monkeypatch.setattr(cuda, "_stub_dir", lambda: None)
+    kernel = cuda.compile_gpu((3, 3), 2, 8, cache_dir=fake["cache"])
+    assert kernel.library.is_file() and _needs_libcuda(kernel.library) in (False, None)
+    if not _has_driver(cuda):
+        with pytest.raises(cuda.CudaError, match="no CUDA driver"):
+            kernel(16, 32, 48, 64, 1 << 20, 1)
+
+
+def test_gpu_output_overlap_is_refused_before_launch(fake, cuda_toolkit):
+    """Checked from the ABI's shapes on raw device pointers: needs no GPU."""
+    kernel = cuda_toolkit.compile_gpu((3, 3), 2, 8, dtype="f16", cache_dir=fake["cache"])
+    nbytes = kernel.abi.nbytes("q", 4)
+    base = 1 << 32
+    with pytest.raises(ValueError, match="out overlaps k"):
+        kernel(base, base + nbytes, base + 2 * nbytes, base + 3 * nbytes, base + nbytes + 16, 4)
+    with pytest.raises(ValueError, match="out overlaps table"):
+        kernel(base, base + nbytes, base + 2 * nbytes, base + 4 * nbytes + 64, base + 4 * nbytes, 4)
+
+
+# --------------------------------------------------------------------------- #
+# CLI: usage errors, choices, GPU outputs
+# --------------------------------------------------------------------------- #
+_CFG = ("--window=3,3", "--heads=2", "--head-dim=8")
+
+
+def _usage_error(r, *needles):
+    """argparse's contract: exit 2, a usage line and one error line, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("python -m swin_opt") and "error:" in last, r.stderr
+    for needle in needles:
+        assert needle in last, r.stderr
+
+
+def test_cli_bad_table_is_a_usage_error(fake, tmp_path):
+    r = _run_cli(fake, "verify", *_CFG, f"--table={tmp_path / 'missing.npy'}")
+    _usage_error(r, "--table", "missing.npy")
+    raw = tmp_path / "table.f32"
+    np.zeros(7, "<f4").tofile(raw)
+    _usage_error(_run_cli(fake, "compile", *_CFG, f"--table={raw}"), "--table",
+                 "not a multiple of heads=2")
+    bad = tmp_path / "bad.npy"
+    bad.write_bytes(b"not numpy")
+    _usage_error(_run_cli(fake, "compile", *_CFG, f"--table={bad}"), "--table")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("verify", "--batch=0"), "must be at least 1"),
+    (("verify", "--batch=-1"), "must be at least 1"),
+    (("bench", "--repeat=0"), "must be at least 1"),
+    (("bench", "--warmup=-1"), "must be at least 0"),
+    (("verify", "--dtype=int8"), "invalid choice: 'int8'"),
+    (("compile", "--target=gpu"), "invalid choice: 'gpu'"),
+    (("compile", "--padding=bogus"), "invalid choice: 'bogus'"),
+    (("compile", "--emit=exe"), "invalid choice: 'exe'"),
+    (("compile", "--heads=0"), "must be at least 1"),
+])
+def test_cli_bad_values_are_usage_errors(fake, args, needle):
+    _usage_error(_run_cli(fake, args[0], "--window=3,3", "--heads=2", "--head-dim=8", *args[1:]),
+                 needle)
+
+
+def test_cli_lists_choices_and_accepts_documented_spellings(fake):
+    r = _run_cli(fake, "compile", "--help")
+    for listed in ("{f32,f16,bf16}", "{cpu,nvptx}", "{pad_then_shift,shift_then_pad}"):
+        assert listed in r.stdout
+    for dtype in ("float16", "bf16", "half"):
+        r = _run_cli(fake, "verify", *_CFG, f"--dtype={dtype}", "--batch=1")
+        assert r.returncode == 0 and "PASS" in r.stdout, r.stderr
+    for padding in ("pad-then-shift", "shift_then_pad", "timm"):
+        r = _run_cli(fake, "verify", "--window=4,6", "--heads=2", "--head-dim=8",
+                     "--resolution=9,13", "--shift=2,3", f"--padding={padding}", "--batch=1")
+        assert r.returncode == 0 and "PASS" in r.stdout, r.stderr
+
+
+def test_cli_compile_for_the_gpu(fake, cuda_toolkit, tmp_path):
+    out = tmp_path / "gpu"
+    out.mkdir()
+    r = _run_cli(fake, "compile", *_CFG, "--dtype=float16", "--target=nvptx", "--emit=ptx",
+                 "--chip=sm_80", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["libswin_window_attention.so", "swin_window_attention.c",
+                     "swin_window_attention.h", "swin_window_attention.json",
+                     "swin_window_attention.ptx"]
+    assert json.loads((out / "swin_window_attention.json").read_text())["dtype"] == "f16"
+    r = _run_cli(fake, "compile", *_CFG, "--target=nvptx", "--emit=cubin", "--name=attn",
+                 "-o", str(tmp_path / "new" / "k.cubin"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == [
+        "k.c", "k.cubin", "k.h", "k.json", "libk.so"]
+    r = _run_cli(fake, "compile", *_CFG, "--target=nvptx")  # default emit, cached path
+    assert r.returncode == 0 and r.stdout.strip().endswith("kernel.ptx"), r.stderr
+    r = _run_cli(fake, "verify", *_CFG, "--target=nvptx")
+    assert r.returncode == 1 and "--target=cpu" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_old_tool_is_one_line(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", "swin-aot 0.1.0 (rpe dialect, LLVM 22.1.8)")
+    r = _run_cli(fake, "verify", *_CFG)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "rebuild swin-aot" in r.stderr

@@ -151,6 +151,25 @@ def test_misaligned_buffers_are_reported(driver, tmp_path):
             driver.free(p)
 
 
+@pytest.mark.parametrize("emit", ["ptx", "cubin"])
+def test_compiles_without_a_gpu(kernel_cache, aot_path, emit):
+    """compile_gpu takes compile()'s spellings and needs no driver: the runtime
+    links against the toolkit's stub libcuda; only calling loads the driver."""
+    kernel = cuda.compile_gpu((7, 7), 3, 32, resolution=(14, 14), shift=3, dtype="float16",
+                              layout="tokens", emit=emit, cache_dir=kernel_cache)
+    assert kernel.config.dtype == "f16" and kernel.config.chip == "sm_90"
+    assert kernel.image.suffix == f".{emit}" and kernel.image.stat().st_size > 0
+    if emit == "ptx":
+        assert ".target sm_90" in kernel.image.read_text()
+    assert "CUdeviceptr" in kernel.header.read_text() and kernel.runtime.suffix == ".c"
+    assert kernel.library.is_file()
+    assert [a.name for a in kernel.abi.arguments] == ["q", "k", "v", "table", "out", "batch",
+                                                      "pad_qkv", "stream"]
+    if _DEVICE is None:
+        with pytest.raises(cuda.CudaError):
+            kernel(16, 32, 48, 64, 1 << 20, 1)
+
+
 def test_gpu_presence_is_reported():
     """Always runs: says which way the GPU tests went."""
     print(f"GPU: {_DEVICE or 'none (GPU execution tests skipped)'}")
@@ -190,3 +209,22 @@ def test_torch_cuda_packed_qkv(tmp_path):
                                                resolution=(14, 14), window=(7, 7), shift=(3, 3))
     got = out.double().cpu().numpy()
     assert np.abs(got - expected).max() <= 2e-3 * max(1.0, np.abs(expected).max())
+
+
+@requires_gpu
+def test_torch_cuda_output_overlap_is_refused(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    kernel = cuda.compile_gpu(window=(7, 7), heads=3, head_dim=32, cache_dir=tmp_path)
+    q, k, v = (torch.randn(8, 3, 49, 32, device="cuda") for _ in range(3))
+    table = torch.randn(169, 3, device="cuda")
+    with pytest.raises(ValueError, match="out overlaps v"):
+        cuda.torch_call(kernel, q, k, v, table, out=v.view(8, 49, 96))
+    packed = cuda.compile_gpu(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14),
+                              shift=(3, 3), layout="tokens", packed_qkv=True, dtype="f16",
+                              cache_dir=tmp_path)
+    qkv = torch.randn(2, 196, 3 * 96, device="cuda", dtype=torch.float16)
+    with pytest.raises(ValueError, match="out overlaps qkv"):
+        cuda.torch_call_packed(packed, qkv, table.half(),
+                               out=qkv.view(-1)[:2 * 196 * 96].view(2, 196, 96))

@@ -150,3 +150,72 @@ def test_cache_dir_env(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert swin_opt.get_cache_dir() == tmp_path / "xdg" / "swin_opt"
     assert swin_opt.clear_cache(tmp_path / "missing") == 0
+
+
+# --------------------------------------------------------------------------- #
+# The ABI description reader
+# --------------------------------------------------------------------------- #
+def _description(**changes):
+    data = {"format": "swin-opt-kernel-abi", "version": 1, "name": "attn", "target": "nvptx",
+            "dtype": "f16", "layout": "tokens", "packed_qkv": False, "returns": "int32",
+            "arguments": [
+                {"name": "q", "role": "input", "ctype": "CUdeviceptr", "dtype": "f16",
+                 "shape": ["batch", 196, 96], "nullable": False},
+                {"name": "table", "role": "table", "ctype": "CUdeviceptr", "dtype": "f16",
+                 "shape": [169, 3], "nullable": True},
+                {"name": "out", "role": "output", "ctype": "CUdeviceptr", "dtype": "f16",
+                 "shape": ["batch", 196, 96], "nullable": False},
+                {"name": "batch", "role": "count", "ctype": "int64_t"},
+                {"name": "pad_qkv", "role": "padding", "ctype": "CUdeviceptr", "dtype": "f16",
+                 "shape": [3, 96], "nullable": True},
+                {"name": "stream", "role": "stream", "ctype": "CUstream"}]}
+    data.update(changes)
+    return data
+
+
+def test_abi_description_maps_to_ctypes_and_shapes():
+    import ctypes
+
+    desc = swin_opt.abi.parse(_description())
+    assert desc.argtypes() == [ctypes.c_uint64] * 3 + [ctypes.c_int64, ctypes.c_uint64,
+                                                       ctypes.c_void_p]
+    assert desc.shapes(2) == {"q": (2, 196, 96), "table": (169, 3), "out": (2, 196, 96),
+                              "pad_qkv": (3, 96)}
+    assert desc.count.name == "batch" and desc.count_of("q", (5, 196, 96)) == 5
+    assert desc.nbytes("out", 2) == 2 * 196 * 96 * 2
+    assert desc.call_args({"q": 1, "out": 2, "batch": 3}) == [1, 0, 2, 3, 0, None]
+    with pytest.raises(ValueError, match=r"q must have shape \[batch, 196, 96\]"):
+        desc.count_of("q", (196, 96))
+
+
+@pytest.mark.parametrize("changes,match", [
+    (dict(format="other"), "not a swin-opt-kernel-abi description"),
+    (dict(version=2), "description version 2"),
+    (dict(returns="void"), "returning 'void'"),
+    (dict(arguments=[{"name": "q", "role": "input", "ctype": "double *", "dtype": "f32",
+                      "shape": [1]},
+                     {"name": "n", "role": "count", "ctype": "int64_t"}]),
+     "unknown ctype 'double \\*'"),
+    (dict(arguments=[{"name": "q", "role": "input", "ctype": "const float *", "dtype": "f32",
+                      "shape": ["windows", 3]},
+                     {"name": "n", "role": "count", "ctype": "int64_t"}]), "bad shape"),
+    (dict(arguments=[{"name": "q", "role": "input", "ctype": "const float *", "dtype": "f32",
+                      "shape": [3]}]), "expected one count argument, found 0"),
+])
+def test_abi_description_errors_say_rebuild(changes, match):
+    with pytest.raises(swin_opt.abi.AbiError, match=match) as info:
+        swin_opt.abi.parse(_description(**changes))
+    assert "rebuild swin-aot" in str(info.value)
+
+
+def test_abi_description_missing(tmp_path):
+    with pytest.raises(swin_opt.abi.AbiError, match="k.json is missing"):
+        swin_opt.abi.load(tmp_path / "k.json")
+
+
+def test_overlap_check():
+    desc = swin_opt.abi.parse(_description())
+    q, out, pad = desc["q"], desc["out"], desc["pad_qkv"]
+    swin_opt.abi.check_no_overlap([(q, 100, 50), (out, 150, 50), (pad, 0, 10)])  # adjacent, NULL
+    with pytest.raises(ValueError, match="out overlaps pad_qkv"):
+        swin_opt.abi.check_no_overlap([(q, 100, 50), (out, 150, 50), (pad, 199, 10)])

@@ -29,6 +29,32 @@ RTOL = 1e-4
 
 
 # --------------------------------------------------------------------------- #
+# The package layout (no torch needed)
+# --------------------------------------------------------------------------- #
+def test_public_names_import_without_torch():
+    """swin_opt.torch is a package split by concern; its public names stay where
+    they were, and no submodule imports torch at import time."""
+    import importlib
+    import importlib.util
+
+    for name in ("tensors", "masks", "patching", "timm_patches", "torchvision_patches",
+                 "transformers_patches", "swap"):
+        importlib.import_module(f"swin_opt.torch.{name}")
+    for name in ("attention", "compile_kernel", "match_shift_mask", "swap_attention",
+                 "restore_attention", "patch_stats", "KernelUnavailable", "NO_MASK"):
+        assert hasattr(st, name) and name in st.__all__
+    if importlib.util.find_spec("torch") is None:
+        with pytest.raises(ImportError, match="needs PyTorch"):
+            st.swap_attention(object())
+
+
+def test_swap_attention_refuses_gpu_targets():
+    pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="target must be 'cpu'"):
+        st.swap_attention(object(), target="nvptx")
+
+
+# --------------------------------------------------------------------------- #
 # Mask identification (no torch needed)
 # --------------------------------------------------------------------------- #
 @pytest.mark.parametrize("res,window,shift", [

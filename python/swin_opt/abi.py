@@ -1,0 +1,253 @@
+"""The C ABI of a kernel, as ``swin-aot`` describes it.
+
+Beside every header (``--emit=obj|so|ptx|cubin|fatbin``) ``swin-aot`` writes
+``<output stem>.json``, the kernel's arguments in order with their role, C
+type, element type and shape (format ``swin-opt-kernel-abi``, version 1)::
+
+    {"format": "swin-opt-kernel-abi", "version": 1, "name": "swin_window_attention",
+     "target": "cpu", "dtype": "f32", "layout": "windows", "packed_qkv": false,
+     "returns": "int32",
+     "arguments": [
+       {"name": "q", "role": "input", "ctype": "const float *", "dtype": "f32",
+        "shape": ["num_windows", 3, 49, 32], "nullable": false},
+       ...
+       {"name": "num_windows", "role": "count", "ctype": "int64_t"}]}
+
+The tool is the one place that knows the ABI; this module turns the
+description into what Python needs (``ctypes`` argument types, the expected
+shape and storage dtype of each buffer for a given count, the call's argument
+order), so that the CPU :class:`swin_opt.Kernel` and the GPU
+:class:`swin_opt.cuda.GpuKernel` never re-derive it from the configuration.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+__all__ = ["AbiError", "Argument", "KernelAbi", "load", "parse", "check_no_overlap",
+           "FORMAT", "VERSION", "KERNEL_ABI", "STORAGE"]
+
+FORMAT = "swin-opt-kernel-abi"
+#: Version of the JSON description this module reads.
+VERSION = 1
+#: The kernel ABI this package calls (``swin-aot --version``: ``(kernel ABI n)``).
+KERNEL_ABI = 1
+
+#: NumPy storage dtype of each element type (bfloat16 is passed as raw bits).
+STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
+
+#: C type -> ctypes type. Host pointers travel as void pointers (None is NULL),
+#: device pointers as 64-bit integers, streams as opaque handles.
+_CTYPES = {
+    "const float *": ctypes.c_void_p,
+    "float *": ctypes.c_void_p,
+    "const uint16_t *": ctypes.c_void_p,
+    "uint16_t *": ctypes.c_void_p,
+    "int64_t": ctypes.c_int64,
+    "CUdeviceptr": ctypes.c_uint64,
+    "CUstream": ctypes.c_void_p,
+}
+_BUFFER_CTYPES = {"const float *", "float *", "const uint16_t *", "uint16_t *", "CUdeviceptr"}
+_BUFFER_ROLES = ("input", "table", "output", "padding")
+_ROLES = _BUFFER_ROLES + ("count", "stream")
+_REBUILD = "rebuild swin-aot from the same checkout as this Python package (scripts/setup.sh)"
+
+
+class AbiError(RuntimeError):
+    """A kernel's ABI description is missing, malformed, or not one this package can call."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Argument:
+    """One C argument of a kernel."""
+
+    name: str
+    role: str  # input | table | output | padding | count | stream
+    ctype: str
+    #: Element type of a buffer ("f32", "f16", "bf16"); None for scalars.
+    dtype: Optional[str] = None
+    #: Shape of a buffer: ints and the name of the count argument.
+    shape: Optional[Tuple[Union[int, str], ...]] = None
+    #: Whether NULL (None / 0) may be passed.
+    nullable: bool = False
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.role in _BUFFER_ROLES
+
+    @property
+    def storage(self) -> np.dtype:
+        """NumPy storage dtype of the buffer's elements."""
+        return STORAGE[self.dtype]
+
+    @property
+    def ctypes_type(self):
+        return _CTYPES[self.ctype]
+
+    def shape_for(self, count: int) -> Tuple[int, ...]:
+        """The buffer's shape when the count argument is ``count``."""
+        return tuple(count if isinstance(e, str) else e for e in self.shape)
+
+    def shape_doc(self) -> str:
+        """The shape as written in the description, e.g. ``[num_windows, 3, 49, 32]``."""
+        return "[" + ", ".join(str(e) for e in self.shape) + "]"
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelAbi:
+    """A kernel's C ABI: its arguments in call order."""
+
+    name: str
+    target: str
+    dtype: str
+    layout: str
+    packed_qkv: bool
+    arguments: Tuple[Argument, ...]
+    source: str = "<memory>"
+
+    def __getitem__(self, name: str) -> Argument:
+        for arg in self.arguments:
+            if arg.name == name:
+                return arg
+        raise KeyError(name)
+
+    def __contains__(self, name: str) -> bool:
+        return any(arg.name == name for arg in self.arguments)
+
+    def role(self, role: str) -> Tuple[Argument, ...]:
+        """The arguments of one role, in call order."""
+        return tuple(arg for arg in self.arguments if arg.role == role)
+
+    @property
+    def count(self) -> Argument:
+        """The count argument (``num_windows`` or ``batch``)."""
+        return self.role("count")[0]
+
+    @property
+    def buffers(self) -> Tuple[Argument, ...]:
+        return tuple(arg for arg in self.arguments if arg.is_buffer)
+
+    def argtypes(self) -> list:
+        """``ctypes`` argument types in call order."""
+        return [arg.ctypes_type for arg in self.arguments]
+
+    def shapes(self, count: int) -> Dict[str, Tuple[int, ...]]:
+        """Expected shape of every buffer argument for ``count`` windows / images."""
+        return {arg.name: arg.shape_for(count) for arg in self.buffers}
+
+    def nbytes(self, name: str, count: int) -> int:
+        arg = self[name]
+        return int(np.prod(arg.shape_for(count), dtype=np.int64)) * arg.storage.itemsize
+
+    def count_of(self, name: str, shape: Sequence[int]) -> int:
+        """Read the count from the shape of buffer ``name`` (ValueError on a wrong rank)."""
+        arg = self[name]
+        if len(shape) != len(arg.shape):
+            raise ValueError(f"{name} must have shape {arg.shape_doc()}, got {tuple(shape)}")
+        return int(shape[arg.shape.index(self.count.name)])
+
+    def call_args(self, values: Dict[str, Any]) -> list:
+        """Positional C arguments from ``values`` by name (missing ones are NULL / 0)."""
+        args = []
+        for arg in self.arguments:
+            value = values.get(arg.name)
+            # Device pointers and counts are integers to ctypes: NULL is 0.
+            args.append(0 if value is None and arg.ctypes_type is not ctypes.c_void_p else value)
+        return args
+
+
+def _fail(source: str, what: str) -> AbiError:
+    return AbiError(f"{source}: {what}; {_REBUILD}")
+
+
+def _argument(entry: Any, count_names: Iterable[str], source: str) -> Argument:
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise _fail(source, f"argument without a name: {entry!r}")
+    name = entry["name"]
+    role, ctype = entry.get("role"), entry.get("ctype")
+    if role not in _ROLES:
+        raise _fail(source, f"argument {name!r} has unknown role {role!r}")
+    if ctype not in _CTYPES:
+        raise _fail(source, f"argument {name!r} has unknown ctype {ctype!r}")
+    if role not in _BUFFER_ROLES:
+        return Argument(name=name, role=role, ctype=ctype)
+    if ctype not in _BUFFER_CTYPES:
+        raise _fail(source, f"buffer argument {name!r} has the scalar ctype {ctype!r}")
+    dtype, shape = entry.get("dtype"), entry.get("shape")
+    if dtype not in STORAGE:
+        raise _fail(source, f"argument {name!r} has unknown dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(
+            (isinstance(e, int) and not isinstance(e, bool) and e >= 0) or e in count_names
+            for e in shape):
+        raise _fail(source, f"argument {name!r} has a bad shape {shape!r}")
+    return Argument(name=name, role=role, ctype=ctype, dtype=dtype, shape=tuple(shape),
+                    nullable=bool(entry.get("nullable", False)))
+
+
+def parse(data: Any, source: str = "<memory>") -> KernelAbi:
+    """Validate a decoded description and return it as a :class:`KernelAbi`."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise _fail(source, f"not a {FORMAT} description")
+    if data.get("version") != VERSION:
+        raise _fail(source, f"description version {data.get('version')!r}, this package reads "
+                            f"version {VERSION}")
+    if data.get("returns") != "int32":
+        raise _fail(source, f"kernels returning {data.get('returns')!r} are not supported")
+    entries = data.get("arguments")
+    if not isinstance(entries, list):
+        raise _fail(source, "no argument list")
+    counts = [e.get("name") for e in entries if isinstance(e, dict) and e.get("role") == "count"]
+    if len(counts) != 1:
+        raise _fail(source, f"expected one count argument, found {len(counts)}")
+    args = tuple(_argument(e, counts, source) for e in entries)
+    names = [a.name for a in args]
+    if len(set(names)) != len(names):
+        raise _fail(source, f"duplicate argument names in {names}")
+    if not any(a.role == "output" for a in args) or not any(a.role == "input" for a in args):
+        raise _fail(source, "no input or no output argument")
+    for key in ("name", "target", "dtype", "layout"):
+        if not isinstance(data.get(key), str):
+            raise _fail(source, f"missing {key!r}")
+    return KernelAbi(name=data["name"], target=data["target"], dtype=data["dtype"],
+                     layout=data["layout"], packed_qkv=bool(data.get("packed_qkv", False)),
+                     arguments=args, source=source)
+
+
+def load(path: Union[str, Path]) -> KernelAbi:
+    """Read ``<output stem>.json``; :class:`AbiError` when it is missing or malformed."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AbiError(f"{path} is missing: the swin-aot that built this kernel does not describe "
+                       f"its C ABI (kernel ABI {KERNEL_ABI}); {_REBUILD}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _fail(str(path), f"not valid JSON ({exc})") from None
+    return parse(data, str(path))
+
+
+def check_no_overlap(buffers: Iterable[Tuple[Argument, int, int]]) -> None:
+    """Raise ValueError when an output buffer shares memory with another buffer.
+
+    ``buffers``: ``(argument, address, nbytes)`` of contiguous buffers (device
+    or host addresses; NULL / empty ones are ignored). The kernels read their
+    inputs while writing the output, so an overlap silently gives wrong results.
+    """
+    spans = [(arg, int(address), int(nbytes)) for arg, address, nbytes in buffers
+             if address and nbytes > 0]
+    for out, o_start, o_size in spans:
+        if out.role != "output":
+            continue
+        for other, start, size in spans:
+            if other is not out and start < o_start + o_size and o_start < start + size:
+                raise ValueError(f"{out.name} overlaps {other.name} in memory: the kernel reads "
+                                 f"{other.name} while it writes {out.name}; pass a separate "
+                                 f"{out.name} buffer")

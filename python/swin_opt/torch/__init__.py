@@ -1,0 +1,77 @@
+"""PyTorch integration: call kernels on torch tensors and swap the attention core of Swin models.
+
+Nothing here imports :mod:`torch` at module import time; every entry point
+imports it on first use.
+
+Tensors
+-------
+:func:`attention` runs a kernel on CPU torch tensors without copying them
+(contiguous tensors of the kernel's dtype are passed by pointer; anything else
+is an error, never a silent copy) and returns a torch tensor (optionally the
+``out`` tensor you pass).
+
+Models
+------
+:func:`swap_attention` walks a model (or a single module) and replaces the
+attention core ``softmax(scale * q k^T + bias (+ shift mask)) v`` of every Swin
+window-attention module it recognises with a compiled kernel, keeping the qkv
+and output projections in torch:
+
+=====================  ==========================================================
+framework              modules patched
+=====================  ==========================================================
+timm                   ``timm.models.swin_transformer.WindowAttention`` (window
+                       layout; the shift mask it is given is identified as
+                       Swin's ``(resolution, shift)`` mask) and, when
+                       ``layout="auto"``, its parent ``SwinTransformerBlock._attn``
+                       (token layout: roll/pad/partition done by the kernel)
+timm (SwinV2)          ``timm.models.swin_transformer_v2.WindowAttention`` and
+                       ``SwinTransformerV2Block._attn``, as for timm above
+torchvision            ``torchvision.models.swin_transformer.ShiftedWindowAttention``
+                       and ``...V2``; token layout when the map is at least one
+                       window on both axes, else window layout with torch-side
+                       pad/roll/partition
+transformers (>= 5)    ``transformers.models.swin.modeling_swin.SwinAttention``
+transformers (4.x)     ``transformers.models.swin.modeling_swin.SwinSelfAttention``
+=====================  ==========================================================
+
+SwinV2 modules (cosine attention, continuous position bias) run a scale-1
+kernel on ``s_h q/|q|`` and ``k/|k|`` with the table their ``cpb_mlp`` gives
+(see :func:`_cosine_qk`).
+
+Patched modules fall back to their original forward (or raise, with
+``fallback=False``) whenever the kernel does not apply: training mode,
+autograd (run under :func:`torch.no_grad` / :func:`torch.inference_mode`),
+non-CPU tensors, dtypes other than float32/float16/bfloat16, scripting /
+tracing / ``torch.compile``, a mask that is not a Swin shift mask, requested
+attention probabilities or head masks (transformers).  :func:`patch_stats`
+reports how often each module used the kernel and why it fell back;
+:func:`restore_attention` undoes the patch.
+
+:func:`swap_attention` sets ``KMP_BLOCKTIME=0`` unless already set, so that
+the kernels' OpenMP threads (LLVM libomp) do not spin on the cores torch's
+own OpenMP threads need next.
+
+Modules: :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
+mask identification), :mod:`.patching` (the patch base and shared q/k/v
+preparation), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
+:mod:`.transformers_patches` (one per framework) and :mod:`.swap` (the model
+entry points).
+"""
+
+from __future__ import annotations
+
+from .masks import NO_MASK, match_shift_mask
+from .swap import patch_stats, restore_attention, swap_attention
+from .tensors import KernelUnavailable, attention, compile_kernel
+
+__all__ = [
+    "attention",
+    "compile_kernel",
+    "match_shift_mask",
+    "swap_attention",
+    "restore_attention",
+    "patch_stats",
+    "KernelUnavailable",
+    "NO_MASK",
+]

@@ -1,0 +1,230 @@
+"""The base of every framework patch: :class:`_Patch` (fallback, kernel and
+table lookup, SwinV1/V2 attention cores, mask configuration, statistics) and
+the q/k/v preparation the framework adapters share."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import warnings
+from typing import Any, Dict
+
+import numpy as np
+
+from .. import compiler as _compiler
+from .. import reference as _ref
+from .masks import NO_MASK, _matcher
+from .tensors import KernelUnavailable, _dtype_name, _torch, compile_kernel
+
+
+class _Fallback(Exception):
+    """Internal: the kernel does not apply to this call (the message says why)."""
+
+
+@dataclasses.dataclass
+class _Options:
+    layout: str = "auto"
+    fallback: bool = True
+    compile_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class _Patch:
+    framework = ""
+    attr = "forward"  # the method replaced on the instance
+
+    def __init__(self, module, name: str, options: _Options):
+        self.name = name
+        self.options = options
+        self.kernel_calls = 0
+        self.fallback_calls = 0
+        self.fallback_reasons: "collections.Counter" = collections.Counter()
+        self.had_instance_attr = self.attr in module.__dict__
+        self.saved_attr = module.__dict__.get(self.attr)
+        self._checked_index = set()
+        self._warned = False
+
+    # -- helpers shared by the adapters -------------------------------------- #
+    def original(self, module):
+        if self.had_instance_attr:
+            return self.saved_attr
+        return getattr(type(module), self.attr).__get__(module, type(module))
+
+    def kernel(self, window, heads, head_dim, scale, dtype, **config):
+        opts = dict(self.options.compile_options)
+        default = head_dim ** -0.5
+        if scale is not None and abs(float(scale) - default) <= 1e-7 * default:
+            scale = None  # the kernel's default; no need for a separate build
+        try:
+            return compile_kernel(window, heads, head_dim,
+                                  scale=None if scale is None else float(scale),
+                                  dtype=dtype, **config, **opts)
+        except (_compiler.CompileError, _compiler.SwinAotNotFoundError, NotImplementedError,
+                ValueError) as exc:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"swin_opt: {self.framework} module {self.name or '<root>'} runs "
+                              f"its original forward: {exc}", stacklevel=4)
+            raise _Fallback(f"no kernel: {exc}") from None
+
+    def common_checks(self, torch, module, x) -> str:
+        """Return the dtype name for the kernel or raise _Fallback."""
+        if torch.jit.is_scripting() or torch.jit.is_tracing():
+            raise _Fallback("scripting/tracing")
+        compiler_mod = getattr(torch, "compiler", None)
+        if compiler_mod is not None and getattr(compiler_mod, "is_compiling", lambda: False)():
+            raise _Fallback("torch.compile")
+        if module.training:
+            raise _Fallback("training mode")
+        if torch.is_grad_enabled() and (x.requires_grad or
+                                        any(p.requires_grad for p in module.parameters())):
+            raise _Fallback("autograd enabled (use torch.no_grad()/inference_mode())")
+        if x.device.type != "cpu":
+            raise _Fallback(f"device {x.device}")
+        name = _dtype_name(torch, x.dtype)
+        if name is None:
+            raise _Fallback(f"dtype {x.dtype}")
+        return name
+
+    def table(self, table, window, heads, index, dtype):
+        """The bias table as a contiguous tensor of ``dtype``, after checking the index once."""
+        window = tuple(int(w) for w in window)
+        if tuple(table.shape) != (_ref.table_rows(window), heads):
+            raise _Fallback(f"bias table shape {tuple(table.shape)} does not match window "
+                            f"{window} and {heads} heads")
+        if window not in self._checked_index:
+            if index is not None:
+                want = _ref.relative_index(window).reshape(-1)
+                got = index.detach().to("cpu").reshape(-1).numpy()
+                if got.shape != want.shape or not np.array_equal(got, want):
+                    raise _Fallback("relative_position_index is not Swin's standard index")
+            self._checked_index.add(window)
+        t = table.detach()
+        if t.dtype != dtype:
+            t = t.to(dtype)
+        return t.contiguous()
+
+    def cpb_table(self, torch, m, window, heads, index, dtype):
+        """SwinV2's continuous position bias ``16 * sigmoid(cpb_mlp(relative_coords_table))``
+        as a ``[T, heads]`` table (the sigmoid is element-wise, so applying it before the
+        gather equals SwinV2 applying it after).  Recomputed per call: the MLP is tiny."""
+        table = m.cpb_mlp(m.relative_coords_table).reshape(-1, heads)
+        return self.table(16.0 * torch.sigmoid(table), window, heads, index, dtype)
+
+    def attention_core(self, torch, m, window, heads, dtype, qkv_bias, scale):
+        """``(table, scale, qkv_bias, logit_scale)`` of a Swin (V1) or SwinV2 attention module.
+
+        V1: its learned table, ``scale`` and ``qkv_bias`` as given, no logit
+        scale.  V2: the continuous position bias table, scale 1 (the kernel
+        then runs on q/k prepared by :func:`_cosine_qk` with ``logit_scale``)
+        and the key third of ``qkv_bias`` zeroed, as both timm and torchvision
+        V2 do.
+        """
+        index = getattr(m, "relative_position_index", None)
+        if not _is_swinv2(m):
+            table = self.table(m.relative_position_bias_table, window, heads, index, dtype)
+            return table, scale, qkv_bias, None
+        if qkv_bias is not None:
+            qkv_bias = qkv_bias.detach().clone()
+            third = qkv_bias.numel() // 3
+            qkv_bias[third:2 * third] = 0
+        return self.cpb_table(torch, m, window, heads, index, dtype), 1.0, qkv_bias, m.logit_scale
+
+    def mask_config(self, mask, window, num_windows) -> dict:
+        """``resolution``/``shift`` kwargs for a window-layout kernel applying ``mask``."""
+        if mask is None:
+            return {}
+        result = _matcher.match(mask, window)
+        if result is None:
+            raise _Fallback("mask is not a Swin shift mask this kernel reproduces")
+        if result == NO_MASK:
+            return {}
+        if num_windows % mask.shape[0]:
+            raise _Fallback("number of windows is not a multiple of the mask's")
+        res, shift = result
+        return {"resolution": res, "shift": shift}
+
+    # -- dispatch ------------------------------------------------------------- #
+    def __call__(self, module, *args, **kwargs):
+        torch = _torch()
+        try:
+            out = self.run(torch, module, *args, **kwargs)
+        except _Fallback as why:
+            reason = str(why)
+            self.fallback_calls += 1
+            self.fallback_reasons[reason] += 1
+            if not self.options.fallback:
+                raise KernelUnavailable(f"swin_opt: {self.framework} module {self.name or '<root>'}"
+                                        f" cannot use the kernel: {reason}") from None
+            return self.original(module)(*args, **kwargs)
+        self.kernel_calls += 1
+        return out
+
+    def run(self, torch, module, *args, **kwargs):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def stats(self) -> dict:
+        return {"name": self.name, "framework": self.framework, "method": self.attr,
+                "kernel_calls": self.kernel_calls, "fallback_calls": self.fallback_calls,
+                "fallback_reasons": dict(self.fallback_reasons)}
+
+def _qkv_windows(torch, qkv, b, n, heads, head_dim):
+    """``[B_, N, 3*A]`` fused qkv -> three contiguous ``[B_, heads, N, head_dim]`` views (one copy)."""
+    t = qkv.view(b, n, 3, heads, head_dim).permute(2, 0, 3, 1, 4).contiguous()
+    return t[0], t[1], t[2]
+
+
+def _heads_first(x, b, n, heads, head_dim):
+    return x.view(b, n, heads, head_dim).transpose(1, 2).contiguous()
+
+
+def _qkv_packed(torch, x, weight, bias, heads, head_dim):
+    """``x`` ``[B, L, C]`` -> the qkv projection ``[B, L, 3, heads, head_dim]``: one GEMM,
+    no copy; packed-qkv kernels read q, k and v out of it where they lie."""
+    qkv = torch.nn.functional.linear(x, weight, bias)
+    b, n, _ = qkv.shape
+    return qkv.view(b, n, 3, heads, head_dim)
+
+
+def _pad_rows(torch, bias, channels):
+    """q/k/v of a zero (padded) token: the qkv bias as ``[3, C]`` float32."""
+    if bias is None:
+        return torch.zeros((3, channels), dtype=torch.float32)
+    return bias.detach().float().reshape(3, channels).contiguous()
+
+
+def _cosine_qk(torch, q, k, logit_scale, head_axis: int) -> None:
+    """SwinV2's cosine attention as the kernel's plain attention with scale 1, in place.
+
+    SwinV2 computes ``cos(q_i, k_j) * s_h`` with ``s_h = exp(min(logit_scale_h,
+    log 100))``; that is the dot product of ``s_h q_i / |q_i|`` and
+    ``k_j / |k_j|``.  ``q``/``k`` are views whose axis ``head_axis`` is the
+    head (they may be slices of the packed qkv, which is then changed in
+    place); the bias table and the shift mask are added after the product in
+    both forms, so a scale-1 kernel on the normalised q/k is exact.  Nothing
+    to do when ``logit_scale`` is None (Swin V1).
+    """
+    if logit_scale is None:
+        return
+    heads = q.shape[head_axis]
+    s = torch.clamp(logit_scale.detach().float(), max=math.log(100.0)).exp()
+    s = s.reshape((heads,) + (1,) * (q.dim() - head_axis - 1)).to(q.dtype)
+    # F.normalize is x / max(|x|, 1e-12); divide in place (no copy), the scale folded in
+    q.div_(torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min_(1e-12).div_(s))
+    k.div_(torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min_(1e-12))
+
+
+def _packed_inputs(torch, x, weight, bias, heads, head_dim, logit_scale):
+    """Packed qkv ``[B, L, 3, heads, head_dim]``, prepared for cosine attention when
+    ``logit_scale`` is given (SwinV2), and the padded tokens' ``[3, C]`` q/k/v.
+
+    The padded rows need no normalisation: SwinV2's key bias is zero, so a
+    padded key is 0 either way, and a padded query only gives outputs that are
+    cropped."""
+    qkv = _qkv_packed(torch, x, weight, bias, heads, head_dim)
+    _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], logit_scale, head_axis=2)
+    return qkv, _pad_rows(torch, bias, heads * head_dim)
+
+
+def _is_swinv2(module) -> bool:
+    return all(hasattr(module, a) for a in ("logit_scale", "cpb_mlp", "relative_coords_table"))

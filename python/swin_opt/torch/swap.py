@@ -1,0 +1,215 @@
+"""The model-level entry points: :func:`swap_attention` (find the supported
+modules of every framework and install patches on the instances),
+:func:`restore_attention` and :func:`patch_stats`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+import warnings
+import weakref
+from typing import List, Optional
+
+from .patching import _Options, _Patch, _is_swinv2
+from .tensors import _torch
+from .timm_patches import _TimmAttention, _TimmBlock
+from .torchvision_patches import _TorchvisionAttention
+from .transformers_patches import _HFAttention, _HFSelfAttention
+
+_COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
+
+
+_patches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_FRAMEWORKS = ("timm", "torchvision", "transformers")
+
+
+def _dispatch_forward(self, *args, **kwargs):
+    patch = _patches.get(self, {}).get("forward")
+    if patch is None:  # e.g. a deep copy of a patched module: behave like the original
+        return type(self).forward(self, *args, **kwargs)
+    return patch(self, *args, **kwargs)
+
+
+def _dispatch_attn(self, *args, **kwargs):
+    patch = _patches.get(self, {}).get("_attn")
+    if patch is None:
+        return type(self)._attn(self, *args, **kwargs)
+    return patch(self, *args, **kwargs)
+
+
+_DISPATCH = {"forward": _dispatch_forward, "_attn": _dispatch_attn}
+
+
+def _classes():
+    """``(framework, class, patch type)`` for every importable supported class."""
+    found = []
+    timm_swin = sys.modules.get("timm.models.swin_transformer")
+    if timm_swin is not None:
+        found.append(("timm", getattr(timm_swin, "WindowAttention", None), _TimmAttention))
+        found.append(("timm", getattr(timm_swin, "SwinTransformerBlock", None), _TimmBlock))
+    timm_swin_v2 = sys.modules.get("timm.models.swin_transformer_v2")
+    if timm_swin_v2 is not None:
+        found.append(("timm", getattr(timm_swin_v2, "WindowAttention", None), _TimmAttention))
+        found.append(("timm", getattr(timm_swin_v2, "SwinTransformerV2Block", None), _TimmBlock))
+    tv_swin = sys.modules.get("torchvision.models.swin_transformer")
+    if tv_swin is not None:
+        found.append(("torchvision", getattr(tv_swin, "ShiftedWindowAttention", None),
+                      _TorchvisionAttention))
+    hf_swin = sys.modules.get("transformers.models.swin.modeling_swin")
+    if hf_swin is not None:
+        if hasattr(hf_swin, "SwinSelfAttention"):  # transformers 4.x
+            found.append(("transformers", hf_swin.SwinSelfAttention, _HFSelfAttention))
+        else:  # transformers >= 5: SwinAttention holds q/k/v/o projections and the bias
+            found.append(("transformers", getattr(hf_swin, "SwinAttention", None), _HFAttention))
+    return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
+
+
+def _supported(patch_type, module) -> Optional[str]:
+    """None if ``module`` can be patched by ``patch_type``, else why not."""
+    if patch_type in (_TorchvisionAttention, _TimmAttention) and _is_swinv2(module):
+        mlp_out = getattr(module.cpb_mlp[-1], "out_features", None)
+        if mlp_out != module.num_heads:
+            return f"cpb_mlp gives {mlp_out} columns for {module.num_heads} heads"
+        return None
+    if patch_type in (_TorchvisionAttention, _TimmAttention):
+        if not hasattr(module, "relative_position_bias_table"):
+            return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
+        table, heads = module.relative_position_bias_table, module.num_heads
+    elif patch_type is _TimmBlock:
+        if not callable(getattr(type(module), "_attn", None)):
+            return "this timm version's SwinTransformerBlock has no _attn method"
+        return None
+    elif patch_type is _HFAttention:
+        if not (hasattr(module, "q_proj") and hasattr(module, "relative_position_bias")):
+            return "not the transformers >= 5 SwinAttention layout"
+        table, heads = (module.relative_position_bias.relative_position_bias_table,
+                        module.num_attention_heads)
+    elif patch_type is _HFSelfAttention:
+        table, heads = module.relative_position_bias_table, module.num_attention_heads
+    else:  # pragma: no cover
+        return "unknown"
+    if table.dim() != 2 or table.shape[1] != heads:
+        return f"bias table {tuple(table.shape)} does not have one column per head ({heads})"
+    return None
+
+
+def swap_attention(model, *, layout: str = "auto", fallback: bool = True, frameworks=None,
+                   **compile_options) -> int:
+    """Replace the attention core of the Swin window-attention modules in ``model`` with kernels.
+
+    ``model`` may be a whole model or a single attention module / block.
+    Modules are patched in place (instance attributes; the class is not
+    touched) and keep reading their own parameters on every call, so later
+    weight updates are honoured.  Kernels are compiled lazily, per
+    configuration (window, heads, head_dim, scale, resolution, shift, dtype),
+    on first use and cached.
+
+    Parameters
+    ----------
+    layout:
+        ``"auto"``: token-layout kernels where the framework's block structure
+        allows (timm blocks, torchvision), window layout elsewhere;
+        ``"windows"``: window-layout kernels only (masks are identified from
+        the tensors the modules receive).
+    fallback:
+        ``True``: calls the kernel cannot handle run the original forward
+        (see the module docstring for when); ``False``: they raise
+        :class:`KernelUnavailable`.
+    frameworks:
+        Restrict to some of ``"timm"``, ``"torchvision"``, ``"transformers"``.
+    compile_options:
+        ``cpu``, ``parallel``, ``cache_dir``, ``target`` for :func:`swin_opt.compile`.
+
+    Returns the number of attention layers patched (a timm block and its
+    ``WindowAttention`` count once).  Already patched modules are re-patched
+    with the new options.
+    """
+    _torch()
+    if layout not in ("auto", "windows"):
+        raise ValueError(f"layout must be 'auto' or 'windows', got {layout!r}")
+    unknown = set(compile_options) - set(_COMPILE_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown option(s) {sorted(unknown)}; compile options are "
+                        f"{list(_COMPILE_OPTIONS)}")
+    if compile_options.get("target", "cpu") != "cpu":
+        # compile(target="nvptx") gives device-pointer GPU kernels; the patches
+        # call CPU kernels on CPU tensors.
+        raise ValueError(f"swap_attention runs CPU kernels: target must be 'cpu', got "
+                         f"{compile_options['target']!r}")
+    if frameworks is None:
+        frameworks = _FRAMEWORKS
+    elif isinstance(frameworks, str):
+        frameworks = (frameworks,)
+    bad = set(frameworks) - set(_FRAMEWORKS)
+    if bad:
+        raise ValueError(f"unknown framework(s) {sorted(bad)}; expected some of {_FRAMEWORKS}")
+    options = _Options(layout=layout, fallback=bool(fallback), compile_options=dict(compile_options))
+    # The kernels' OpenMP runtime (LLVM libomp) spins for 200 ms after each
+    # parallel region by default, stealing the cores from torch's own (GNU)
+    # OpenMP threads that run the next GEMM.  Ask it to sleep at once; this is
+    # read when libomp starts, so it only helps if no kernel was loaded yet.
+    os.environ.setdefault("KMP_BLOCKTIME", "0")
+    classes = [(fw, cls, p) for fw, cls, p in _classes() if fw in frameworks]
+    count = 0
+    for name, module in model.named_modules():
+        for fw, cls, patch_type in classes:
+            if not isinstance(module, cls):
+                continue
+            if patch_type is _TimmBlock and layout != "auto":
+                _unpatched(module, _TimmBlock.attr)  # drop a block patch of an earlier call
+                continue
+            why = _supported(patch_type, module)
+            if why is not None:
+                warnings.warn(f"swin_opt: not patching {fw} module {name or '<root>'}: {why}",
+                              stacklevel=2)
+                continue
+            _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
+            if patch_type is not _TimmBlock:
+                count += 1
+    return count
+
+
+def _unpatched(module, attr):
+    """Remove an existing swin_opt patch of ``attr`` (so the saved original is the real one)."""
+    entry = _patches.get(module, {})
+    old = entry.pop(attr, None)
+    if old is not None:
+        _uninstall_attr(module, old)
+    return module
+
+
+def _install(module, patch: _Patch) -> None:
+    _patches.setdefault(module, {})[patch.attr] = patch
+    object.__setattr__(module, patch.attr, types.MethodType(_DISPATCH[patch.attr], module))
+
+
+def _uninstall_attr(module, patch: _Patch) -> None:
+    if patch.had_instance_attr:
+        object.__setattr__(module, patch.attr, patch.saved_attr)
+    else:
+        module.__dict__.pop(patch.attr, None)
+
+
+def restore_attention(model) -> int:
+    """Undo :func:`swap_attention` on ``model``; returns the number of attention layers restored."""
+    count = 0
+    for _, module in model.named_modules():
+        entry = _patches.pop(module, None)
+        if not entry:
+            continue
+        for attr, patch in entry.items():
+            _uninstall_attr(module, patch)
+            if attr == "forward":
+                count += 1
+    return count
+
+
+def patch_stats(model) -> List[dict]:
+    """One dict per patched method in ``model``: name, framework, method, kernel_calls,
+    fallback_calls and fallback_reasons (reason -> count)."""
+    out = []
+    for _, module in model.named_modules():
+        for patch in _patches.get(module, {}).values():
+            out.append(patch.stats())
+    return out

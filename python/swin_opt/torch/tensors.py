@@ -1,0 +1,129 @@
+"""Kernels on CPU torch tensors: :func:`attention` (zero-copy calls) and
+:func:`compile_kernel` (an in-process cache of compiled kernels), plus the
+lazy torch import every module of :mod:`swin_opt.torch` goes through."""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Dict, Optional
+
+from .. import compiler as _compiler
+from .. import reference as _ref
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - exercised only without torch
+        raise ImportError("swin_opt.torch needs PyTorch (pip install torch)") from exc
+    return torch
+
+
+class KernelUnavailable(RuntimeError):
+    """Raised by patched modules with ``fallback=False`` when the kernel cannot be used."""
+
+
+# --------------------------------------------------------------------------- #
+# Tensor-level helpers
+# --------------------------------------------------------------------------- #
+def _dtype_name(torch, dtype) -> Optional[str]:
+    return {torch.float32: "float32", torch.float16: "float16",
+            torch.bfloat16: "bfloat16"}.get(dtype)
+
+
+def _check_tensor(torch, x, name: str) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.device.type != "cpu":
+        raise ValueError(f"{name} is on {x.device}; swin_opt kernels run on CPU tensors only")
+    if x.layout != torch.strided:
+        raise ValueError(f"{name} must be a dense (strided) tensor, got layout {x.layout}")
+    if not x.is_contiguous():
+        raise ValueError(f"{name} is not contiguous (strides {tuple(x.stride())}); the kernel "
+                         "reads memory in place and never copies: call .contiguous() first")
+    if x.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError(f"{name} requires grad: swin_opt kernels have no backward; run under "
+                           "torch.no_grad() / torch.inference_mode() or pass .detach()")
+
+
+_kernel_cache: Dict[tuple, "_compiler.Kernel"] = {}
+_kernel_lock = threading.Lock()
+
+
+def compile_kernel(window, heads: int, head_dim: int, **options) -> "_compiler.Kernel":
+    """:func:`swin_opt.compile` with an in-process cache (one :class:`Kernel` per configuration).
+
+    ``options`` are those of :func:`swin_opt.compile` (``table`` excepted, since
+    a baked table would make the cache key depend on weights).
+    """
+    if "table" in options:
+        raise TypeError("compile_kernel does not bake tables; use swin_opt.compile(table=...)")
+    key = (_ref.normalize_window(window), int(heads), int(head_dim),
+           tuple(sorted((k, _freeze(v)) for k, v in options.items())))
+    with _kernel_lock:
+        kern = _kernel_cache.get(key)
+    if kern is None:
+        kern = _compiler.compile(window, heads, head_dim, **options)
+        with _kernel_lock:
+            kern = _kernel_cache.setdefault(key, kern)
+    return kern
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    return str(v) if not isinstance(v, (int, float, bool, type(None), str)) else v
+
+
+def attention(q, k, v, table=None, kernel=None, *, window=None, out=None, pad_qkv=None,
+              **compile_options):
+    """Run window attention on CPU torch tensors, zero-copy.
+
+    ``q, k, v``: ``[num_windows, heads, N, head_dim]`` (or, for a token-layout
+    ``kernel``, ``[batch, H*W, C]``), C-contiguous, all of one dtype
+    (float32 / float16 / bfloat16), on the CPU.  ``table``: the
+    ``[prod(2W-1), heads]`` relative position bias table in the same dtype
+    (omit for kernels with a baked table).  ``out`` (optional) is written in
+    place and returned.
+
+    ``kernel``: a :class:`swin_opt.Kernel`; when omitted one is compiled (and
+    cached) for the window-layout shape of ``q`` with ``window`` (default: the
+    square window with ``N`` tokens) and ``compile_options`` (``scale``,
+    ``resolution``, ``shift``, ``cpu``, ...; see :func:`swin_opt.compile`).
+
+    Tensors are handed to the kernel by pointer: nothing is copied, and
+    non-contiguous, non-CPU or wrongly typed tensors raise instead of being
+    converted.  There is no autograd: inputs that require grad raise unless
+    grad mode is off.
+    """
+    torch = _torch()
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _check_tensor(torch, x, name)
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise TypeError(f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    dname = _dtype_name(torch, q.dtype)
+    if dname is None:
+        raise TypeError(f"unsupported dtype {q.dtype}; expected float32, float16 or bfloat16")
+    for name, x in (("table", table), ("out", out), ("pad_qkv", pad_qkv)):
+        if x is not None:
+            _check_tensor(torch, x, name)
+    if kernel is None:
+        if q.dim() != 4:
+            raise ValueError("without a kernel, q must be [num_windows, heads, N, head_dim], "
+                             f"got shape {tuple(q.shape)}")
+        _, heads, n, head_dim = q.shape
+        if window is None:
+            side = math.isqrt(n)
+            if side * side != n:
+                raise ValueError(f"N={n} is not a square; pass window=(Wh, Ww)")
+            window = (side, side)
+        kernel = compile_kernel(window, heads, head_dim, dtype=dname, **compile_options)
+    elif compile_options or window is not None:
+        raise TypeError("window / compile options are only used when no kernel is given")
+    if _compiler.normalize_dtype(dname) != kernel.config.dtype:
+        raise TypeError(f"tensors are {q.dtype} but the kernel was compiled for "
+                        f"{kernel.config.dtype}")
+    if kernel.config.layout == "tokens":
+        return kernel(q, k, v, table, pad_qkv=pad_qkv, out=out)
+    return kernel(q, k, v, table, out=out)
