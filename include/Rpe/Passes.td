@@ -143,7 +143,9 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     of its 32 lanes (shuffles as vector shuffles, mma.sync by its
     definition), which is how its numbers are tested without a GPU. Ops it
     does not take (f32 operands, a head_dim not a multiple of 16, a window
-    whose keys and values exceed 48 KiB of shared memory) get `rows`.
+    whose keys and values exceed 48 KiB of shared memory) get `rows`, and
+    so do all ops when `sm` names a chip without m16n8k16 tensor-core tiles
+    (below 80: sm_75).
   }];
   let options = [
     Option<"strategy", "strategy", "::mlir::rpe::KernelStrategy",
@@ -176,6 +178,11 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     Option<"warpsPerBlock", "warps-per-block", "int64_t", /*default=*/"0",
            "warps: (window, head) items per GPU block (0: as many as fit "
            "48 KiB of shared memory, at most 4)">,
+    Option<"smVersion", "sm", "unsigned",
+           /*default=*/"::mlir::rpe::kMmaM16N8K16MinSmVersion",
+           "SM version of the GPU the kernel is for (75 for sm_75; "
+           "rpe-gpu-pipeline sets it from its chip): warps need 80 or later, "
+           "older chips get rows">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
