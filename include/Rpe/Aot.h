@@ -70,9 +70,10 @@ struct KernelConfig {
   /// "rows" (GPU, a thread per query row); empty: the target's default.
   /// The GPU kernels also compile for the CPU, to test them on the host.
   std::string kernel;
-  /// GPU architecture and PTX features (nvptx).
+  /// GPU architecture and PTX features (nvptx); empty features: the least
+  /// PTX version the chip needs (Rpe/NvptxTarget.h).
   std::string chip = "sm_90";
-  std::string ptxFeatures = "+ptx80";
+  std::string ptxFeatures;
   /// CUDA toolkit for libdevice and ptxas (nvptx).
   std::string cudaToolkit = SWIN_CUDA_TOOLKIT_DEFAULT;
   /// Run windows x heads on all cores (OpenMP).

@@ -747,11 +747,18 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
 llvm::Expected<GpuKernel>
 mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
                             llvm::StringRef format) {
+  GpuPipelineOptions options;
+  options.chip = config.chip;
+  options.features = config.ptxFeatures;
+  options.toolkit = config.cudaToolkit;
+  options.format = *symbolizeGpuBinaryFormat(format);
+  if (!config.kernel.empty())
+    options.kernel = *symbolizeKernelStrategy(config.kernel);
+  llvm::Expected<NvptxTarget> target = checkGpuPipelineOptions(options);
+  if (!target)
+    return target.takeError();
   PassManager kernelPm(module.getContext());
-  buildGpuKernelPipeline(kernelPm,
-                         config.kernel.empty()
-                             ? KernelStrategy::Warps
-                             : *symbolizeKernelStrategy(config.kernel));
+  buildGpuKernelPipeline(kernelPm, options, *target);
   if (failed(kernelPm.run(module)))
     return configError("lowering to a GPU kernel failed");
 
@@ -805,13 +812,8 @@ mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
     kernel.params.push_back(param);
   }
 
-  GpuPipelineOptions options;
-  options.chip = config.chip;
-  options.features = config.ptxFeatures;
-  options.toolkit = config.cudaToolkit;
-  options.format = format.str();
   PassManager devicePm(module.getContext());
-  buildGpuDevicePipeline(devicePm, options);
+  buildGpuDevicePipeline(devicePm, options, *target);
   addGpuSerializationPass(devicePm, options);
   if (failed(devicePm.run(module)))
     return configError("compiling the GPU kernel for " + config.chip +
