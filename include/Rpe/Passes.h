@@ -31,6 +31,35 @@ namespace mlir::rpe {
 /// launch: the (window, head) items one block of the kernel computes.
 inline constexpr llvm::StringLiteral kItemsPerBlockAttr = "rpe.items_per_block";
 
+/// What rpe-gpu-pipeline and rpe-gpu-module-to-binary leave in a gpu.binary.
+enum class GpuBinaryFormat {
+  /// PTX.
+  Isa,
+  /// A cubin, from the toolkit's ptxas.
+  Bin,
+  /// A fatbin (cubin and PTX), from ptxas and fatbinary.
+  Fatbin,
+  /// No binary: the gpu.module stays in the NVVM dialect.
+  None,
+};
+
+/// The spelling of `format` in gpu-module-to-binary's
+/// compilation-target option (and rpe-gpu-pipeline's): isa, bin, fatbin,
+/// none.
+llvm::StringRef stringifyGpuBinaryFormat(GpuBinaryFormat format);
+std::optional<GpuBinaryFormat> symbolizeGpuBinaryFormat(llvm::StringRef name);
+
+/// The spellings of GpuBinaryFormat in pass and pipeline options.
+inline auto gpuBinaryFormatValues() {
+  return llvm::cl::values(
+      clEnumValN(GpuBinaryFormat::Isa, "isa", "PTX"),
+      clEnumValN(GpuBinaryFormat::Bin, "bin", "a cubin (ptxas)"),
+      clEnumValN(GpuBinaryFormat::Fatbin, "fatbin",
+                 "a fatbin (ptxas, fatbinary)"),
+      clEnumValN(GpuBinaryFormat::None, "none",
+                 "no binary: stop at the NVVM dialect"));
+}
+
 #define GEN_PASS_DECL
 #include "Rpe/Passes.h.inc"
 
@@ -76,24 +105,6 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 /// Builds `rpe-cpu-pipeline`: rpe ops to the LLVM dialect.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
-/// What rpe-gpu-pipeline leaves in its gpu.binary.
-enum class GpuBinaryFormat {
-  /// PTX.
-  Isa,
-  /// A cubin, from the toolkit's ptxas.
-  Bin,
-  /// A fatbin (cubin and PTX), from ptxas and fatbinary.
-  Fatbin,
-  /// No binary: the gpu.module stays in the NVVM dialect.
-  None,
-};
-
-/// The spelling of `format` in gpu-module-to-binary's
-/// compilation-target option (and rpe-gpu-pipeline's): isa, bin, fatbin,
-/// none.
-llvm::StringRef stringifyGpuBinaryFormat(GpuBinaryFormat format);
-std::optional<GpuBinaryFormat> symbolizeGpuBinaryFormat(llvm::StringRef name);
-
 /// Options of `rpe-gpu-pipeline`.
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<std::string> chip{
@@ -112,14 +123,7 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(3)};
   PassOptions::Option<GpuBinaryFormat> format{
       *this, "format", llvm::cl::desc("What gpu.binary holds"),
-      llvm::cl::init(GpuBinaryFormat::Isa),
-      llvm::cl::values(
-          clEnumValN(GpuBinaryFormat::Isa, "isa", "PTX"),
-          clEnumValN(GpuBinaryFormat::Bin, "bin", "a cubin (ptxas)"),
-          clEnumValN(GpuBinaryFormat::Fatbin, "fatbin",
-                     "a fatbin (ptxas, fatbinary)"),
-          clEnumValN(GpuBinaryFormat::None, "none",
-                     "no binary: stop at the NVVM dialect"))};
+      llvm::cl::init(GpuBinaryFormat::Isa), gpuBinaryFormatValues()};
   PassOptions::Option<KernelStrategy> kernel{
       *this, "kernel",
       llvm::cl::desc("warps (tensor cores, where the op qualifies, else "
@@ -164,7 +168,7 @@ void buildGpuKernelPipeline(OpPassManager &pm,
 void buildGpuDevicePipeline(OpPassManager &pm,
                             const GpuPipelineOptions &options,
                             const NvptxTarget &target);
-/// gpu-module-to-binary in the options' format (nothing for none), with
+/// rpe-gpu-module-to-binary in the options' format (nothing for none), with
 /// their toolkit.
 void addGpuSerializationPass(OpPassManager &pm,
                              const GpuPipelineOptions &options);

@@ -208,4 +208,30 @@ def RpeExpandMemrefCopy : Pass<"rpe-expand-memref-copy"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def RpeGpuModuleToBinary : Pass<"rpe-gpu-module-to-binary",
+                                 "::mlir::ModuleOp"> {
+  let summary = "gpu-module-to-binary with errors that do not print the "
+                "kernel";
+  let description = [{
+    Runs upstream `gpu-module-to-binary` and keeps its errors to their
+    messages. MLIR attaches the operation an error is reported on as a note
+    (`see current operation`, unless `--mlir-print-op-on-diagnostic=false`);
+    for a failure in LLVM, libdevice or ptxas that operation is the whole
+    `gpu.module`, tens of kilobytes that bury the message. This pass drops
+    that note from the diagnostics the serialization reports on operations
+    and otherwise succeeds or fails as upstream does (which, for `isa`,
+    reports a missing libdevice as an error but succeeds, leaving the
+    libdevice calls unresolved). `rpe-gpu-pipeline` ends with it.
+  }];
+  let options = [
+    Option<"format", "format", "::mlir::rpe::GpuBinaryFormat",
+           /*default=*/"::mlir::rpe::GpuBinaryFormat::Isa",
+           "What the gpu.binary holds (none: leave the gpu.module as it is)",
+           [{::mlir::rpe::gpuBinaryFormatValues()}]>,
+    Option<"toolkit", "toolkit", "std::string",
+           /*default=*/"SWIN_CUDA_TOOLKIT_DEFAULT",
+           "CUDA toolkit (libdevice, ptxas, fatbinary)">,
+  ];
+}
+
 #endif // RPE_PASSES_TD

@@ -211,10 +211,10 @@ void mlir::rpe::addGpuSerializationPass(OpPassManager &pm,
                                         const GpuPipelineOptions &options) {
   if (options.format == GpuBinaryFormat::None)
     return;
-  GpuModuleToBinaryPassOptions binary;
-  binary.toolkitPath = options.toolkit;
-  binary.compilationTarget = stringifyGpuBinaryFormat(options.format).str();
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+  RpeGpuModuleToBinaryOptions binary;
+  binary.format = options.format;
+  binary.toolkit = options.toolkit;
+  pm.addPass(createRpeGpuModuleToBinary(binary));
 }
 
 void mlir::rpe::buildGpuPipeline(OpPassManager &pm,

@@ -39,6 +39,18 @@
 // RUN: not swin-opt %s --rpe-gpu-pipeline="format=bogus" 2>&1 | FileCheck %s --check-prefix=FORMAT --implicit-check-not=module
 // FORMAT: for the --format option: Cannot find option named 'bogus'!
 
+// Failures inside gpu-module-to-binary (LLVM, libdevice, ptxas) are
+// reported on the gpu.module: their messages, without the module. A toolkit
+// whose ptxas fails, and one without libdevice.
+// RUN: rm -rf %t && mkdir -p %t/bin
+// RUN: printf '#!/bin/sh\necho "ptxas fatal   : out of luck"\necho "ptxas fatal   : out of luck" >&2\nexit 1\n' > %t/bin/ptxas
+// RUN: chmod +x %t/bin/ptxas
+// RUN: not swin-opt %s --rpe-gpu-pipeline="format=bin toolkit=%t" 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not="see current operation" --implicit-check-not=gpu.module --implicit-check-not=llvm.func
+// PTXAS: pipeline-errors.mlir:{{[0-9]+}}:8: error: LibDevice path: {{.*}}libdevice.10.bc does not exist or is not a file.
+// PTXAS: pipeline-errors.mlir:{{[0-9]+}}:8: error: `ptxas` invocation failed. Log:
+// PTXAS-NEXT: ptxas fatal   : out of luck
+// PTXAS: error: An error happened while serializing the module.
+
 func.func @attention(%q: tensor<?x2x16x16xf16>, %k: tensor<?x2x16x16xf16>, %v: tensor<?x2x16x16xf16>,
                      %t: tensor<49x2xf16>) -> tensor<?x16x32xf16> {
   %b = rpe.lookup %t {window = array<i64: 4, 4>} : tensor<49x2xf16> -> tensor<2x16x16xf16>
