@@ -99,11 +99,8 @@ struct GpuKernel {
   int64_t itemsPerBlock = 1;
 };
 
-/// The serialized form of a GPU kernel.
-enum class GpuBinaryFormat { Ptx, Cubin, Fatbin };
-
-/// Compiles the module of buildKernelModule into a GPU kernel
-/// (GpuKernel.cpp).
+/// Compiles the module of buildKernelModule into a GPU kernel serialized as
+/// `format` (not None) (GpuKernel.cpp).
 llvm::Expected<GpuKernel> compileGpuKernel(ModuleOp module,
                                            const KernelConfig &config,
                                            GpuBinaryFormat format);

@@ -10,6 +10,7 @@
 #ifndef RPE_CODEGEN_H
 #define RPE_CODEGEN_H
 
+#include "Rpe/NvptxTarget.h"
 #include "Rpe/RpeOps.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -56,6 +57,9 @@ struct FusedKernelOptions {
   /// Warps: keys per online-softmax step and items per block (0: chosen).
   int64_t keyBlock = 0;
   int64_t warpsPerBlock = 0;
+  /// SM version of the GPU the kernel is for: the warp kernel needs
+  /// tensor-core m16n8k16 tiles (hasMmaM16N8K16), older chips get rows.
+  unsigned smVersion = kMmaM16N8K16MinSmVersion;
 };
 
 /// Replaces the bufferized `op` by its kernel, built where the op is.

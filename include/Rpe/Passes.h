@@ -4,6 +4,7 @@
 #define RPE_PASSES_H
 
 #include "Rpe/Codegen.h"
+#include "Rpe/NvptxTarget.h"
 #include "Rpe/RpeOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -29,6 +30,35 @@ namespace mlir::rpe {
 /// Set by rpe-lower-fused-attention{target=gpu} on the function holding the
 /// launch: the (window, head) items one block of the kernel computes.
 inline constexpr llvm::StringLiteral kItemsPerBlockAttr = "rpe.items_per_block";
+
+/// What rpe-gpu-pipeline and rpe-gpu-module-to-binary leave in a gpu.binary.
+enum class GpuBinaryFormat {
+  /// PTX.
+  Isa,
+  /// A cubin, from the toolkit's ptxas.
+  Bin,
+  /// A fatbin (cubin and PTX), from ptxas and fatbinary.
+  Fatbin,
+  /// No binary: the gpu.module stays in the NVVM dialect.
+  None,
+};
+
+/// The spelling of `format` in gpu-module-to-binary's
+/// compilation-target option (and rpe-gpu-pipeline's): isa, bin, fatbin,
+/// none.
+llvm::StringRef stringifyGpuBinaryFormat(GpuBinaryFormat format);
+std::optional<GpuBinaryFormat> symbolizeGpuBinaryFormat(llvm::StringRef name);
+
+/// The spellings of GpuBinaryFormat in pass and pipeline options.
+inline auto gpuBinaryFormatValues() {
+  return llvm::cl::values(
+      clEnumValN(GpuBinaryFormat::Isa, "isa", "PTX"),
+      clEnumValN(GpuBinaryFormat::Bin, "bin", "a cubin (ptxas)"),
+      clEnumValN(GpuBinaryFormat::Fatbin, "fatbin",
+                 "a fatbin (ptxas, fatbinary)"),
+      clEnumValN(GpuBinaryFormat::None, "none",
+                 "no binary: stop at the NVVM dialect"));
+}
 
 #define GEN_PASS_DECL
 #include "Rpe/Passes.h.inc"
@@ -78,20 +108,22 @@ void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 /// Options of `rpe-gpu-pipeline`.
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<std::string> chip{
-      *this, "chip", llvm::cl::desc("NVIDIA GPU architecture (sm_80, sm_90)"),
+      *this, "chip",
+      llvm::cl::desc("NVIDIA GPU architecture: sm_75 (the row kernel), "
+                     "sm_80 to sm_121f (tensor cores); see "
+                     "Rpe/NvptxTarget.h"),
       llvm::cl::init("sm_90")};
   PassOptions::Option<std::string> features{
       *this, "features",
-      llvm::cl::desc("PTX features (+ptx80 is the least sm_90 accepts)"),
-      llvm::cl::init("+ptx80")};
+      llvm::cl::desc("LLVM NVPTX features, such as +ptx86 (empty: the least "
+                     "PTX version the chip needs)"),
+      llvm::cl::init("")};
   PassOptions::Option<unsigned> optLevel{
-      *this, "opt-level", llvm::cl::desc("LLVM optimization level"),
+      *this, "opt-level", llvm::cl::desc("LLVM optimization level (0 to 3)"),
       llvm::cl::init(3)};
-  PassOptions::Option<std::string> format{
-      *this, "format",
-      llvm::cl::desc("What gpu.binary holds: isa (PTX), bin (cubin), fatbin, "
-                     "or none (stop at the NVVM dialect)"),
-      llvm::cl::init("isa")};
+  PassOptions::Option<GpuBinaryFormat> format{
+      *this, "format", llvm::cl::desc("What gpu.binary holds"),
+      llvm::cl::init(GpuBinaryFormat::Isa), gpuBinaryFormatValues()};
   PassOptions::Option<KernelStrategy> kernel{
       *this, "kernel",
       llvm::cl::desc("warps (tensor cores, where the op qualifies, else "
@@ -114,18 +146,30 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(SWIN_CUDA_TOOLKIT_DEFAULT)};
 };
 
+/// Checks the options of rpe-gpu-pipeline that no pass checks (chip,
+/// features, opt-level) and resolves the chip: the errors, one line each,
+/// that the pipeline would otherwise meet as LLVM's fatal errors.
+llvm::Expected<NvptxTarget>
+checkGpuPipelineOptions(const GpuPipelineOptions &options);
+
 /// Builds `rpe-gpu-pipeline`: rpe ops to a host module that launches an
 /// NVVM kernel serialized into a gpu.binary. It is the three parts below,
 /// then the host lowering; swin-aot runs the parts and keeps the kernel.
+/// Options that checkGpuPipelineOptions refuses make the pipeline fail with
+/// its message, located at the operation it runs on.
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
-/// Fusion, bufferization, the fused op as a gpu.launch, kernel outlining.
+/// Fusion, bufferization, the fused op as a gpu.launch (the warp kernel
+/// only where `target` has its tensor cores), kernel outlining.
 void buildGpuKernelPipeline(OpPassManager &pm,
-                            KernelStrategy kernel = KernelStrategy::Warps,
-                            int64_t keyBlock = 0, int64_t warpsPerBlock = 0);
-/// The NVVM target and the device lowering of the gpu.module.
+                            const GpuPipelineOptions &options,
+                            const NvptxTarget &target);
+/// The NVVM target (`target`'s chip and features, the options' opt-level)
+/// and the device lowering of the gpu.module.
 void buildGpuDevicePipeline(OpPassManager &pm,
-                            const GpuPipelineOptions &options);
-/// gpu-module-to-binary in the options' format, with their toolkit.
+                            const GpuPipelineOptions &options,
+                            const NvptxTarget &target);
+/// rpe-gpu-module-to-binary in the options' format (nothing for none), with
+/// their toolkit.
 void addGpuSerializationPass(OpPassManager &pm,
                              const GpuPipelineOptions &options);
 

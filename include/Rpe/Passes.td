@@ -143,7 +143,9 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     of its 32 lanes (shuffles as vector shuffles, mma.sync by its
     definition), which is how its numbers are tested without a GPU. Ops it
     does not take (f32 operands, a head_dim not a multiple of 16, a window
-    whose keys and values exceed 48 KiB of shared memory) get `rows`.
+    whose keys and values exceed 48 KiB of shared memory) get `rows`, and
+    so do all ops when `sm` names a chip without m16n8k16 tensor-core tiles
+    (below 80: sm_75).
   }];
   let options = [
     Option<"strategy", "strategy", "::mlir::rpe::KernelStrategy",
@@ -176,6 +178,11 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     Option<"warpsPerBlock", "warps-per-block", "int64_t", /*default=*/"0",
            "warps: (window, head) items per GPU block (0: as many as fit "
            "48 KiB of shared memory, at most 4)">,
+    Option<"smVersion", "sm", "unsigned",
+           /*default=*/"::mlir::rpe::kMmaM16N8K16MinSmVersion",
+           "SM version of the GPU the kernel is for (75 for sm_75; "
+           "rpe-gpu-pipeline sets it from its chip): warps need 80 or later, "
+           "older chips get rows">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -199,6 +206,32 @@ def RpeExpandMemrefCopy : Pass<"rpe-expand-memref-copy"> {
     `linalg.copy`, which `convert-linalg-to-loops` turns into plain loops.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def RpeGpuModuleToBinary : Pass<"rpe-gpu-module-to-binary",
+                                 "::mlir::ModuleOp"> {
+  let summary = "gpu-module-to-binary with errors that do not print the "
+                "kernel";
+  let description = [{
+    Runs upstream `gpu-module-to-binary` and keeps its errors to their
+    messages. MLIR attaches the operation an error is reported on as a note
+    (`see current operation`, unless `--mlir-print-op-on-diagnostic=false`);
+    for a failure in LLVM, libdevice or ptxas that operation is the whole
+    `gpu.module`, tens of kilobytes that bury the message. This pass drops
+    that note from the diagnostics the serialization reports on operations
+    and otherwise succeeds or fails as upstream does (which, for `isa`,
+    reports a missing libdevice as an error but succeeds, leaving the
+    libdevice calls unresolved). `rpe-gpu-pipeline` ends with it.
+  }];
+  let options = [
+    Option<"format", "format", "::mlir::rpe::GpuBinaryFormat",
+           /*default=*/"::mlir::rpe::GpuBinaryFormat::Isa",
+           "What the gpu.binary holds (none: leave the gpu.module as it is)",
+           [{::mlir::rpe::gpuBinaryFormatValues()}]>,
+    Option<"toolkit", "toolkit", "std::string",
+           /*default=*/"SWIN_CUDA_TOOLKIT_DEFAULT",
+           "CUDA toolkit (libdevice, ptxas, fatbinary)">,
+  ];
 }
 
 #endif // RPE_PASSES_TD

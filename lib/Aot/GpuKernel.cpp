@@ -23,18 +23,6 @@ static llvm::Error gpuError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-static StringRef getSerializationFormat(GpuBinaryFormat format) {
-  switch (format) {
-  case GpuBinaryFormat::Ptx:
-    return "isa";
-  case GpuBinaryFormat::Cubin:
-    return "bin";
-  case GpuBinaryFormat::Fatbin:
-    return "fatbin";
-  }
-  llvm_unreachable("unknown GPU binary format");
-}
-
 /// The launch's geometry and the C argument behind each kernel operand.
 static llvm::Error describeLaunch(gpu::LaunchFuncOp launch,
                                   const KernelAbi &abi, GpuKernel &kernel) {
@@ -82,11 +70,14 @@ mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
   options.chip = config.chip;
   options.features = config.ptxFeatures;
   options.toolkit = config.cudaToolkit;
-  options.format = getSerializationFormat(format).str();
+  options.format = format;
   options.kernel = config.effectiveKernel();
+  llvm::Expected<NvptxTarget> target = checkGpuPipelineOptions(options);
+  if (!target)
+    return target.takeError();
 
   PassManager kernelPm(module.getContext());
-  buildGpuKernelPipeline(kernelPm, options.kernel);
+  buildGpuKernelPipeline(kernelPm, options, *target);
   if (failed(kernelPm.run(module)))
     return gpuError("lowering to a GPU kernel failed");
 
@@ -101,7 +92,7 @@ mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
     return std::move(error);
 
   PassManager devicePm(module.getContext());
-  buildGpuDevicePipeline(devicePm, options);
+  buildGpuDevicePipeline(devicePm, options, *target);
   addGpuSerializationPass(devicePm, options);
   if (failed(devicePm.run(module)))
     return gpuError("compiling the GPU kernel for " + config.chip + " failed");

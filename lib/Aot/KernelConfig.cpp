@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Rpe/Aot/KernelConfig.h"
+#include "Rpe/NvptxTarget.h"
 #include "Rpe/WindowGeometry.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -120,6 +121,14 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
   if (config.isGpu() && config.kernel == KernelStrategy::Tiles)
     return configError("--kernel must be warps or rows for --target=nvptx, "
                        "got 'tiles'");
+  if (config.isGpu()) {
+    // The chip and its PTX features, checked before anything is built.
+    llvm::Expected<NvptxTarget> target =
+        parseNvptxTarget(config.chip, config.ptxFeatures);
+    if (!target)
+      return configError("--chip/--features: " +
+                         llvm::toString(target.takeError()));
+  }
   if (config.isGpu() && config.numTokens() > 1024)
     return configError(llvm::formatv(
         "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "

@@ -1,8 +1,8 @@
 //===- FusedKernel.cpp - which kernel computes a fused attention ----------===//
 //
 // The one entry point of lib/Codegen: picks the emitter that the options
-// and the op call for (the warp kernel falls back to rows for the ops it
-// does not take) and replaces the op by its kernel.
+// and the op call for (the warp kernel falls back to rows for the ops and
+// the chips it does not take) and replaces the op by its kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,7 +49,11 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   FusedKernelEmitter emitter(b, op, geometry);
   std::optional<WarpTileShape> warpShape;
-  if (options.strategy == KernelStrategy::Warps) {
+  // The chip decides before the op does: without m16n8k16 tensor-core tiles
+  // (sm_75) the warp kernel's mma.sync cannot be selected, and every op gets
+  // rows.
+  if (options.strategy == KernelStrategy::Warps &&
+      hasMmaM16N8K16(options.smVersion)) {
     FailureOr<std::optional<WarpTileShape>> shape = getWarpTileShape(
         op, WarpTileOptions{options.keyBlock, options.warpsPerBlock});
     if (failed(shape))

@@ -61,6 +61,7 @@ struct RpeLowerFusedAttentionPass
     options.hoistScratch = hoistScratch;
     options.keyBlock = keyBlock;
     options.warpsPerBlock = warpsPerBlock;
+    options.smVersion = smVersion;
     // Lower each op where it is (walk, not greedy: the emitted loops must
     // not be folded while they are built).
     SmallVector<FusedWindowAttentionOp> ops;

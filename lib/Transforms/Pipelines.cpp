@@ -15,8 +15,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
+using namespace mlir::rpe;
 
 void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse) {
   // Fused: window attention over a table lookup (and a shift mask) becomes
@@ -100,10 +102,73 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
+StringRef mlir::rpe::stringifyGpuBinaryFormat(GpuBinaryFormat format) {
+  switch (format) {
+  case GpuBinaryFormat::Isa:
+    return "isa";
+  case GpuBinaryFormat::Bin:
+    return "bin";
+  case GpuBinaryFormat::Fatbin:
+    return "fatbin";
+  case GpuBinaryFormat::None:
+    return "none";
+  }
+  llvm_unreachable("unknown GPU binary format");
+}
+
+std::optional<GpuBinaryFormat>
+mlir::rpe::symbolizeGpuBinaryFormat(StringRef name) {
+  return llvm::StringSwitch<std::optional<GpuBinaryFormat>>(name)
+      .Case("isa", GpuBinaryFormat::Isa)
+      .Case("bin", GpuBinaryFormat::Bin)
+      .Case("fatbin", GpuBinaryFormat::Fatbin)
+      .Case("none", GpuBinaryFormat::None)
+      .Default(std::nullopt);
+}
+
+llvm::Expected<NvptxTarget>
+mlir::rpe::checkGpuPipelineOptions(const GpuPipelineOptions &options) {
+  // nvvm-attach-target takes any level and gpu-module-to-binary then fails
+  // with the whole gpu.module attached to its error.
+  if (options.optLevel > 3)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "opt-level must be 0, 1, 2 or 3, got " +
+                                       Twine(options.optLevel));
+  return parseNvptxTarget(options.chip, options.features);
+}
+
+namespace {
+/// Fails with an error about the pipeline's options, located at the
+/// operation the pipeline runs on. A pipeline builder registered with
+/// mlir-opt cannot fail with a message of its own (the registry adds an
+/// unlocated "failed to add" line); this reports bad options the way the
+/// passes report theirs, before any IR is touched.
+struct PipelineOptionErrorPass
+    : public PassWrapper<PipelineOptionErrorPass, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PipelineOptionErrorPass)
+
+  explicit PipelineOptionErrorPass(std::string message)
+      : message(std::move(message)) {}
+
+  StringRef getArgument() const final { return "rpe-pipeline-option-error"; }
+  StringRef getDescription() const final {
+    return "Fail with an error about the pipeline's options";
+  }
+
+  void runOnOperation() override {
+    // mlir::emitError, not Operation::emitError: the latter attaches the
+    // whole operation (the module) to the message.
+    emitError(getOperation()->getLoc()) << message;
+    signalPassFailure();
+  }
+
+  std::string message;
+};
+} // namespace
+
 void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
-                                       KernelStrategy kernel,
-                                       int64_t keyBlock,
-                                       int64_t warpsPerBlock) {
+                                       const GpuPipelineOptions &options,
+                                       const NvptxTarget &target) {
   buildBufferizationPipeline(pm, /*fuse=*/true);
   // Unfused leftovers run on the host as loops.
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
@@ -112,10 +177,11 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
   // The fused attention as one gpu.launch: a warp per (window, head) on
   // tensor cores, or a block per (window, head) and a thread per row.
   RpeLowerFusedAttentionOptions fused;
-  fused.strategy = kernel;
+  fused.strategy = options.kernel;
   fused.target = KernelTarget::Gpu;
-  fused.keyBlock = keyBlock;
-  fused.warpsPerBlock = warpsPerBlock;
+  fused.keyBlock = options.keyBlock;
+  fused.warpsPerBlock = options.warpsPerBlock;
+  fused.smVersion = target.smVersion;
   pm.addPass(createRpeLowerFusedAttention(fused));
   pm.addPass(createGpuKernelOutliningPass());
   // Outlining copies the kernel's shared-memory globals into its module;
@@ -124,12 +190,13 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
 }
 
 void mlir::rpe::buildGpuDevicePipeline(OpPassManager &pm,
-                                       const GpuPipelineOptions &options) {
-  GpuNVVMAttachTargetOptions target;
-  target.chip = options.chip;
-  target.features = options.features;
-  target.optLevel = options.optLevel;
-  pm.addPass(createGpuNVVMAttachTarget(target));
+                                       const GpuPipelineOptions &options,
+                                       const NvptxTarget &target) {
+  GpuNVVMAttachTargetOptions attach;
+  attach.chip = target.chip;
+  attach.features = target.features;
+  attach.optLevel = options.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(attach));
 
   // Device code: NVVM; math.exp becomes libdevice's __nv_expf.
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
@@ -142,17 +209,24 @@ void mlir::rpe::buildGpuDevicePipeline(OpPassManager &pm,
 
 void mlir::rpe::addGpuSerializationPass(OpPassManager &pm,
                                         const GpuPipelineOptions &options) {
-  GpuModuleToBinaryPassOptions binary;
-  binary.toolkitPath = options.toolkit;
-  binary.compilationTarget = options.format;
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+  if (options.format == GpuBinaryFormat::None)
+    return;
+  RpeGpuModuleToBinaryOptions binary;
+  binary.format = options.format;
+  binary.toolkit = options.toolkit;
+  pm.addPass(createRpeGpuModuleToBinary(binary));
 }
 
 void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
                                  const GpuPipelineOptions &options) {
-  buildGpuKernelPipeline(pm, options.kernel, options.keyBlock,
-                         options.warpsPerBlock);
-  buildGpuDevicePipeline(pm, options);
+  llvm::Expected<NvptxTarget> target = checkGpuPipelineOptions(options);
+  if (!target) {
+    pm.addPass(std::make_unique<PipelineOptionErrorPass>(
+        llvm::toString(target.takeError())));
+    return;
+  }
+  buildGpuKernelPipeline(pm, options, *target);
+  buildGpuDevicePipeline(pm, options, *target);
 
   // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls.
   addMemrefsAndLoopsToLLVMPasses(pm);
@@ -162,8 +236,7 @@ void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
   pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
-  if (options.format != "none")
-    addGpuSerializationPass(pm, options);
+  addGpuSerializationPass(pm, options);
 }
 
 void mlir::rpe::registerRpePassesAndPipelines() {

@@ -9,7 +9,7 @@
 // NVVM: gpu.launch_func @attention_kernel::@attention_kernel
 // The fused kernel in the NVVM dialect, a block per (window, head), a thread per query
 // row (49 rows in 64 threads), exp from libdevice.
-// NVVM: gpu.module @attention_kernel [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
+// NVVM: gpu.module @attention_kernel [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx78">]
 // NVVM: llvm.func @__nv_expf(f32) -> f32
 // NVVM: llvm.func @attention_kernel(
 // NVVM-SAME: known_block_size = array<i32: 64, 1, 1>
@@ -17,7 +17,7 @@
 // NVVM: nvvm.read.ptx.sreg.tid.x
 // NVVM: llvm.call @__nv_expf
 
-// PTX: gpu.binary @attention_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
+// PTX: gpu.binary @attention_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx78">
 // PTX-SAME: assembly = "{{.*}}.target sm_90{{.*}}.visible .entry attention_kernel(
 // SM80: .target sm_80
 

@@ -391,8 +391,8 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
   }
 
   if (config.isGpu()) {
-    GpuBinaryFormat format = emit == Emit::Ptx     ? GpuBinaryFormat::Ptx
-                             : emit == Emit::Cubin ? GpuBinaryFormat::Cubin
+    GpuBinaryFormat format = emit == Emit::Ptx     ? GpuBinaryFormat::Isa
+                             : emit == Emit::Cubin ? GpuBinaryFormat::Bin
                                                    : GpuBinaryFormat::Fatbin;
     auto kernel = compileGpuKernel(*module, config, format);
     if (!kernel)
@@ -403,7 +403,7 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
               os << kernel->image;
               return llvm::Error::success();
             },
-            /*binary=*/format != GpuBinaryFormat::Ptx))
+            /*binary=*/format != GpuBinaryFormat::Isa))
       return e;
     if (llvm::Error e = writeInterface(files, config, output))
       return e;
