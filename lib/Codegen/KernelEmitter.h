@@ -132,8 +132,10 @@ public:
   /// scores and P·v on m16n8k16 tensor-core tiles (mma.sync), an online
   /// softmax over blocks of keys with quad shuffles for the row max and
   /// sum. On the host (`gpuLaunch` false) each warp is emulated by
-  /// vectors of its 32 lanes, which is how its numbers are tested.
-  LogicalResult emitWarpTiles(const WarpTileShape &shape, bool gpuLaunch);
+  /// vectors of its 32 lanes, which is how its numbers are tested; its
+  /// scratch is allocated as `emit`'s is.
+  LogicalResult emitWarpTiles(const WarpTileShape &shape, bool gpuLaunch,
+                              bool hoistScratch);
 
 private:
   //===--- small builders ---------------------------------------------===//

@@ -394,7 +394,8 @@ private:
 } // namespace mlir::rpe::detail
 
 LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
-                                                bool gpuLaunch) {
+                                                bool gpuLaunch,
+                                                bool hoistScratch) {
   if (op.hasTokenLayout())
     featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
                        op.isShiftThenPad());
@@ -433,21 +434,34 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
   if (!gpuLaunch) {
     // The host keeps the block's layout: item i works in slot i mod warps
     // of stack buffers sized for the block, so that the slot offsets run
-    // here too.
+    // here too. As for the tiles kernel, the buffers are allocated once
+    // before a loop that will run sequentially (an alloca scope would not
+    // survive that loop's lowering), else per iteration, for threads.
+    auto allocateBuffers = [&] {
+      SmallVector<Value, 6> memrefs;
+      for (const Buffer &buffer : buffers)
+        memrefs.push_back(memref::AllocaOp::create(
+            b, MemRefType::get({warps * buffer.elements}, buffer.element)));
+      return memrefs;
+    };
+    SmallVector<Value, 6> memrefs;
+    if (hoistScratch)
+      memrefs = allocateBuffers();
     auto loop = scf::ParallelOp::create(
         b, ValueRange{index(0)}, ValueRange{items}, ValueRange{index(1)});
     b.setInsertionPointToStart(loop.getBody());
-    auto scope = memref::AllocaScopeOp::create(b, TypeRange{});
-    scope.getBodyRegion().push_back(new Block());
-    b.setInsertionPointToStart(&scope.getBodyRegion().front());
-    SmallVector<Value, 6> memrefs;
-    for (const Buffer &buffer : buffers)
-      memrefs.push_back(memref::AllocaOp::create(
-          b, MemRefType::get({warps * buffer.elements}, buffer.element)));
+    memref::AllocaScopeOp scope;
+    if (!hoistScratch) {
+      scope = memref::AllocaScopeOp::create(b, TypeRange{});
+      scope.getBodyRegion().push_back(new Block());
+      b.setInsertionPointToStart(&scope.getBodyRegion().front());
+      memrefs = allocateBuffers();
+    }
     Value item = loop.getInductionVars()[0];
     Warp warp(b, /*emulated=*/true);
     emitWarpItem(warp, shape, item, scratchAt(memrefs, remConst(item, warps)));
-    memref::AllocaScopeReturnOp::create(b, ValueRange{});
+    if (scope)
+      memref::AllocaScopeReturnOp::create(b, ValueRange{});
     return success();
   }
 

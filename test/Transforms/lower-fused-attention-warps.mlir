@@ -1,5 +1,6 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu" -split-input-file | FileCheck %s --check-prefix=GPU
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps" -split-input-file | FileCheck %s --check-prefix=HOST
+// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps hoist-scratch=true" -split-input-file | FileCheck %s --check-prefix=HOISTED
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu key-block=16 warps-per-block=1" -split-input-file | FileCheck %s --check-prefix=TILES
 // RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps key-block=48" -split-input-file 2>&1 | FileCheck %s --check-prefix=KEYBLOCK
 // RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu warps-per-block=4" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARPS
@@ -79,6 +80,13 @@
 // HOST: vector.shuffle %{{.*}}, %{{.*}} [1, 0, 3, 2, 5, 4,
 // HOST-NOT: nvvm
 // HOST-NOT: gpu.
+// For a loop that will run sequentially, the buffers are allocated once,
+// before it, and no alloca scope splits its body.
+// HOISTED-LABEL: func @stage1_f16
+// HOISTED: memref.alloca() : memref<1920xf16>
+// HOISTED: scf.parallel
+// HOISTED-NOT: memref.alloca
+// HOISTED: return
 func.func @stage1_f16(%q: memref<?x3x49x32xf16>, %t: memref<169x3xf16>, %o: memref<?x49x96xf16>) {
   rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf16>)
     outs(%o : memref<?x49x96xf16>) {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
