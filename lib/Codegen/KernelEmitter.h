@@ -25,6 +25,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include <limits>
 #include <optional>
 
 namespace mlir::rpe::detail {
@@ -34,6 +35,14 @@ namespace mlir::rpe::detail {
 /// value (all three, or the scores would mix bases), and exp(s - m) becomes
 /// 2^(s' - m').
 constexpr double kLog2E = 1.4426950408889634;
+
+/// The running max an online softmax (rows and warps kernels) starts from:
+/// the lowest finite float, not -inf. Keys whose scores are -inf then get
+/// p = exp(-inf - m) = 0 and leave the correction exp(m - m') = 1, where
+/// from -inf they would give exp(-inf - -inf) = NaN: a row stays finite
+/// unless all of its scores are -inf (then l = 0 and out = 0 / 0 = NaN, as
+/// in PyTorch). NaN and +inf scores still make m NaN or +inf.
+constexpr float kOnlineSoftmaxInitialMax = -std::numeric_limits<float>::max();
 
 /// Compile-time shape of one fused kernel.
 struct KernelGeometry {

@@ -7,7 +7,7 @@
 //
 //   shared: K, V (N' x d, zero rows past N), R = table[:, h] * log2 e
 //   for each tile of 16 query rows I:
-//     m = -inf, l = 0, O = 0                                 per row of I
+//     m = lowest finite, l = 0, O = 0                        per row of I
 //     for each block J of keys:
 //       S   = q_I kᵀ_J                           mma.sync, m16n8k16
 //       S   = S * scale * log2 e + R[P(i) - P(j) + (T-1)/2]
@@ -685,6 +685,7 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
       warp.constant(op.getMaskValue().convertToDouble() * kLog2E, f32);
   Value zero = warp.constant(0.0, f32);
   Value minusInf = warp.constant(-std::numeric_limits<double>::infinity(), f32);
+  Value initialMax = warp.constant(kOnlineSoftmaxInitialMax, f32);
 
   forLoop(
       index(0), index(shape.queryTiles), 1, {}, [&](Value tile, ValueRange) {
@@ -721,7 +722,7 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
 
         // 3. The online softmax over blocks of keys. State: m and l for the two
         //    rows (l per lane: the quad's partial sums), then O's C fragments.
-        SmallVector<Value> init = {minusInf, minusInf, zero, zero};
+        SmallVector<Value> init = {initialMax, initialMax, zero, zero};
         init.append(4 * channelTiles, zero);
         int64_t blocks = shape.paddedTokens / shape.keyBlock;
         ValueRange state = forLoop(

@@ -50,6 +50,12 @@
 // GPU-COUNT-8: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf16, strided<[1], offset: ?>>, vector<8xf16>
 // GPU: vector.store %{{.*}} {alignment = 16 : i64} : memref<7680xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // GPU: nvvm.bar.warp.sync
+// The online softmax starts from the lowest finite max, not -inf: keys
+// with -inf scores (a -inf table entry) then give 2^(-inf - m) = 0 instead
+// of 2^(-inf - -inf) = NaN when a row's first block of keys has nothing
+// else; a row of -inf only still ends as 0 / 0 = NaN.
+// GPU: %[[M0:.*]] = arith.constant -3.40282347E+38 : f32
+// GPU: scf.for {{.*}} iter_args(%{{.*}} = %[[M0]], %{{.*}} = %[[M0]],
 // Scores: 8 key tiles x 2 k-steps of m16n8k16, f16 operands, f32 accumulators.
 // GPU-COUNT-16: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // The row max over a quad of lanes, then 2^x.
@@ -129,6 +135,11 @@ func.func @window12_bf16(%q: memref<?x2x144x32xbf16>, %t: memref<529x2xbf16>, %o
 // HOST-NOT: vector.gather
 // HOST: scf.parallel
 // HOST: scf.parallel
+// The online softmax starts from the lowest finite max, not -inf (see the
+// warp kernel), and its max propagates NaN.
+// HOST: %[[M0:.*]] = arith.constant -3.40282347E+38 : f32
+// HOST: scf.for {{.*}} iter_args(%{{.*}} = %[[M0]],
+// HOST: arith.maximumf %{{.*}}, %{{.*}} : f32
 func.func @f32_rows(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
   rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
     outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 0.1767767 : f32}
