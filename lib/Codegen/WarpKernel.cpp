@@ -772,7 +772,7 @@ Value FusedKernelEmitter::laneIndex(const WarpItem &item,
   return add(term, index(coordinate.offset + offset));
 }
 
-/// Stage 1: the head's table times log2 e, and per key its table offset
+/// The head's table times log2 e, and per key its table offset
 /// P(j) and region label (-1 past N: the softmax's -inf), computed once here
 /// rather than in every query tile; then the window's keys and values.
 void FusedKernelEmitter::stageTableAndKeys(WarpItem &item) {
@@ -819,7 +819,7 @@ void FusedKernelEmitter::stageTableAndKeys(WarpItem &item) {
   warp.sync();
 }
 
-/// Stage 2: the tile's 16 query rows into shared memory, then their A
+/// The tile's 16 query rows into shared memory, then their A
 /// fragments, and the table offsets and labels of the lane's rows (clamped
 /// into the window: rows past N are computed, then dropped).
 QueryTile FusedKernelEmitter::loadQueryTile(WarpItem &item, Value tile) {
