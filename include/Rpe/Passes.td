@@ -166,7 +166,8 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
            "f32 lanes of the micro-kernels and the exponentials (8 for AVX2, "
            "16 for AVX-512); key rows are padded to min(width, 8) lanes">,
     Option<"hoistScratch", "hoist-scratch", "bool", /*default=*/"false",
-           "Allocate the tiles' scratch once, before the (window, head) "
+           "Allocate the scratch of the tiles kernel and of the warp "
+           "emulation once, before the (window, head) "
            "loop, for a loop that will run sequentially (else per "
            "iteration, in an alloca scope, as threads need)">,
     Option<"scoreBlockBytes", "score-block-bytes", "int64_t",

@@ -60,12 +60,13 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
       return failure();
     warpShape = *shape;
   }
-  LogicalResult emitted = options.strategy == KernelStrategy::Tiles
-                              ? emitter.emit(options.hoistScratch)
-                          : warpShape
-                              ? emitter.emitWarpTiles(*warpShape, gpu)
-                              // rows, and the ops the warp kernel does not take
-                              : emitter.emitRowParallel(gpu);
+  LogicalResult emitted =
+      options.strategy == KernelStrategy::Tiles
+          ? emitter.emit(options.hoistScratch)
+      : warpShape
+          ? emitter.emitWarpTiles(*warpShape, gpu, options.hoistScratch)
+          // rows, and the ops the warp kernel does not take
+          : emitter.emitRowParallel(gpu);
   if (failed(emitted))
     return failure();
   rewriter.eraseOp(op);

@@ -25,6 +25,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include <limits>
 #include <optional>
 
 namespace mlir::rpe::detail {
@@ -34,6 +35,14 @@ namespace mlir::rpe::detail {
 /// value (all three, or the scores would mix bases), and exp(s - m) becomes
 /// 2^(s' - m').
 constexpr double kLog2E = 1.4426950408889634;
+
+/// The running max an online softmax (rows and warps kernels) starts from:
+/// the lowest finite float, not -inf. Keys whose scores are -inf then get
+/// p = exp(-inf - m) = 0 and leave the correction exp(m - m') = 1, where
+/// from -inf they would give exp(-inf - -inf) = NaN: a row stays finite
+/// unless all of its scores are -inf (then l = 0 and out = 0 / 0 = NaN, as
+/// in PyTorch). NaN and +inf scores still make m NaN or +inf.
+constexpr float kOnlineSoftmaxInitialMax = -std::numeric_limits<float>::max();
 
 /// Compile-time shape of one fused kernel.
 struct KernelGeometry {
@@ -110,6 +119,13 @@ getWarpTileShape(FusedWindowAttentionOp op, const WarpTileOptions &options);
 
 class Warp;
 struct WarpScratch;
+struct WarpItem;
+struct QueryTile;
+struct OnlineSoftmaxState;
+struct LaneCoordinate;
+
+/// A lane's elements of one mma.sync operand or accumulator.
+using Fragment = SmallVector<Value, 8>;
 
 /// Builds the kernel. Holds the builder, the operands and the geometry; each
 /// step of the algorithm is one method.
@@ -132,8 +148,10 @@ public:
   /// scores and P·v on m16n8k16 tensor-core tiles (mma.sync), an online
   /// softmax over blocks of keys with quad shuffles for the row max and
   /// sum. On the host (`gpuLaunch` false) each warp is emulated by
-  /// vectors of its 32 lanes, which is how its numbers are tested.
-  LogicalResult emitWarpTiles(const WarpTileShape &shape, bool gpuLaunch);
+  /// vectors of its 32 lanes, which is how its numbers are tested; its
+  /// scratch is allocated as `emit`'s is.
+  LogicalResult emitWarpTiles(const WarpTileShape &shape, bool gpuLaunch,
+                              bool hoistScratch);
 
 private:
   //===--- small builders ---------------------------------------------===//
@@ -188,6 +206,13 @@ private:
     return arith::TruncFOp::create(b, target, value);
   }
   Value toF32(Value v) { return convertFloat(v, f32); }
+  /// An index (or the lanes of one) as i32.
+  Value toI32(Value v) {
+    Type type = b.getI32Type();
+    if (auto lanes = dyn_cast<VectorType>(v.getType()))
+      type = lanes.clone(type);
+    return arith::IndexCastOp::create(b, type, v);
+  }
   Value broadcast(Value scalar, VectorType type = {}) {
     return vector::BroadcastOp::create(b, type ? type : vecType, scalar);
   }
@@ -267,9 +292,26 @@ private:
   }
 
   //===--- the warp-level form (WarpKernel.cpp) --------------------------===//
-  /// The work of one warp: (window, head) `item`.
-  void emitWarpItem(Warp &warp, const WarpTileShape &shape, Value item,
+  /// The work of one warp: (window, head) `itemIndex`, in the steps below.
+  void emitWarpItem(Warp &warp, const WarpTileShape &shape, Value itemIndex,
                     const WarpScratch &scratch);
+  void stageTableAndKeys(WarpItem &item);
+  QueryTile loadQueryTile(WarpItem &item, Value tile);
+  SmallVector<Fragment> emitScoreTile(WarpItem &item, const QueryTile &tile,
+                                      Value key0);
+  void addBiasAndMask(WarpItem &item, const QueryTile &tile, Value key0,
+                      MutableArrayRef<Fragment> scores);
+  SmallVector<Fragment> updateOnlineSoftmax(WarpItem &item,
+                                            OnlineSoftmaxState &state,
+                                            ArrayRef<Fragment> scores);
+  void accumulateValues(WarpItem &item, Value key0,
+                        ArrayRef<Fragment> probabilities,
+                        MutableArrayRef<Fragment> out);
+  void storeOutputTile(WarpItem &item, const QueryTile &tile,
+                       const OnlineSoftmaxState &state);
+  /// A lane's row or column in an mma fragment, plus `offset`.
+  Value laneIndex(const WarpItem &item, const LaneCoordinate &coordinate,
+                  int64_t offset);
   /// A 16-byte chunk of a token row of q, k or v (its padding row for a
   /// padding token), in the shape's element type.
   SmallVector<Value> loadInputChunk(Warp &warp, const WarpTileShape &shape,

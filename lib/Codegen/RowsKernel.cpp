@@ -16,7 +16,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::rpe;
@@ -25,7 +24,7 @@ using namespace mlir::rpe::detail;
 namespace mlir::rpe::detail {
 
 /// for (b, h) in parallel: for i in parallel:
-///   m = -inf, l = 0, acc = 0
+///   m = lowest finite float, l = 0, acc = 0
 ///   for j: s = (scale q_i) · k_j + table[idx(i, j), h] (+ mask)
 ///          m' = max(m, s); c = exp(m - m'); p = exp(s - m')
 ///          l = l c + p; acc = acc c + p v_j; m = m'
@@ -95,8 +94,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   Value table = op.getTable();
 
   SmallVector<Value> init = {
-      arith::ConstantOp::create(
-          b, b.getF32FloatAttr(-std::numeric_limits<float>::infinity())),
+      arith::ConstantOp::create(b, b.getF32FloatAttr(kOnlineSoftmaxInitialMax)),
       arith::ConstantOp::create(b, b.getF32FloatAttr(0.0))};
   init.append(g.headDim, init[1]);
   ValueRange state = forLoop(

@@ -288,32 +288,42 @@ void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
   });
 }
 
-/// 2^x for x in [-115, 0], in registers: x = n + f with n = round(x),
-/// f in [-1/2, 1/2]; 2^f = e^(f ln 2) by its degree-6 Taylor polynomial
-/// (relative error < 2e-7 on that interval), and 2^n added to the exponent
-/// bits. 2^n stays a normal float for n >= -115.
+/// 2^x for x in [-115, 0] or NaN, in registers: x = n + f with n the
+/// nearest integer, f in [-1/2, 1/2]; 2^f = e^(f ln 2) by its degree-6
+/// Taylor polynomial (relative error < 2e-7 on that interval), times 2^n
+/// built in the exponent bits (a normal float for n >= -126).
+///
+/// n is rounded by adding and subtracting 1.5 * 2^23, where floats are the
+/// integers: the sum's low mantissa bits then hold n itself, so that
+/// shifting them into the exponent field needs no float-to-int conversion
+/// (whose result is poison for NaN). A NaN x makes f, the polynomial and so
+/// the product NaN, whatever the bits of 2^n are.
 Value FusedKernelEmitter::exp2(Value x) {
   VectorType type = cast<VectorType>(x.getType());
   auto constant = [&](double v) {
     return arith::ConstantOp::create(
         b, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
   };
-  Value n =
-      math::FloorOp::create(b, arith::AddFOp::create(b, x, constant(0.5)));
+  auto intType = VectorType::get(type.getShape(), b.getI32Type());
+  auto intConstant = [&](int32_t v) {
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(intType, b.getI32IntegerAttr(v)));
+  };
+  Value shifter = constant(12582912.0); // 1.5 * 2^23
+  Value rounded = arith::AddFOp::create(b, x, shifter);
+  Value n = arith::SubFOp::create(b, rounded, shifter);
   Value t = arith::MulFOp::create(b, arith::SubFOp::create(b, x, n),
                                   constant(0.6931471805599453));
   // Horner: 1 + t (1 + t/2 (1 + t/3 (1 + t/4 (1 + t/5 (1 + t/6))))).
   Value poly = constant(1.0 / 720);
   for (double c : {1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1.0, 1.0})
     poly = math::FmaOp::create(b, poly, t, constant(c));
-  auto intType = VectorType::get(type.getShape(), b.getI32Type());
+  // (bits(rounded) << 23) = n << 23: the bits of 1.5 * 2^23 shift out.
   Value exponent = arith::ShLIOp::create(
-      b, arith::FPToSIOp::create(b, intType, n),
-      arith::ConstantOp::create(
-          b, DenseElementsAttr::get(intType, b.getI32IntegerAttr(23))));
-  Value bits = arith::AddIOp::create(
-      b, arith::BitcastOp::create(b, intType, poly), exponent);
-  return arith::BitcastOp::create(b, type, bits);
+      b, arith::BitcastOp::create(b, intType, rounded), intConstant(23));
+  Value twoToN = arith::BitcastOp::create(
+      b, type, arith::AddIOp::create(b, exponent, intConstant(127 << 23)));
+  return arith::MulFOp::create(b, poly, twoToN);
 }
 
 /// Per row: S += bias (+ mask) (+ -inf on padding lanes), the row max, then
@@ -338,6 +348,9 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
   }
   // 2^x underflows to (almost) zero long before -115 (the smallest normal
   // f32 is 2^-126); clamping keeps the exponent arithmetic away from -inf.
+  // The clamp keeps NaN (arith.maximumf), as exp2 does: a NaN in q or k, a
+  // +inf in the table (+inf - +inf) or a row of -inf (-inf - -inf) makes
+  // s - max, the row's sum and so the whole row NaN, as in PyTorch.
   Value lowest = splat(-115.0, computeType);
 
   forLoop(index(0), rows, 1, {}, [&](Value lr, ValueRange) {
@@ -379,7 +392,12 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
             if (hasPadding && v == g.rowVectors - 1)
               s = arith::AddFOp::create(b, s, padVector);
             vector::StoreOp::create(b, s, scores, ValueRange{lr, column});
-            max = arith::MaxNumFOp::create(b, max, s);
+            // s > max ? s : max skips NaN scores (one vmaxps): the max
+            // of the row's other scores shifts them, and a NaN score
+            // reaches the row through its own s - max below.
+            max = arith::SelectOp::create(
+                b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, s, max),
+                s, max);
           }
           return SmallVector<Value>{max};
         })[0];
@@ -392,11 +410,13 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
                               scores, ValueRange{lr, index(column)});
     // Horizontal reductions as trees, not lane-by-lane chains: the order
     // of a max is irrelevant, and that of the sum is within the tolerance
-    // of any f32 softmax (scores are never NaN unless the inputs are).
-    auto tree = arith::FastMathFlags::reassoc | arith::FastMathFlags::nnan;
-    Value max = broadcast(vector::ReductionOp::create(
-                              b, vector::CombiningKind::MAXNUMF, rowMax, tree),
-                          computeType);
+    // of any f32 softmax. The max is never NaN (above); the sum is NaN when
+    // a score is, so it may not assume otherwise.
+    auto tree = arith::FastMathFlags::reassoc;
+    Value max = broadcast(
+        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, rowMax,
+                                    tree | arith::FastMathFlags::nnan),
+        computeType);
 
     // The exponentials run at the micro-kernels' width.
     Value sum =
@@ -405,7 +425,7 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
                   Value column = mulConst(kv, g.computeLanes);
                   Value s = vector::LoadOp::create(b, computeType, scores,
                                                    ValueRange{lr, column});
-                  Value shifted = arith::MaxNumFOp::create(
+                  Value shifted = arith::MaximumFOp::create(
                       b, arith::SubFOp::create(b, s, max), lowest);
                   Value p = exp2(shifted);
                   vector::StoreOp::create(b, p, scores, ValueRange{lr, column});

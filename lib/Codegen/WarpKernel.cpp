@@ -7,7 +7,7 @@
 //
 //   shared: K, V (N' x d, zero rows past N), R = table[:, h] * log2 e
 //   for each tile of 16 query rows I:
-//     m = -inf, l = 0, O = 0                                 per row of I
+//     m = lowest finite, l = 0, O = 0                        per row of I
 //     for each block J of keys:
 //       S   = q_I kᵀ_J                           mma.sync, m16n8k16
 //       S   = S * scale * log2 e + R[P(i) - P(j) + (T-1)/2]
@@ -18,7 +18,9 @@
 //       m   = m'                                 registers (C -> A layout)
 //     out_I = O / l                              via shared, a row at a time
 //
-// Fragments follow PTX's mma.m16n8k16 layouts. With lane = 4 g + t:
+// Fragments follow PTX's mma.m16n8k16 layouts (MmaLayout below, the one
+// place they are written; the GPU's loads and the host's emulated mma.sync
+// both read them). With lane = 4 g + t:
 //   A (16 x 16, row major) a0..a7: row g (+8 for a2, a3, a6, a7),
 //                                  column 2t + (i & 1) (+8 for a4..a7)
 //   B (16 x 8)             b0..b3: row 2t + (i & 1) (+8 for b2, b3), column g
@@ -52,6 +54,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 
 #include <limits>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::rpe;
@@ -125,6 +128,64 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
 }
 
 namespace mlir::rpe::detail {
+
+/// A row or column index within an mma fragment's matrix, as a lane
+/// computes it: its group g = lane / 4 or its pair 2t = 2 (lane % 4), plus
+/// a constant.
+struct LaneCoordinate {
+  enum class Term { Group, Pair } term;
+  int64_t offset;
+
+  int64_t at(int64_t lane) const {
+    return (term == Term::Group ? lane / 4 : 2 * (lane % 4)) + offset;
+  }
+  bool operator==(const LaneCoordinate &other) const {
+    return term == other.term && offset == other.offset;
+  }
+};
+
+/// Where element i of a lane's fragment sits in its matrix.
+struct FragmentElement {
+  LaneCoordinate row, column;
+};
+
+/// PTX's fragment layouts of mma.m16n8k16 with f16/bf16 operands and f32
+/// accumulators: A 16 x 16 (row major, 8 elements per lane), B 16 x 8 (k x
+/// n, 4 per lane), C and D 16 x 8 (4 per lane).
+struct MmaLayout {
+  static constexpr int64_t aElements = 8, bElements = 4, cElements = 4;
+  using Term = LaneCoordinate::Term;
+
+  /// a_i = A[g + 8 ((i / 2) % 2), 2t + (i % 2) + 8 (i / 4)]
+  static FragmentElement a(int64_t i) {
+    return {{Term::Group, 8 * ((i / 2) % 2)},
+            {Term::Pair, i % 2 + 8 * (i / 4)}};
+  }
+  /// b_i = B[2t + (i % 2) + 8 (i / 2), g]
+  static FragmentElement b(int64_t i) {
+    return {{Term::Pair, i % 2 + 8 * (i / 2)}, {Term::Group, 0}};
+  }
+  /// c_i = C[g + 8 (i / 2), 2t + (i % 2)]
+  static FragmentElement c(int64_t i) {
+    return {{Term::Group, 8 * (i / 2)}, {Term::Pair, i % 2}};
+  }
+
+  /// Which of the lane's two rows of C (g, g + 8) element i is in.
+  static int64_t rowHalf(int64_t i) { return c(i).row.offset / 8; }
+
+  /// Whether the C fragments of two adjacent 8-column tiles, in order, are
+  /// the A fragment of their 16 columns: then P goes from the scores'
+  /// accumulators to the next mma's A operand without a shuffle.
+  static bool cPairIsA() {
+    for (int64_t i = 0; i < aElements; ++i) {
+      FragmentElement fromA = a(i), fromC = c(i % cElements);
+      fromC.column.offset += 8 * (i / cElements);
+      if (!(fromA.row == fromC.row && fromA.column == fromC.column))
+        return false;
+    }
+    return true;
+  }
+};
 
 /// The shared memory of one warp: a query tile (16 x d, reused for the
 /// output tile), the keys and values (N' x d), the head's table (T, f32),
@@ -347,9 +408,10 @@ private:
     return result;
   }
 
-  /// mma.sync by its definition: c_i(lane) += sum_k A(row, k) B(k, col)
-  /// with (row, col) the lane's element i of C; A(row, k) and B(k, col) are
-  /// fetched from the lanes and registers the layouts above put them in.
+  /// mma.sync by its definition: element i of D in lane L is c_i plus
+  /// sum_k A(r, k) B(k, n) with (r, n) = MmaLayout::c(i) at L; A(r, k) and
+  /// B(k, n) are shuffled in from the lane and register the A and B
+  /// layouts put them in.
   SmallVector<Value, 4> emulatedMma(ArrayRef<Value> a, ArrayRef<Value> bOperand,
                                     ArrayRef<Value> c) {
     auto f32Type = VectorType::get({kWarpSize}, b.getF32Type());
@@ -358,30 +420,53 @@ private:
     };
     SmallVector<Value> aWide = llvm::map_to_vector(a, widen);
     SmallVector<Value> bWide = llvm::map_to_vector(bOperand, widen);
-    auto gather = [&](Value v, function_ref<int64_t(int64_t)> sourceLane) {
-      SmallVector<int64_t> source;
-      for (int64_t lane = 0; lane < kWarpSize; ++lane)
-        source.push_back(sourceLane(lane));
-      return vector::ShuffleOp::create(b, v, v, source).getResult();
+    // The lane and register of each element of A (16 x 16) and B (16 x 8).
+    struct Source {
+      int64_t lane = -1, element = -1;
     };
-    // A(g + 8 rowHalf, k) for every lane, and B(k, 2t + column).
-    DenseMap<std::pair<int64_t, int64_t>, Value> aAt, bAt;
-    for (int64_t k = 0; k < 16; ++k)
-      for (int64_t half = 0; half < 2; ++half) {
-        int64_t aRegister = (k >= 8 ? 4 : 0) + 2 * half + (k & 1);
-        aAt[{k, half}] = gather(aWide[aRegister], [&](int64_t lane) {
-          return (lane / 4) * 4 + (k % 8) / 2;
-        });
-        int64_t bRegister = (k >= 8 ? 2 : 0) + (k & 1);
-        bAt[{k, half}] = gather(bWide[bRegister], [&](int64_t lane) {
-          return (2 * (lane % 4) + half) * 4 + (k % 8) / 2;
-        });
+    Source aSource[16][16], bSource[16][8];
+    for (int64_t lane = 0; lane < kWarpSize; ++lane) {
+      for (int64_t i = 0; i < MmaLayout::aElements; ++i) {
+        FragmentElement e = MmaLayout::a(i);
+        aSource[e.row.at(lane)][e.column.at(lane)] = {lane, i};
       }
+      for (int64_t i = 0; i < MmaLayout::bElements; ++i) {
+        FragmentElement e = MmaLayout::b(i);
+        bSource[e.row.at(lane)][e.column.at(lane)] = {lane, i};
+      }
+    }
+    // One shuffle per register and permutation of lanes.
+    using Shuffles = std::map<std::pair<int64_t, SmallVector<int64_t>>, Value>;
+    Shuffles aShuffles, bShuffles;
+    auto fetch = [&](ArrayRef<Value> wide, Shuffles &shuffles,
+                     function_ref<Source(int64_t)> sourceOf) -> Value {
+      SmallVector<int64_t> lanes;
+      int64_t element = sourceOf(0).element;
+      for (int64_t lane = 0; lane < kWarpSize; ++lane) {
+        Source source = sourceOf(lane);
+        assert(source.element == element &&
+               "a fragment element comes from one register in every lane");
+        lanes.push_back(source.lane);
+      }
+      Value &shuffled = shuffles[{element, lanes}];
+      if (!shuffled)
+        shuffled =
+            vector::ShuffleOp::create(b, wide[element], wide[element], lanes);
+      return shuffled;
+    };
     SmallVector<Value, 4> result;
-    for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+      FragmentElement out = MmaLayout::c(i);
       Value sum = c[i];
-      for (int64_t k = 0; k < 16; ++k)
-        sum = math::FmaOp::create(b, aAt[{k, i / 2}], bAt[{k, i % 2}], sum);
+      for (int64_t k = 0; k < 16; ++k) {
+        Value aValue = fetch(aWide, aShuffles, [&](int64_t lane) {
+          return aSource[out.row.at(lane)][k];
+        });
+        Value bValue = fetch(bWide, bShuffles, [&](int64_t lane) {
+          return bSource[k][out.column.at(lane)];
+        });
+        sum = math::FmaOp::create(b, aValue, bValue, sum);
+      }
       result.push_back(sum);
     }
     return result;
@@ -394,7 +479,8 @@ private:
 } // namespace mlir::rpe::detail
 
 LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
-                                                bool gpuLaunch) {
+                                                bool gpuLaunch,
+                                                bool hoistScratch) {
   if (op.hasTokenLayout())
     featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
                        op.isShiftThenPad());
@@ -433,21 +519,34 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
   if (!gpuLaunch) {
     // The host keeps the block's layout: item i works in slot i mod warps
     // of stack buffers sized for the block, so that the slot offsets run
-    // here too.
+    // here too. As for the tiles kernel, the buffers are allocated once
+    // before a loop that will run sequentially (an alloca scope would not
+    // survive that loop's lowering), else per iteration, for threads.
+    auto allocateBuffers = [&] {
+      SmallVector<Value, 6> memrefs;
+      for (const Buffer &buffer : buffers)
+        memrefs.push_back(memref::AllocaOp::create(
+            b, MemRefType::get({warps * buffer.elements}, buffer.element)));
+      return memrefs;
+    };
+    SmallVector<Value, 6> memrefs;
+    if (hoistScratch)
+      memrefs = allocateBuffers();
     auto loop = scf::ParallelOp::create(
         b, ValueRange{index(0)}, ValueRange{items}, ValueRange{index(1)});
     b.setInsertionPointToStart(loop.getBody());
-    auto scope = memref::AllocaScopeOp::create(b, TypeRange{});
-    scope.getBodyRegion().push_back(new Block());
-    b.setInsertionPointToStart(&scope.getBodyRegion().front());
-    SmallVector<Value, 6> memrefs;
-    for (const Buffer &buffer : buffers)
-      memrefs.push_back(memref::AllocaOp::create(
-          b, MemRefType::get({warps * buffer.elements}, buffer.element)));
+    memref::AllocaScopeOp scope;
+    if (!hoistScratch) {
+      scope = memref::AllocaScopeOp::create(b, TypeRange{});
+      scope.getBodyRegion().push_back(new Block());
+      b.setInsertionPointToStart(&scope.getBodyRegion().front());
+      memrefs = allocateBuffers();
+    }
     Value item = loop.getInductionVars()[0];
     Warp warp(b, /*emulated=*/true);
     emitWarpItem(warp, shape, item, scratchAt(memrefs, remConst(item, warps)));
-    memref::AllocaScopeReturnOp::create(b, ValueRange{});
+    if (scope)
+      memref::AllocaScopeReturnOp::create(b, ValueRange{});
     return success();
   }
 
@@ -599,59 +698,113 @@ void FusedKernelEmitter::stageTokenRows(Warp &warp, const WarpTileShape &shape,
   }
 }
 
-void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
-                                      Value item, const WarpScratch &scratch) {
-  emitOperandViews();
-  Value table = flatten(b, b.getLoc(), op.getTable());
+//===----------------------------------------------------------------------===//
+// One warp's (window, head): the steps of emitWarpItem.
+//===----------------------------------------------------------------------===//
 
-  const int64_t n = g.tokens, d = g.headDim, tableRows = g.tableRows;
-  const int64_t keyTiles = shape.keyBlock / 8, channelTiles = d / 8;
-  const int64_t stride = shape.rowStride; // of q, k, v rows in shared memory
-  Type element = shape.element;
-  Value w = divConst(item, g.heads), h = remConst(item, g.heads);
-  Value lane = warp.laneId();
-  Value group = divConst(lane, 4), quadLane = remConst(lane, 4); // g, t
-  Value twiceQuadLane = mulConst(quadLane, 2);                   // 2t
-  auto fadd = [&](Value x, Value y) { return arith::AddFOp::create(b, x, y); };
-  auto fmul = [&](Value x, Value y) { return arith::MulFOp::create(b, x, y); };
-  auto fmax = [&](Value x, Value y) {
-    return arith::MaximumFOp::create(b, x, y);
-  };
-  auto exp2 = [&](Value x) { return math::Exp2Op::create(b, x); };
+namespace mlir::rpe::detail {
 
-  // 1. The head's table, times log2 e, and the window's keys and values
-  //    into the warp's shared memory.
-  Value log2e = warp.constant(kLog2E, f32);
-  for (int64_t t0 = 0; t0 < tableRows; t0 += kWarpSize) {
-    Value t = add(lane, index(t0));
-    Value valid = t0 + kWarpSize > tableRows
-                      ? compare(arith::CmpIPredicate::ult, t, index(tableRows))
-                      : Value();
-    Value entry = toF32(warp.load(table, add(mulConst(t, g.heads), h), valid));
-    warp.store(fmul(entry, log2e), scratch.table, add(scratch.tableBase, t),
-               valid);
+/// What the steps of one warp's item share.
+struct WarpItem {
+  WarpItem(Warp &warp, const WarpTileShape &shape, const WarpScratch &scratch)
+      : warp(warp), shape(shape), scratch(scratch) {}
+
+  Warp &warp;
+  const WarpTileShape &shape;
+  const WarpScratch &scratch;
+  Value table; // the compact table, flat
+  Value w, h;
+  /// lane = 4 g + t; g and 2t, the terms of its fragments' coordinates.
+  Value lane, group, pair;
+  /// The window's position in its image, for the shift mask (else null).
+  Value windowInImage;
+  /// Lane constants (f32): the score scale and the mask value in base 2.
+  Value zero, minusInf, scaleLog2e, maskLog2e;
+};
+
+/// One tile of 16 query rows: q's A fragments (one per 16 channels) and,
+/// per row of the lane's C fragments (g and g + 8, by the offset 0 or 8
+/// MmaLayout::c gives them), the row's table offset P(i) + (T - 1) / 2 in
+/// the warp's table slot, and its region label (i32).
+struct QueryTile {
+  Value first, rows; // the tile's first token and its count of real rows
+  SmallVector<Fragment> queries;
+  DenseMap<int64_t, Value> tableOffset, label;
+};
+
+/// The online softmax of one query tile, in each lane: for each of the
+/// lane's two rows (MmaLayout::rowHalf: g, g + 8), the running max m (base
+/// 2; the quad's four lanes agree on it) and the lane's part l of the sum
+/// of 2^(s - m) (the quad's parts add up to the row's); and O, the output
+/// accumulator, a C fragment per 8 channels.
+struct OnlineSoftmaxState {
+  std::array<Value, 2> max, sum;
+  SmallVector<Fragment> out;
+
+  /// The loop-carried values: m, l, then O's fragments.
+  SmallVector<Value> flatten() const {
+    SmallVector<Value> values(max.begin(), max.end());
+    llvm::append_range(values, sum);
+    for (const Fragment &fragment : out)
+      llvm::append_range(values, fragment);
+    return values;
   }
-  // Per key: P(j) and its region label, -1 past N (the softmax's -inf),
-  // computed once here rather than in every query tile.
+  static OnlineSoftmaxState unflatten(ValueRange values, int64_t channelTiles) {
+    OnlineSoftmaxState state;
+    state.max = {values[0], values[1]};
+    state.sum = {values[2], values[3]};
+    for (int64_t nt = 0; nt < channelTiles; ++nt) {
+      ValueRange fragment =
+          values.slice(4 + nt * MmaLayout::cElements, MmaLayout::cElements);
+      state.out.emplace_back(fragment.begin(), fragment.end());
+    }
+    return state;
+  }
+};
+
+} // namespace mlir::rpe::detail
+
+Value FusedKernelEmitter::laneIndex(const WarpItem &item,
+                                    const LaneCoordinate &coordinate,
+                                    int64_t offset) {
+  Value term =
+      coordinate.term == LaneCoordinate::Term::Group ? item.group : item.pair;
+  return add(term, index(coordinate.offset + offset));
+}
+
+/// The head's table times log2 e, and per key its table offset
+/// P(j) and region label (-1 past N: the softmax's -inf), computed once here
+/// rather than in every query tile; then the window's keys and values.
+void FusedKernelEmitter::stageTableAndKeys(WarpItem &item) {
+  Warp &warp = item.warp;
+  const WarpTileShape &shape = item.shape;
+  const WarpScratch &scratch = item.scratch;
+  const int64_t n = g.tokens;
+  Value log2e = warp.constant(kLog2E, f32);
+  for (int64_t t0 = 0; t0 < g.tableRows; t0 += kWarpSize) {
+    Value t = add(item.lane, index(t0));
+    Value valid =
+        t0 + kWarpSize > g.tableRows
+            ? compare(arith::CmpIPredicate::ult, t, index(g.tableRows))
+            : Value();
+    Value entry =
+        toF32(warp.load(item.table, add(mulConst(t, g.heads), item.h), valid));
+    warp.store(arith::MulFOp::create(b, entry, log2e), scratch.table,
+               add(scratch.tableBase, t), valid);
+  }
   int64_t imageWindows =
       op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
-  Value windowInImage = op.hasShiftMask() ? remConst(w, imageWindows) : Value();
-  Type i32 = b.getI32Type();
-  auto toI32 = [&](Value v) -> Value {
-    Type type = i32;
-    if (auto lanes = dyn_cast<VectorType>(v.getType()))
-      type = lanes.clone(i32);
-    return arith::IndexCastOp::create(b, type, v);
-  };
+  if (op.hasShiftMask())
+    item.windowInImage = remConst(item.w, imageWindows);
   for (int64_t t0 = 0; t0 < shape.paddedTokens; t0 += kWarpSize) {
-    Value t = add(lane, index(t0));
+    Value t = add(item.lane, index(t0));
     Value valid =
         t0 + kWarpSize > shape.paddedTokens
             ? compare(arith::CmpIPredicate::ult, t, index(shape.paddedTokens))
             : Value();
     Value clamped = minConst(t, n - 1);
-    Value label =
-        windowInImage ? regionLabel(windowInImage, clamped) : index(0);
+    Value label = item.windowInImage ? regionLabel(item.windowInImage, clamped)
+                                     : index(0);
     if (shape.paddedTokens != n)
       label = select(compare(arith::CmpIPredicate::uge, t, index(n)), index(-1),
                      label);
@@ -659,227 +812,313 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
     warp.store(toI32(tableOffset(clamped)), scratch.keyOffsets, at, valid);
     warp.store(toI32(label), scratch.keyLabels, at, valid);
   }
-  stageTokenRows(warp, shape, Input::Key, w, h, index(0), index(n),
+  stageTokenRows(warp, shape, Input::Key, item.w, item.h, index(0), index(n),
                  shape.paddedTokens, scratch.keys, scratch.tokenBase);
-  stageTokenRows(warp, shape, Input::Value, w, h, index(0), index(n),
+  stageTokenRows(warp, shape, Input::Value, item.w, item.h, index(0), index(n),
                  shape.paddedTokens, scratch.values, scratch.tokenBase);
   warp.sync();
+}
 
-  Value scaleLog2e =
+/// The tile's 16 query rows into shared memory, then their A
+/// fragments, and the table offsets and labels of the lane's rows (clamped
+/// into the window: rows past N are computed, then dropped).
+QueryTile FusedKernelEmitter::loadQueryTile(WarpItem &item, Value tile) {
+  Warp &warp = item.warp;
+  const WarpScratch &scratch = item.scratch;
+  const int64_t n = g.tokens;
+  QueryTile result;
+  result.first = mulConst(tile, 16);
+  result.rows = arith::MinUIOp::create(
+      b, index(16), arith::SubIOp::create(b, index(n), result.first));
+  stageTokenRows(warp, item.shape, Input::Query, item.w, item.h, result.first,
+                 result.rows, 16, scratch.queries, scratch.queryBase);
+  warp.sync();
+  for (int64_t kk = 0; kk < g.headDim / 16; ++kk) {
+    Fragment fragment;
+    for (int64_t i = 0; i < MmaLayout::aElements; ++i) {
+      FragmentElement e = MmaLayout::a(i);
+      Value row = laneIndex(item, e.row, 0);
+      Value column = laneIndex(item, e.column, 16 * kk);
+      fragment.push_back(
+          warp.load(scratch.queries,
+                    add(scratch.queryBase,
+                        add(mulConst(row, item.shape.rowStride), column))));
+    }
+    result.queries.push_back(fragment);
+  }
+  for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+    LaneCoordinate rowInTile = MmaLayout::c(i).row;
+    if (result.tableOffset.count(rowInTile.offset))
+      continue;
+    Value row =
+        minConst(add(result.first, laneIndex(item, rowInTile, 0)), n - 1);
+    result.tableOffset[rowInTile.offset] =
+        toI32(add(tableOffset(row), add(scratch.tableBase, index(g.center))));
+    if (item.windowInImage)
+      result.label[rowInTile.offset] =
+          toI32(regionLabel(item.windowInImage, row));
+  }
+  return result;
+}
+
+/// S = q kᵀ for the block's keys from `key0` on, a C fragment per 8 keys,
+/// k = 16 channels per mma: B(channel, key) = K[key, channel].
+SmallVector<Fragment> FusedKernelEmitter::emitScoreTile(WarpItem &item,
+                                                        const QueryTile &tile,
+                                                        Value key0) {
+  const WarpTileShape &shape = item.shape;
+  SmallVector<Fragment> scores;
+  for (int64_t nj = 0; nj < shape.keyBlock / 8; ++nj) {
+    Fragment acc(MmaLayout::cElements, item.zero);
+    for (int64_t kk = 0; kk < g.headDim / 16; ++kk) {
+      Fragment keys;
+      for (int64_t i = 0; i < MmaLayout::bElements; ++i) {
+        FragmentElement e = MmaLayout::b(i);
+        Value key = add(key0, laneIndex(item, e.column, 8 * nj));
+        Value row = add(item.scratch.tokenBase, mulConst(key, shape.rowStride));
+        keys.push_back(item.warp.load(
+            item.scratch.keys, add(row, laneIndex(item, e.row, 16 * kk))));
+      }
+      acc = item.warp.mma(tile.queries[kk], keys, acc);
+    }
+    scores.push_back(acc);
+  }
+  return scores;
+}
+
+/// s = S scale log2 e + R[P(i) - P(j) + (T - 1) / 2] (+ mask log2 e where
+/// the labels of i and j differ) (-inf where j >= N), for each element of
+/// the score fragments (row and key from MmaLayout::c).
+void FusedKernelEmitter::addBiasAndMask(WarpItem &item, const QueryTile &tile,
+                                        Value key0,
+                                        MutableArrayRef<Fragment> scores) {
+  Warp &warp = item.warp;
+  const WarpScratch &scratch = item.scratch;
+  bool padded = item.shape.paddedTokens != g.tokens;
+  // The fragment's elements by key: each key's offset, label and padding
+  // are loaded once for the rows that share it.
+  SmallVector<int64_t> byKey;
+  for (int64_t i = 0; i < MmaLayout::cElements; ++i)
+    for (int64_t j = 0; j < MmaLayout::cElements; ++j)
+      if (MmaLayout::c(j).column.offset == MmaLayout::c(i).column.offset &&
+          !llvm::is_contained(byKey, j))
+        byKey.push_back(j);
+  for (auto [nj, fragment] : llvm::enumerate(scores)) {
+    Value keyOffset, keyLabel, isPadding;
+    std::optional<int64_t> loadedKey;
+    for (int64_t i : byKey) {
+      FragmentElement e = MmaLayout::c(i);
+      if (loadedKey != e.column.offset) {
+        loadedKey = e.column.offset;
+        Value at =
+            add(scratch.keyBase, add(key0, laneIndex(item, e.column, 8 * nj)));
+        keyOffset = warp.load(scratch.keyOffsets, at);
+        if (item.windowInImage || padded)
+          keyLabel = warp.load(scratch.keyLabels, at);
+        if (padded)
+          isPadding =
+              compare(arith::CmpIPredicate::slt, keyLabel, toI32(index(0)));
+      }
+      Value &s = fragment[i];
+      Value bias = warp.load(
+          scratch.table,
+          arith::IndexCastOp::create(
+              b, warp.laneType(b.getIndexType()),
+              arith::SubIOp::create(b, tile.tableOffset.lookup(e.row.offset),
+                                    keyOffset)));
+      s = math::FmaOp::create(b, s, item.scaleLog2e, bias);
+      if (item.windowInImage)
+        s = arith::AddFOp::create(
+            b, s,
+            select(compare(arith::CmpIPredicate::ne,
+                           tile.label.lookup(e.row.offset), keyLabel),
+                   item.maskLog2e, item.zero));
+      if (isPadding)
+        s = select(isPadding, item.minusInf, s);
+    }
+  }
+}
+
+/// The online-softmax update of one block of scores, per row of the lane:
+///   m' = max(m, max_j s_j)        the block's row max: the lane's elements,
+///                                 then the quad's (lanes 4g..4g+3 share a
+///                                 row: shuffles xor 1 and 2)
+///   c  = 2^(m - m')               rescales what was summed against m
+///   p  = 2^(s - m'), rounded to the mma operand type
+///   l' = l c + sum_j p            of the rounded p: the weights P·v uses
+///                                 are the ones normalized
+///   O' = O c                      (P·v is added next)
+/// Returns P, as C fragments of the score tiles.
+SmallVector<Fragment> FusedKernelEmitter::updateOnlineSoftmax(
+    WarpItem &item, OnlineSoftmaxState &state, ArrayRef<Fragment> scores) {
+  Warp &warp = item.warp;
+  auto fmax = [&](Value x, Value y) -> Value {
+    return arith::MaximumFOp::create(b, x, y);
+  };
+  auto exp2 = [&](Value x) -> Value { return math::Exp2Op::create(b, x); };
+  std::array<Value, 2> newMax, correction;
+  for (int64_t half = 0; half < 2; ++half) {
+    Value rowMax = state.max[half];
+    for (const Fragment &fragment : scores)
+      for (int64_t i = 0; i < MmaLayout::cElements; ++i)
+        if (MmaLayout::rowHalf(i) == half)
+          rowMax = fmax(rowMax, fragment[i]);
+    rowMax = fmax(rowMax, warp.shuffleXor(rowMax, 1));
+    rowMax = fmax(rowMax, warp.shuffleXor(rowMax, 2));
+    newMax[half] = rowMax;
+    correction[half] = exp2(arith::SubFOp::create(b, state.max[half], rowMax));
+  }
+  SmallVector<Fragment> probabilities;
+  std::array<Value, 2> sums = {item.zero, item.zero};
+  for (const Fragment &fragment : scores) {
+    Fragment p;
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+      int64_t half = MmaLayout::rowHalf(i);
+      p.push_back(convertFloat(
+          exp2(arith::SubFOp::create(b, fragment[i], newMax[half])),
+          item.shape.element));
+      sums[half] = arith::AddFOp::create(b, sums[half], toF32(p.back()));
+    }
+    probabilities.push_back(p);
+  }
+  state.max = newMax;
+  for (int64_t half = 0; half < 2; ++half)
+    state.sum[half] =
+        math::FmaOp::create(b, state.sum[half], correction[half], sums[half]);
+  for (Fragment &fragment : state.out)
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i)
+      fragment[i] = arith::MulFOp::create(b, fragment[i],
+                                          correction[MmaLayout::rowHalf(i)]);
+  return probabilities;
+}
+
+/// O += P v, 16 keys per mma: P's A fragment is the C fragments of two
+/// adjacent 8-key score tiles (MmaLayout::cPairIsA); B(key, channel) =
+/// V[key, channel], a fragment per 8 channels.
+void FusedKernelEmitter::accumulateValues(WarpItem &item, Value key0,
+                                          ArrayRef<Fragment> probabilities,
+                                          MutableArrayRef<Fragment> out) {
+  assert(MmaLayout::cPairIsA() && "P must be in the A layout");
+  const WarpScratch &scratch = item.scratch;
+  for (int64_t kk = 0; kk < item.shape.keyBlock / 16; ++kk) {
+    Fragment p(probabilities[2 * kk]);
+    llvm::append_range(p, probabilities[2 * kk + 1]);
+    for (auto [nt, acc] : llvm::enumerate(out)) {
+      Fragment values;
+      for (int64_t i = 0; i < MmaLayout::bElements; ++i) {
+        FragmentElement e = MmaLayout::b(i);
+        Value key = add(key0, laneIndex(item, e.row, 16 * kk));
+        values.push_back(item.warp.load(
+            scratch.values,
+            add(scratch.tokenBase, add(mulConst(key, item.shape.rowStride),
+                                       laneIndex(item, e.column, 8 * nt)))));
+      }
+      acc = item.warp.mma(p, values, acc);
+    }
+  }
+}
+
+/// out = O / l, l summed over the quad. The tile goes through the query
+/// tile's shared memory so that it is stored a token row at a time, the way
+/// the inputs were loaded; rows past the window (or the map) store nothing.
+void FusedKernelEmitter::storeOutputTile(WarpItem &item, const QueryTile &tile,
+                                         const OnlineSoftmaxState &state) {
+  Warp &warp = item.warp;
+  const WarpScratch &scratch = item.scratch;
+  const int64_t stride = item.shape.rowStride;
+  std::array<Value, 2> inverse;
+  for (int64_t half = 0; half < 2; ++half) {
+    Value sum = state.sum[half];
+    sum = arith::AddFOp::create(b, sum, warp.shuffleXor(sum, 1));
+    sum = arith::AddFOp::create(b, sum, warp.shuffleXor(sum, 2));
+    inverse[half] = arith::DivFOp::create(b, warp.constant(1.0, f32), sum);
+  }
+  warp.sync();
+  for (auto [nt, fragment] : llvm::enumerate(state.out))
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+      FragmentElement e = MmaLayout::c(i);
+      Value row = laneIndex(item, e.row, 0);
+      Value column = laneIndex(item, e.column, 8 * nt);
+      Value value =
+          arith::MulFOp::create(b, fragment[i], inverse[MmaLayout::rowHalf(i)]);
+      warp.store(convertFloat(value, item.shape.element), scratch.queries,
+                 add(scratch.queryBase, add(mulConst(row, stride), column)));
+    }
+  warp.sync();
+  ChunkLayout layout(g.headDim);
+  Value lane = item.lane;
+  Value rowInStep = divConst(lane, layout.lanesPerRow);
+  Value column = mulConst(remConst(lane, layout.lanesPerRow), layout.width);
+  Value lastToken =
+      add(tile.first, arith::SubIOp::create(b, tile.rows, index(1)));
+  for (int64_t step = 0; step * layout.rowsPerStep < 16; ++step) {
+    Value r = minConst(add(rowInStep, index(step * layout.rowsPerStep)), 15);
+    Value isRow =
+        compare(arith::CmpIPredicate::ult,
+                add(rowInStep, index(step * layout.rowsPerStep)), tile.rows);
+    if (layout.activeLanes < kWarpSize)
+      isRow = arith::AndIOp::create(
+          b, isRow,
+          compare(arith::CmpIPredicate::ult, lane, index(layout.activeLanes)));
+    RowAddress outRow = outputAddress(
+        item.w, item.h, select(isRow, add(tile.first, r), lastToken));
+    if (outRow.valid)
+      isRow = arith::AndIOp::create(b, isRow, outRow.valid);
+    SmallVector<Value> chunk = warp.loadChunk(
+        scratch.queries,
+        add(scratch.queryBase, add(mulConst(r, stride), column)), layout.width);
+    warp.storeChunk(chunk, flatOutput, add(outRow.offset, column), isRow);
+  }
+  warp.sync();
+}
+
+/// The warp's (window, head) `itemIndex`: stage the table, key info, keys
+/// and values; then per tile of 16 query rows, an online softmax over
+/// blocks of keys (score tile, bias and mask, update, P·V) and the store.
+void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
+                                      Value itemIndex,
+                                      const WarpScratch &scratch) {
+  emitOperandViews();
+  WarpItem item(warp, shape, scratch);
+  item.table = flatten(b, b.getLoc(), op.getTable());
+  item.w = divConst(itemIndex, g.heads);
+  item.h = remConst(itemIndex, g.heads);
+  item.lane = warp.laneId();
+  item.group = divConst(item.lane, 4);
+  item.pair = mulConst(remConst(item.lane, 4), 2);
+  stageTableAndKeys(item);
+
+  item.scaleLog2e =
       warp.constant(op.getScale().convertToDouble() * kLog2E, f32);
-  Value maskLog2e =
+  item.maskLog2e =
       warp.constant(op.getMaskValue().convertToDouble() * kLog2E, f32);
-  Value zero = warp.constant(0.0, f32);
-  Value minusInf = warp.constant(-std::numeric_limits<double>::infinity(), f32);
+  item.zero = warp.constant(0.0, f32);
+  item.minusInf = warp.constant(-std::numeric_limits<double>::infinity(), f32);
+  Value initialMax = warp.constant(kOnlineSoftmaxInitialMax, f32);
+  int64_t channelTiles = g.headDim / 8;
 
-  forLoop(
-      index(0), index(shape.queryTiles), 1, {}, [&](Value tile, ValueRange) {
-        Value first = mulConst(tile, 16);
-        Value rows = arith::MinUIOp::create(
-            b, index(16), arith::SubIOp::create(b, index(n), first));
-        // 2. The tile's 16 query rows, then their A fragments (16 channels
-        //    each): a_i = Q[g + 8 (i/2 % 2), 16 kk + 8 (i/4) + 2t + (i % 2)].
-        stageTokenRows(warp, shape, Input::Query, w, h, first, rows, 16,
-                       scratch.queries, scratch.queryBase);
-        warp.sync();
-        auto queryAt = [&](Value row, Value column) {
-          return warp.load(
-              scratch.queries,
-              add(scratch.queryBase, add(mulConst(row, stride), column)));
-        };
-        SmallVector<SmallVector<Value, 8>> queryFragments(d / 16);
-        for (int64_t kk = 0; kk < d / 16; ++kk)
-          for (int64_t i = 0; i < 8; ++i)
-            queryFragments[kk].push_back(queryAt(
-                add(group, index(8 * ((i / 2) % 2))),
-                add(twiceQuadLane, index(16 * kk + 8 * (i / 4) + i % 2))));
-
-        // The lane's two rows, g and g + 8, clamped into the window for the
-        // table and label arithmetic (rows past N are computed, then dropped).
-        SmallVector<Value, 2> rowOffset, rowLabel;
-        for (int64_t half = 0; half < 2; ++half) {
-          Value row = minConst(add(first, add(group, index(8 * half))), n - 1);
-          rowOffset.push_back(toI32(
-              add(tableOffset(row), add(scratch.tableBase, index(g.center)))));
-          if (windowInImage)
-            rowLabel.push_back(toI32(regionLabel(windowInImage, row)));
-        }
-
-        // 3. The online softmax over blocks of keys. State: m and l for the two
-        //    rows (l per lane: the quad's partial sums), then O's C fragments.
-        SmallVector<Value> init = {minusInf, minusInf, zero, zero};
-        init.append(4 * channelTiles, zero);
-        int64_t blocks = shape.paddedTokens / shape.keyBlock;
-        ValueRange state = forLoop(
-            index(0), index(blocks), 1, init,
-            [&](Value block, ValueRange carried) {
-              Value key0 = mulConst(block, shape.keyBlock);
-              // S = q kᵀ for 8 keys at a time:
-              //   b_i = K[key0 + 8 nj + g, 16 kk + 8 (i/2) + 2t + (i % 2)].
-              SmallVector<SmallVector<Value, 4>> scores;
-              for (int64_t nj = 0; nj < keyTiles; ++nj) {
-                Value keyRow =
-                    add(scratch.tokenBase,
-                        mulConst(add(key0, add(group, index(8 * nj))), stride));
-                SmallVector<Value, 4> acc(4, zero);
-                for (int64_t kk = 0; kk < d / 16; ++kk) {
-                  SmallVector<Value, 4> keyFragment;
-                  for (int64_t i = 0; i < 4; ++i)
-                    keyFragment.push_back(warp.load(
-                        scratch.keys,
-                        add(keyRow,
-                            add(twiceQuadLane,
-                                index(16 * kk + 8 * (i / 2) + i % 2)))));
-                  acc = warp.mma(queryFragments[kk], keyFragment, acc);
-                }
-                scores.push_back(acc);
-              }
-              // s = S scale log2e + R[P(i) - P(j) + c] (+ mask) (-inf past N),
-              // element c of a tile: row g + 8 (c / 2), key 2t + (c % 2).
-              for (int64_t nj = 0; nj < keyTiles; ++nj)
-                for (int64_t column = 0; column < 2; ++column) {
-                  Value key = add(
-                      scratch.keyBase,
-                      add(key0, add(twiceQuadLane, index(8 * nj + column))));
-                  Value keyOffset = warp.load(scratch.keyOffsets, key);
-                  Value keyLabel = windowInImage || shape.paddedTokens != n
-                                       ? warp.load(scratch.keyLabels, key)
-                                       : Value();
-                  Value isPadding = shape.paddedTokens != n
-                                        ? compare(arith::CmpIPredicate::slt,
-                                                  keyLabel, toI32(index(0)))
-                                        : Value();
-                  for (int64_t half = 0; half < 2; ++half) {
-                    Value &s = scores[nj][2 * half + column];
-                    Value bias = warp.load(
-                        scratch.table, arith::IndexCastOp::create(
-                                           b, warp.laneType(b.getIndexType()),
-                                           arith::SubIOp::create(
-                                               b, rowOffset[half], keyOffset)));
-                    s = math::FmaOp::create(b, s, scaleLog2e, bias);
-                    if (windowInImage)
-                      s = fadd(s, select(compare(arith::CmpIPredicate::ne,
-                                                 rowLabel[half], keyLabel),
-                                         maskLog2e, zero));
-                    if (isPadding)
-                      s = select(isPadding, minusInf, s);
-                  }
-                }
-              // m' = max(m, the block's row max over the quad's 4 lanes);
-              // c = 2^(m - m').
-              SmallVector<Value, 2> newMax, correction;
-              for (int64_t half = 0; half < 2; ++half) {
-                Value rowMax = carried[half];
-                for (int64_t nj = 0; nj < keyTiles; ++nj)
-                  for (int64_t column = 0; column < 2; ++column)
-                    rowMax = fmax(rowMax, scores[nj][2 * half + column]);
-                rowMax = fmax(rowMax, warp.shuffleXor(rowMax, 1));
-                rowMax = fmax(rowMax, warp.shuffleXor(rowMax, 2));
-                newMax.push_back(rowMax);
-                correction.push_back(
-                    exp2(arith::SubFOp::create(b, carried[half], rowMax)));
-              }
-              // P = 2^(s - m'), rounded to the operand type; l = l c + sum P of
-              // the rounded values, so that the weights used are the ones
-              // normalized.
-              SmallVector<SmallVector<Value, 4>> probabilities;
-              SmallVector<Value, 2> sums = {zero, zero};
-              for (int64_t nj = 0; nj < keyTiles; ++nj) {
-                SmallVector<Value, 4> tileP;
-                for (int64_t c = 0; c < 4; ++c) {
-                  Value p = convertFloat(exp2(arith::SubFOp::create(
-                                             b, scores[nj][c], newMax[c / 2])),
-                                         element);
-                  sums[c / 2] = fadd(sums[c / 2], toF32(p));
-                  tileP.push_back(p);
-                }
-                probabilities.push_back(tileP);
-              }
-              SmallVector<Value> next = {newMax[0], newMax[1]};
-              for (int64_t half = 0; half < 2; ++half)
-                next.push_back(math::FmaOp::create(
-                    b, carried[2 + half], correction[half], sums[half]));
-              SmallVector<SmallVector<Value, 4>> out(channelTiles);
-              for (int64_t nt = 0; nt < channelTiles; ++nt)
-                for (int64_t c = 0; c < 4; ++c)
-                  out[nt].push_back(
-                      fmul(carried[4 + 4 * nt + c], correction[c / 2]));
-              // O += P v, 16 keys at a time: P's A fragment is two C fragments
-              // of S; b_i = V[key0 + 16 kk + 8 (i/2) + 2t + (i % 2), 8 nt + g].
-              for (int64_t kk = 0; kk < shape.keyBlock / 16; ++kk) {
-                SmallVector<Value, 8> pFragment(probabilities[2 * kk].begin(),
-                                                probabilities[2 * kk].end());
-                llvm::append_range(pFragment, probabilities[2 * kk + 1]);
-                for (int64_t nt = 0; nt < channelTiles; ++nt) {
-                  SmallVector<Value, 4> valueFragment;
-                  for (int64_t i = 0; i < 4; ++i) {
-                    Value key =
-                        add(key0, add(twiceQuadLane,
-                                      index(16 * kk + 8 * (i / 2) + i % 2)));
-                    valueFragment.push_back(warp.load(
-                        scratch.values, add(scratch.tokenBase,
-                                            add(mulConst(key, stride),
-                                                add(group, index(8 * nt))))));
-                  }
-                  out[nt] = warp.mma(pFragment, valueFragment, out[nt]);
-                }
-              }
-              for (const SmallVector<Value, 4> &fragment : out)
-                next.append(fragment.begin(), fragment.end());
-              return next;
-            });
-
-        // 4. out = O / l, l summed over the quad. The tile goes through the
-        //    query tile's shared memory so that it is stored a token row at a
-        //    time, the way the inputs were loaded.
-        SmallVector<Value, 2> inverse;
-        for (int64_t half = 0; half < 2; ++half) {
-          Value sum = state[2 + half];
-          sum = fadd(sum, warp.shuffleXor(sum, 1));
-          sum = fadd(sum, warp.shuffleXor(sum, 2));
-          inverse.push_back(
-              arith::DivFOp::create(b, warp.constant(1.0, f32), sum));
-        }
-        warp.sync();
-        for (int64_t nt = 0; nt < channelTiles; ++nt)
-          for (int64_t c = 0; c < 4; ++c) {
-            Value row = add(group, index(8 * (c / 2)));
-            Value column = add(twiceQuadLane, index(8 * nt + c % 2));
-            warp.store(
-                convertFloat(fmul(state[4 + 4 * nt + c], inverse[c / 2]),
-                             element),
-                scratch.queries,
-                add(scratch.queryBase, add(mulConst(row, stride), column)));
-          }
-        warp.sync();
-        // Rows past the window (or the map) store nothing.
-        ChunkLayout layout(d);
-        Value rowInStep = divConst(lane, layout.lanesPerRow);
-        Value column =
-            mulConst(remConst(lane, layout.lanesPerRow), layout.width);
-        Value lastToken = add(first, arith::SubIOp::create(b, rows, index(1)));
-        for (int64_t step = 0; step * layout.rowsPerStep < 16; ++step) {
-          Value r =
-              minConst(add(rowInStep, index(step * layout.rowsPerStep)), 15);
-          Value isRow =
-              compare(arith::CmpIPredicate::ult,
-                      add(rowInStep, index(step * layout.rowsPerStep)), rows);
-          if (layout.activeLanes < kWarpSize)
-            isRow =
-                arith::AndIOp::create(b, isRow,
-                                      compare(arith::CmpIPredicate::ult, lane,
-                                              index(layout.activeLanes)));
-          RowAddress outRow =
-              outputAddress(w, h, select(isRow, add(first, r), lastToken));
-          if (outRow.valid)
-            isRow = arith::AndIOp::create(b, isRow, outRow.valid);
-          SmallVector<Value> chunk = warp.loadChunk(
-              scratch.queries,
-              add(scratch.queryBase, add(mulConst(r, stride), column)),
-              layout.width);
-          warp.storeChunk(chunk, flatOutput, add(outRow.offset, column), isRow);
-        }
-        warp.sync();
-        return SmallVector<Value>{};
-      });
+  forLoop(index(0), index(shape.queryTiles), 1, {}, [&](Value t, ValueRange) {
+    QueryTile tile = loadQueryTile(item, t);
+    OnlineSoftmaxState initial;
+    initial.max = {initialMax, initialMax};
+    initial.sum = {item.zero, item.zero};
+    initial.out.assign(channelTiles, Fragment(MmaLayout::cElements, item.zero));
+    ValueRange final =
+        forLoop(index(0), index(shape.paddedTokens / shape.keyBlock), 1,
+                initial.flatten(), [&](Value block, ValueRange carried) {
+                  Value key0 = mulConst(block, shape.keyBlock);
+                  SmallVector<Fragment> scores =
+                      emitScoreTile(item, tile, key0);
+                  addBiasAndMask(item, tile, key0, scores);
+                  OnlineSoftmaxState state =
+                      OnlineSoftmaxState::unflatten(carried, channelTiles);
+                  SmallVector<Fragment> probabilities =
+                      updateOnlineSoftmax(item, state, scores);
+                  accumulateValues(item, key0, probabilities, state.out);
+                  return state.flatten();
+                });
+    storeOutputTile(item, tile,
+                    OnlineSoftmaxState::unflatten(final, channelTiles));
+    return SmallVector<Value>{};
+  });
 }

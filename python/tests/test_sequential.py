@@ -10,6 +10,7 @@ import pytest
 
 import swin_opt
 from swin_opt import reference as ref
+from swin_opt import testing as T
 
 pytestmark = pytest.mark.aot
 
@@ -38,3 +39,13 @@ def test_feature_maps_on_one_thread(aot_path, tmp_path):
     expected = ref.swin_block_attention_tokens(q, k, v, table, resolution=(54, 54), window=(7, 7),
                                                shift=3, padding="shift_then_pad", pad_qkv=pad)
     assert np.abs(out - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+
+
+@pytest.mark.parametrize("kernel", ["warps", "rows"])
+def test_gpu_kernels_on_one_thread(aot_path, tmp_path, kernel):
+    """The GPU's kernels on the host without OpenMP (the warp emulation once
+    failed to lower: its scratch sat in an alloca scope inside the loop)."""
+    compiled = swin_opt.compile((7, 7), 2, 16, resolution=(56, 56), shift=3, parallel=False,
+                                dtype="float16", kernel=kernel, cache_dir=tmp_path)
+    check = T.check_against_reference(compiled, 4 * 64)
+    assert check.passed, f"max abs error {check.error:.3g} > {check.allowed:.3g}"

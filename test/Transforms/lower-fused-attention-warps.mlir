@@ -1,5 +1,6 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu" -split-input-file | FileCheck %s --check-prefix=GPU
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps" -split-input-file | FileCheck %s --check-prefix=HOST
+// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps hoist-scratch=true" -split-input-file | FileCheck %s --check-prefix=HOISTED
 // RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu key-block=16 warps-per-block=1" -split-input-file | FileCheck %s --check-prefix=TILES
 // RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps key-block=48" -split-input-file 2>&1 | FileCheck %s --check-prefix=KEYBLOCK
 // RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu warps-per-block=4" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARPS
@@ -49,6 +50,12 @@
 // GPU-COUNT-8: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf16, strided<[1], offset: ?>>, vector<8xf16>
 // GPU: vector.store %{{.*}} {alignment = 16 : i64} : memref<7680xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // GPU: nvvm.bar.warp.sync
+// The online softmax starts from the lowest finite max, not -inf: keys
+// with -inf scores (a -inf table entry) then give 2^(-inf - m) = 0 instead
+// of 2^(-inf - -inf) = NaN when a row's first block of keys has nothing
+// else; a row of -inf only still ends as 0 / 0 = NaN.
+// GPU: %[[M0:.*]] = arith.constant -3.40282347E+38 : f32
+// GPU: scf.for {{.*}} iter_args(%{{.*}} = %[[M0]], %{{.*}} = %[[M0]],
 // Scores: 8 key tiles x 2 k-steps of m16n8k16, f16 operands, f32 accumulators.
 // GPU-COUNT-16: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // The row max over a quad of lanes, then 2^x.
@@ -79,6 +86,13 @@
 // HOST: vector.shuffle %{{.*}}, %{{.*}} [1, 0, 3, 2, 5, 4,
 // HOST-NOT: nvvm
 // HOST-NOT: gpu.
+// For a loop that will run sequentially, the buffers are allocated once,
+// before it, and no alloca scope splits its body.
+// HOISTED-LABEL: func @stage1_f16
+// HOISTED: memref.alloca() : memref<1920xf16>
+// HOISTED: scf.parallel
+// HOISTED-NOT: memref.alloca
+// HOISTED: return
 func.func @stage1_f16(%q: memref<?x3x49x32xf16>, %t: memref<169x3xf16>, %o: memref<?x49x96xf16>) {
   rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf16>)
     outs(%o : memref<?x49x96xf16>) {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
@@ -121,6 +135,11 @@ func.func @window12_bf16(%q: memref<?x2x144x32xbf16>, %t: memref<529x2xbf16>, %o
 // HOST-NOT: vector.gather
 // HOST: scf.parallel
 // HOST: scf.parallel
+// The online softmax starts from the lowest finite max, not -inf (see the
+// warp kernel), and its max propagates NaN.
+// HOST: %[[M0:.*]] = arith.constant -3.40282347E+38 : f32
+// HOST: scf.for {{.*}} iter_args(%{{.*}} = %[[M0]],
+// HOST: arith.maximumf %{{.*}}, %{{.*}} : f32
 func.func @f32_rows(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
   rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
     outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 0.1767767 : f32}

@@ -46,15 +46,25 @@
 // CHECK: arith.cmpi ne
 // CHECK: arith.select %{{.*}}, %[[MASKV]]
 // CHECK: arith.addf %{{.*}}, %[[PAD]]
-// CHECK: arith.maxnumf
-// CHECK: vector.reduction <maxnumf>
-// 2^x is a polynomial and exponent arithmetic in registers, not a call.
+// The running max skips NaN scores (s > max ? s : max), so that its
+// reduction may assume no NaN; a NaN score reaches its row through s - max,
+// the clamp, which keeps NaN (maximumf), 2^x and the row's sum, which may
+// not assume no NaN.
+// CHECK: %[[GT:.*]] = arith.cmpf ogt, %[[SB:.*]], %[[MAX:.*]] : vector<8xf32>
+// CHECK: arith.select %[[GT]], %[[SB]], %[[MAX]] : vector<8xi1>, vector<8xf32>
+// CHECK: vector.reduction <maxnumf>, %{{.*}} fastmath<reassoc,nnan>
+// CHECK: %[[SHIFTED:.*]] = arith.subf
+// CHECK: arith.maximumf %[[SHIFTED]], %{{.*}} : vector<8xf32>
+// 2^x is a polynomial and exponent arithmetic in registers, not a call,
+// and no float-to-int conversion (poison for NaN).
 // CHECK-NOT: math.exp
-// CHECK: math.floor
+// CHECK-NOT: arith.fptosi
 // CHECK: math.fma
 // CHECK: arith.shli
 // CHECK: arith.bitcast
-// CHECK: vector.reduction <add>
+// CHECK: arith.mulf
+// CHECK-NOT: arith.fptosi
+// CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<8xf32> into f32
 // Output: P · v, normalized once per row, into the merged-heads layout.
 // CHECK: vector.load %[[VF]]
 // CHECK: vector.fma
