@@ -34,6 +34,8 @@ def Rpe_Dialect : Dialect {
     project fold it away and never compute it at run time.
   }];
   let hasConstantMaterializer = 1;
+  // The attributes (RpeAttrs.td) print as `#rpe.<mnemonic><...>`.
+  let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 

@@ -3,6 +3,7 @@
 #ifndef RPE_OPS_TD
 #define RPE_OPS_TD
 
+include "Rpe/RpeAttrs.td"
 include "Rpe/RpeDialect.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -187,11 +188,18 @@ def Rpe_WindowAttentionOp : Rpe_Op<"window_attention",
 // rpe.window_partition, rpe.window_reverse
 //===----------------------------------------------------------------------===//
 
+/// The padding order of an op that pads a feature map: HF's, torchvision's
+/// and Video Swin's unless the op says timm's.
+def Rpe_DefaultPaddingOrder : DefaultValuedAttr<Rpe_PaddingOrderAttr,
+    "::mlir::rpe::PaddingOrder::PadThenShift">;
+
 class Rpe_FeatureMapOp<string mnemonic, list<Trait> traits = []>
     : Rpe_Op<mnemonic, !listconcat([Pure], traits)> {
   code featureMapDeclarations = [{
     /// True for timm's order (roll, then pad), false for pad, then roll.
-    bool isShiftThenPad() { return getPadding() == "shift_then_pad"; }
+    bool isShiftThenPad() {
+      return getPadding() == PaddingOrder::ShiftThenPad;
+    }
   }];
 }
 
@@ -207,12 +215,12 @@ def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
 
     When `resolution` is not a multiple of `window`, the map is padded at
     the end of each axis to `ceil(resolution / window) * window`. `padding`
-    selects the order of the two data movements, as Swin implementations
-    differ:
+    (`#rpe.padding<...>`) selects the order of the two data movements, as
+    Swin implementations differ:
 
-    * `"pad_then_shift"` (HF transformers, torchvision, Video Swin): pad,
-      then roll the padded map;
-    * `"shift_then_pad"` (timm): roll the map, then pad it.
+    * `pad_then_shift` (HF transformers, torchvision, Video Swin), the
+      default: pad, then roll the padded map;
+    * `shift_then_pad` (timm): roll the map, then pad it.
 
     Padded tokens take the value `pad` (`[C]`; zeros when absent): in Swin
     they are the qkv projection of a zero vector, the projection's bias.
@@ -222,7 +230,7 @@ def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
     ```mlir
     %qw = rpe.window_partition %q pad(%qbias : tensor<96xf32>)
             {resolution = array<i64: 54, 54>, window = array<i64: 7, 7>,
-             shift = array<i64: 3, 3>, padding = "pad_then_shift"}
+             shift = array<i64: 3, 3>, padding = #rpe.padding<shift_then_pad>}
             : tensor<?x2916x96xf32> -> tensor<?x3x49x32xf32>
     ```
   }];
@@ -231,7 +239,7 @@ def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
                        DenseI64ArrayAttr:$resolution,
                        DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$shift,
-                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding);
+                       Rpe_DefaultPaddingOrder:$padding);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = [{
     $input (`pad` `(` $pad^ `:` type($pad) `)`)? attr-dict `:` type($input)
@@ -253,7 +261,8 @@ def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
 
     ```mlir
     %x = rpe.window_reverse %o {resolution = array<i64: 54, 54>,
-           window = array<i64: 7, 7>, shift = array<i64: 3, 3>}
+           window = array<i64: 7, 7>, shift = array<i64: 3, 3>,
+           padding = #rpe.padding<shift_then_pad>}
            : tensor<?x49x96xf32> -> tensor<?x2916x96xf32>
     ```
   }];
@@ -261,7 +270,7 @@ def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
                        DenseI64ArrayAttr:$resolution,
                        DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$shift,
-                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding);
+                       Rpe_DefaultPaddingOrder:$padding);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let extraClassDeclaration = featureMapDeclarations;
@@ -322,6 +331,16 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
            {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
             resolution = array<i64: 56, 56>, shift = array<i64: 3, 3>}
            -> tensor<?x49x96xf32>
+
+    // timm's block on a 54x54 map: rolled, then padded to 56x56.
+    %y = rpe.fused_window_attention
+           ins(%xq, %xk, %xv, %table : tensor<?x2916x96xf32>, tensor<?x2916x96xf32>,
+                                       tensor<?x2916x96xf32>, tensor<169x3xf32>)
+           outs(%init2 : tensor<?x2916x96xf32>)
+           {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
+            image = array<i64: 54, 54>, resolution = array<i64: 56, 56>,
+            shift = array<i64: 3, 3>, padding = #rpe.padding<shift_then_pad>}
+           -> tensor<?x2916x96xf32>
     ```
   }];
   let arguments = (ins AnyShaped:$query, AnyShaped:$key, AnyShaped:$value,
@@ -332,7 +351,7 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                        OptionalAttr<DenseI64ArrayAttr>:$shift,
                        DefaultValuedAttr<F64Attr, "-100.0">:$mask_value,
                        OptionalAttr<DenseI64ArrayAttr>:$image,
-                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding,
+                       Rpe_DefaultPaddingOrder:$padding,
                        UnitAttr:$packed_qkv);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = [{
@@ -354,7 +373,9 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
     bool hasTokenLayout() { return getImage().has_value(); }
     /// The shifted-window mask applies: a non-zero shift.
     bool hasShiftMask();
-    bool isShiftThenPad() { return getPadding() == "shift_then_pad"; }
+    bool isShiftThenPad() {
+      return getPadding() == PaddingOrder::ShiftThenPad;
+    }
     bool hasMergedHeadsResult() {
       return cast<ShapedType>(getInit().getType()).getRank() == 3;
     }

@@ -74,12 +74,11 @@ getPaddedResolution(llvm::ArrayRef<int64_t> resolution,
                     llvm::ArrayRef<int64_t> window);
 
 /// Checks the geometry of a token-layout feature map: the window, the
-/// resolution (positive, any size: it is padded), 0 <= shift < window and
-/// the padding convention ("pad_then_shift" or "shift_then_pad").
+/// resolution (positive, any size: it is padded) and 0 <= shift < window.
+/// Either padding order (rpe::PaddingOrder) suits any valid geometry.
 std::optional<std::string> checkFeatureMap(llvm::ArrayRef<int64_t> resolution,
                                            llvm::ArrayRef<int64_t> window,
-                                           llvm::ArrayRef<int64_t> shift,
-                                           llvm::StringRef padding);
+                                           llvm::ArrayRef<int64_t> shift);
 
 } // namespace mlir::rpe
 

@@ -105,9 +105,8 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     if (!config.hasResolution())
       return configError("--layout=tokens needs --resolution (the feature "
                          "map)");
-    if (auto error = checkFeatureMap(
-            config.resolution, config.window, config.shift,
-            config.shiftThenPad ? "shift_then_pad" : "pad_then_shift"))
+    if (auto error =
+            checkFeatureMap(config.resolution, config.window, config.shift))
       return configError("--resolution/--shift: " + *error);
   } else if (config.hasResolution()) {
     if (auto error = checkShift(config.resolution, config.window, config.shift))
@@ -308,8 +307,9 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
     }
     auto resolution = b.getDenseI64ArrayAttr(config.resolution);
     auto shift = b.getDenseI64ArrayAttr(config.shift);
-    auto padding = b.getStringAttr(config.shiftThenPad ? "shift_then_pad"
-                                                       : "pad_then_shift");
+    auto padding = PaddingOrderAttr::get(
+        b.getContext(), config.shiftThenPad ? PaddingOrder::ShiftThenPad
+                                            : PaddingOrder::PadThenShift);
     auto windowsType = RankedTensorType::get({dyn, h, n, d}, element);
     auto partition = [&](Value map, Value pad) -> Value {
       return WindowPartitionOp::create(b, loc, windowsType, map, pad,

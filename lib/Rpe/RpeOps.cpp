@@ -6,10 +6,12 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 
@@ -18,10 +20,19 @@ using namespace mlir::rpe;
 
 #include "Rpe/RpeOpsDialect.cpp.inc"
 
+#include "Rpe/RpeEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Rpe/RpeAttrs.cpp.inc"
+
 void RpeDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "Rpe/RpeOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "Rpe/RpeAttrs.cpp.inc"
       >();
 }
 
@@ -334,11 +345,12 @@ void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 /// Verifies the feature-map attributes and that `mapType` is [batch, L, C]
 /// with L the resolution's token count and C static.
-static LogicalResult
-verifyFeatureMap(Operation *op, ArrayRef<int64_t> resolution,
-                 ArrayRef<int64_t> window, ArrayRef<int64_t> shift,
-                 StringRef padding, RankedTensorType mapType) {
-  if (auto error = checkFeatureMap(resolution, window, shift, padding))
+static LogicalResult verifyFeatureMap(Operation *op,
+                                      ArrayRef<int64_t> resolution,
+                                      ArrayRef<int64_t> window,
+                                      ArrayRef<int64_t> shift,
+                                      RankedTensorType mapType) {
+  if (auto error = checkFeatureMap(resolution, window, shift))
     return op->emitOpError() << *error;
   int64_t tokens = 1;
   for (int64_t n : resolution)
@@ -382,7 +394,7 @@ static LogicalResult verifyMapAndWindows(Operation *op,
 LogicalResult WindowPartitionOp::verify() {
   RankedTensorType inputType = getInput().getType();
   if (failed(verifyFeatureMap(*this, getResolution(), getWindow(), getShift(),
-                              getPadding(), inputType)))
+                              inputType)))
     return failure();
   int64_t channels = inputType.getDimSize(2);
   if (Value pad = getPad()) {
@@ -409,7 +421,7 @@ LogicalResult WindowPartitionOp::verify() {
 LogicalResult WindowReverseOp::verify() {
   RankedTensorType resultType = getResult().getType();
   if (failed(verifyFeatureMap(*this, getResolution(), getWindow(), getShift(),
-                              getPadding(), resultType)))
+                              resultType)))
     return failure();
   RankedTensorType inputType = getInput().getType();
   int64_t n = rpe::getNumTokens(getWindow());
@@ -504,8 +516,7 @@ LogicalResult FusedWindowAttentionOp::verify() {
   if (!getResolution())
     return emitOpError() << "expects resolution and shift with an image";
   ArrayRef<int64_t> image = *getImage();
-  if (auto error =
-          checkFeatureMap(image, getWindow(), *getShift(), getPadding()))
+  if (auto error = checkFeatureMap(image, getWindow(), *getShift()))
     return emitOpError() << *error;
   SmallVector<int64_t> padded = getPaddedResolution(image, getWindow());
   if (*getResolution() != ArrayRef<int64_t>(padded))
