@@ -101,8 +101,8 @@ def Rpe_ShiftMaskOp : Rpe_Op<"shift_mask", [Pure]> {
     result[w, i, j] = label(i) == label(j) ? 0.0 : mask_value
     ```
 
-    `mask_value` is Swin's `-100.0` by default: an additive value, not
-    `-inf`. Window `b` of a batch of `B * nW` windows uses `result[b % nW]`.
+    `mask_value` is Swin's `-100.0` by default (`rpe::kSwinMaskValue`): an
+    additive value, not `-inf`. Window `b` of a batch of `B * nW` windows uses `result[b % nW]`.
     The op depends only on its attributes and folds to a constant.
 
     Example:
@@ -115,9 +115,19 @@ def Rpe_ShiftMaskOp : Rpe_Op<"shift_mask", [Pure]> {
   let arguments = (ins DenseI64ArrayAttr:$resolution,
                        DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$shift,
-                       DefaultValuedAttr<F64Attr, "-100.0">:$mask_value);
+                       DefaultValuedAttr<F64Attr,
+                           "::mlir::rpe::kSwinMaskValue">:$mask_value);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
+  let builders = [
+    // Swin's mask unless told otherwise: callers name only the geometry.
+    OpBuilder<(ins "Type":$result, "ArrayRef<int64_t>":$resolution,
+                   "ArrayRef<int64_t>":$window, "ArrayRef<int64_t>":$shift,
+                   CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue), [{
+      build($_builder, $_state, result, resolution, window, shift,
+            ::llvm::APFloat(maskValue));
+    }]>
+  ];
   let hasVerifier = 1;
   let hasFolder = 1;
 }
@@ -349,11 +359,38 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                        DenseI64ArrayAttr:$window, F32Attr:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$resolution,
                        OptionalAttr<DenseI64ArrayAttr>:$shift,
-                       DefaultValuedAttr<F64Attr, "-100.0">:$mask_value,
+                       DefaultValuedAttr<F64Attr,
+                           "::mlir::rpe::kSwinMaskValue">:$mask_value,
                        OptionalAttr<DenseI64ArrayAttr>:$image,
                        Rpe_DefaultPaddingOrder:$padding,
                        UnitAttr:$packed_qkv);
   let results = (outs Variadic<AnyRankedTensor>:$result);
+  // Both derive the result from `init` (one result on tensors, none on
+  // memrefs) and the mask value defaults to Swin's, so that a call states
+  // the attention it builds and nothing the verifier could infer.
+  let builders = [
+    // Windows layout. A non-empty `resolution` and `shift` are the geometry
+    // of the shifted-window mask (rpe.shift_mask) that the attention adds;
+    // without them there is no mask.
+    OpBuilder<(ins "Value":$query, "Value":$key, "Value":$value,
+                   "Value":$table, "Value":$init,
+                   "ArrayRef<int64_t>":$window, "float":$scale,
+                   CArg<"ArrayRef<int64_t>", "{}">:$resolution,
+                   CArg<"ArrayRef<int64_t>", "{}">:$shift,
+                   CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue)>,
+    // Token layout on `image`-sized maps; the mask (a non-zero `shift`) is
+    // built on the image padded to whole windows, which the builder
+    // computes. `packedQkv`: query, key and value are one `[batch, L, 3C]`
+    // map.
+    OpBuilder<(ins "Value":$query, "Value":$key, "Value":$value,
+                   "Value":$table, "ValueRange":$paddingValues,
+                   "Value":$init, "ArrayRef<int64_t>":$window,
+                   "float":$scale, "ArrayRef<int64_t>":$image,
+                   "ArrayRef<int64_t>":$shift,
+                   CArg<"PaddingOrder", "PaddingOrder::PadThenShift">:$padding,
+                   CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue,
+                   CArg<"bool", "false">:$packedQkv)>
+  ];
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `,` $table `:` type($query) `,`
       type($key) `,` type($value) `,` type($table) `)`

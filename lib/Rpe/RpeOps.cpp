@@ -439,6 +439,52 @@ LogicalResult WindowReverseOp::verify() {
 // FusedWindowAttentionOp
 //===----------------------------------------------------------------------===//
 
+/// The results of a fused attention writing `init`: the destination's type
+/// on tensors, none on memrefs (destination-passing style).
+static SmallVector<Type, 1> getDestinationResultTypes(Value init) {
+  if (isa<RankedTensorType>(init.getType()))
+    return {init.getType()};
+  return {};
+}
+
+void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
+                                   Value query, Value key, Value value,
+                                   Value table, Value init,
+                                   ArrayRef<int64_t> window, float scale,
+                                   ArrayRef<int64_t> resolution,
+                                   ArrayRef<int64_t> shift, double maskValue) {
+  auto optionalArray = [&](ArrayRef<int64_t> values) {
+    return values.empty() ? nullptr : builder.getDenseI64ArrayAttr(values);
+  };
+  // No image: q, k, v are windows already, nothing is padded.
+  build(builder, state, getDestinationResultTypes(init), query, key, value,
+        table, /*padding_values=*/ValueRange(), init,
+        builder.getDenseI64ArrayAttr(window), builder.getF32FloatAttr(scale),
+        optionalArray(resolution), optionalArray(shift),
+        builder.getF64FloatAttr(maskValue), /*image=*/nullptr,
+        PaddingOrderAttr::get(builder.getContext(), PaddingOrder::PadThenShift),
+        /*packed_qkv=*/nullptr);
+}
+
+void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
+                                   Value query, Value key, Value value,
+                                   Value table, ValueRange paddingValues,
+                                   Value init, ArrayRef<int64_t> window,
+                                   float scale, ArrayRef<int64_t> image,
+                                   ArrayRef<int64_t> shift,
+                                   PaddingOrder padding, double maskValue,
+                                   bool packedQkv) {
+  // The mask lives on the padded map in both padding orders.
+  build(builder, state, getDestinationResultTypes(init), query, key, value,
+        table, paddingValues, init, builder.getDenseI64ArrayAttr(window),
+        builder.getF32FloatAttr(scale),
+        builder.getDenseI64ArrayAttr(getPaddedResolution(image, window)),
+        builder.getDenseI64ArrayAttr(shift), builder.getF64FloatAttr(maskValue),
+        builder.getDenseI64ArrayAttr(image),
+        PaddingOrderAttr::get(builder.getContext(), padding),
+        packedQkv ? builder.getUnitAttr() : nullptr);
+}
+
 int64_t FusedWindowAttentionOp::getNumTokens() {
   return rpe::getNumTokens(getWindow());
 }
@@ -603,14 +649,11 @@ LogicalResult FusedWindowAttentionOp::bufferize(
     buffers.push_back(*buffer);
   }
   rewriter.setInsertionPoint(*this);
-  // Operands: q, k, v, table, padding values..., init (last).
-  auto bufferized = FusedWindowAttentionOp::create(
-      rewriter, getLoc(), TypeRange{}, buffers[0], buffers[1], buffers[2],
-      buffers[3], ArrayRef<Value>(buffers).slice(4, buffers.size() - 5),
-      buffers.back(), getWindowAttr(), getScaleAttr(), getResolutionAttr(),
-      getShiftAttr(), getMaskValueAttr(), getImageAttr(), getPaddingAttr(),
-      getPackedQkvAttr());
-  (void)bufferized;
+  // The same attention on the buffers, writing the destination's (the last
+  // operand's) buffer instead of returning a tensor.
+  FusedWindowAttentionOp::create(rewriter, getLoc(),
+                                 /*resultTypes=*/TypeRange{}, buffers,
+                                 getProperties());
   bufferization::replaceOpWithBufferizedValues(rewriter, *this, buffers.back());
   return success();
 }

@@ -92,6 +92,26 @@ func.func @feature_map(%x: tensor<?x117x96xf32>, %p: tensor<96xf32>, %t: tensor<
 
 // -----
 
+// A mask value other than Swin's is the fused op's too, in both layouts.
+// CHECK-LABEL: func @mask_value
+// CHECK: rpe.fused_window_attention
+// CHECK-SAME: {image = array<i64: 8, 12>, mask_value = -1.000000e+04 : f64, resolution = array<i64: 8, 12>
+// CHECK: rpe.fused_window_attention
+// CHECK-SAME: {mask_value = -1.000000e+04 : f64, resolution = array<i64: 8, 12>
+func.func @mask_value(%q: tensor<?x3x24x32xf32>, %x: tensor<?x96x96xf32>, %t: tensor<77x3xf32>) -> (tensor<?x96x96xf32>, tensor<?x24x96xf32>) {
+  %b = rpe.lookup %t {window = array<i64: 4, 6>} : tensor<77x3xf32> -> tensor<3x24x24xf32>
+  %m = rpe.shift_mask {resolution = array<i64: 8, 12>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, mask_value = -1.0e4 : f64} : tensor<4x24x24xf32>
+  %w = rpe.window_partition %x {resolution = array<i64: 8, 12>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<?x96x96xf32> -> tensor<?x3x24x32xf32>
+  %0 = rpe.window_attention ins(%w, %w, %w : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
+         bias(%b : tensor<3x24x24xf32>) mask(%m : tensor<4x24x24xf32>) -> tensor<?x24x96xf32>
+  %y = rpe.window_reverse %0 {resolution = array<i64: 8, 12>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<?x24x96xf32> -> tensor<?x96x96xf32>
+  %1 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
+         bias(%b : tensor<3x24x24xf32>) mask(%m : tensor<4x24x24xf32>) -> tensor<?x24x96xf32>
+  return %y, %1 : tensor<?x96x96xf32>, tensor<?x24x96xf32>
+}
+
+// -----
+
 // A mask built for another map than the partition's padded one is not
 // Swin's: the feature-map form does not fuse (the attention alone does).
 // CHECK-LABEL: func @feature_map_wrong_mask
