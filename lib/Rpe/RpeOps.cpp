@@ -36,6 +36,20 @@ void RpeDialect::initialize() {
       >();
 }
 
+LogicalResult RpeDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attribute) {
+  // Other rpe.* names pass: a pass may add one before the dialect knows it.
+  if (attribute.getName() != ItemsPerBlockAttrHelper::getNameStr())
+    return success();
+  // The host runtime divides the grid by it.
+  auto items = dyn_cast<IntegerAttr>(attribute.getValue());
+  if (!items || !items.getType().isSignlessInteger(64) || items.getInt() < 1)
+    return op->emitError() << "expects '" << attribute.getName().getValue()
+                           << "' to be a positive i64, got "
+                           << attribute.getValue();
+  return success();
+}
+
 Operation *RpeDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                            Type type, Location loc) {
   return arith::ConstantOp::materialize(builder, value, type, loc);

@@ -521,3 +521,17 @@ func.func @fused_float_table(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xi32>, %
          outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
   return
 }
+
+// -----
+
+// expected-error @below {{expects 'rpe.items_per_block' to be a positive i64, got "3"}}
+func.func @items_per_block_string() attributes {rpe.items_per_block = "3"} {
+  return
+}
+
+// -----
+
+// expected-error @below {{expects 'rpe.items_per_block' to be a positive i64, got 0 : i64}}
+func.func @items_per_block_zero() attributes {rpe.items_per_block = 0 : i64} {
+  return
+}

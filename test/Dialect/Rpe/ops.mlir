@@ -97,3 +97,9 @@ func.func @fused(%x: tensor<2x117x96xf16>, %p: tensor<96xf16>, %t: tensor<77x3xf
     outs(%o : memref<?x24x96xf32>) {window = array<i64: 4, 6>, scale = 1.0 : f32}
   return %r2 : tensor<2x117x96xf16>
 }
+
+// CHECK-LABEL: func @items_per_block
+// CHECK-SAME: attributes {rpe.items_per_block = 3 : i64}
+func.func @items_per_block() attributes {rpe.items_per_block = 3 : i64} {
+  return
+}
