@@ -8,4 +8,9 @@
 
 #include "Rpe/RpeOpsDialect.h.inc"
 
+#include "Rpe/RpeEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Rpe/RpeAttrs.h.inc"
+
 #endif // RPE_RPEDIALECT_H

@@ -32,8 +32,27 @@ def Rpe_Dialect : Dialect {
     Everything an op needs to know about the window geometry is an attribute,
     so the relative index is a compile-time constant: the passes of this
     project fold it away and never compute it at run time.
+
+    The dialect also verifies the attribute its passes leave on other ops:
+    `rpe.items_per_block`, a positive `i64` that `rpe-lower-fused-attention`
+    puts on the function launching a GPU kernel, is the number of (window,
+    head) items one block computes; the host runtime sizes the grid from it.
+
+    Example:
+
+    ```mlir
+    func.func @launch() attributes {rpe.items_per_block = 3 : i64} {
+      return
+    }
+    ```
   }];
   let hasConstantMaterializer = 1;
+  // The attributes (RpeAttrs.td) print as `#rpe.<mnemonic><...>`.
+  let useDefaultAttributePrinterParser = 1;
+  // A typed name for each attribute the passes put on other dialects' ops,
+  // checked by verifyOperationAttribute wherever it appears.
+  let discardableAttrs = (ins "::mlir::IntegerAttr":$items_per_block);
+  let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 

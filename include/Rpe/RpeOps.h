@@ -4,6 +4,7 @@
 #define RPE_RPEOPS_H
 
 #include "Rpe/RpeDialect.h"
+#include "Rpe/WindowGeometry.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -3,6 +3,7 @@
 #ifndef RPE_OPS_TD
 #define RPE_OPS_TD
 
+include "Rpe/RpeAttrs.td"
 include "Rpe/RpeDialect.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -100,8 +101,8 @@ def Rpe_ShiftMaskOp : Rpe_Op<"shift_mask", [Pure]> {
     result[w, i, j] = label(i) == label(j) ? 0.0 : mask_value
     ```
 
-    `mask_value` is Swin's `-100.0` by default: an additive value, not
-    `-inf`. Window `b` of a batch of `B * nW` windows uses `result[b % nW]`.
+    `mask_value` is Swin's `-100.0` by default (`rpe::kSwinMaskValue`): an
+    additive value, not `-inf`. Window `b` of a batch of `B * nW` windows uses `result[b % nW]`.
     The op depends only on its attributes and folds to a constant.
 
     Example:
@@ -114,9 +115,19 @@ def Rpe_ShiftMaskOp : Rpe_Op<"shift_mask", [Pure]> {
   let arguments = (ins DenseI64ArrayAttr:$resolution,
                        DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$shift,
-                       DefaultValuedAttr<F64Attr, "-100.0">:$mask_value);
+                       DefaultValuedAttr<F64Attr,
+                           "::mlir::rpe::kSwinMaskValue">:$mask_value);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
+  let builders = [
+    // Swin's mask unless told otherwise: callers name only the geometry.
+    OpBuilder<(ins "Type":$result, "ArrayRef<int64_t>":$resolution,
+                   "ArrayRef<int64_t>":$window, "ArrayRef<int64_t>":$shift,
+                   CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue), [{
+      build($_builder, $_state, result, resolution, window, shift,
+            ::llvm::APFloat(maskValue));
+    }]>
+  ];
   let hasVerifier = 1;
   let hasFolder = 1;
 }
@@ -187,11 +198,18 @@ def Rpe_WindowAttentionOp : Rpe_Op<"window_attention",
 // rpe.window_partition, rpe.window_reverse
 //===----------------------------------------------------------------------===//
 
+/// The padding order of an op that pads a feature map: HF's, torchvision's
+/// and Video Swin's unless the op says timm's.
+def Rpe_DefaultPaddingOrder : DefaultValuedAttr<Rpe_PaddingOrderAttr,
+    "::mlir::rpe::PaddingOrder::PadThenShift">;
+
 class Rpe_FeatureMapOp<string mnemonic, list<Trait> traits = []>
     : Rpe_Op<mnemonic, !listconcat([Pure], traits)> {
   code featureMapDeclarations = [{
     /// True for timm's order (roll, then pad), false for pad, then roll.
-    bool isShiftThenPad() { return getPadding() == "shift_then_pad"; }
+    bool isShiftThenPad() {
+      return getPadding() == PaddingOrder::ShiftThenPad;
+    }
   }];
 }
 
@@ -207,12 +225,12 @@ def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
 
     When `resolution` is not a multiple of `window`, the map is padded at
     the end of each axis to `ceil(resolution / window) * window`. `padding`
-    selects the order of the two data movements, as Swin implementations
-    differ:
+    (`#rpe.padding<...>`) selects the order of the two data movements, as
+    Swin implementations differ:
 
-    * `"pad_then_shift"` (HF transformers, torchvision, Video Swin): pad,
-      then roll the padded map;
-    * `"shift_then_pad"` (timm): roll the map, then pad it.
+    * `pad_then_shift` (HF transformers, torchvision, Video Swin), the
+      default: pad, then roll the padded map;
+    * `shift_then_pad` (timm): roll the map, then pad it.
 
     Padded tokens take the value `pad` (`[C]`; zeros when absent): in Swin
     they are the qkv projection of a zero vector, the projection's bias.
@@ -222,7 +240,7 @@ def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
     ```mlir
     %qw = rpe.window_partition %q pad(%qbias : tensor<96xf32>)
             {resolution = array<i64: 54, 54>, window = array<i64: 7, 7>,
-             shift = array<i64: 3, 3>, padding = "pad_then_shift"}
+             shift = array<i64: 3, 3>, padding = #rpe.padding<shift_then_pad>}
             : tensor<?x2916x96xf32> -> tensor<?x3x49x32xf32>
     ```
   }];
@@ -231,7 +249,7 @@ def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
                        DenseI64ArrayAttr:$resolution,
                        DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$shift,
-                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding);
+                       Rpe_DefaultPaddingOrder:$padding);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = [{
     $input (`pad` `(` $pad^ `:` type($pad) `)`)? attr-dict `:` type($input)
@@ -253,7 +271,8 @@ def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
 
     ```mlir
     %x = rpe.window_reverse %o {resolution = array<i64: 54, 54>,
-           window = array<i64: 7, 7>, shift = array<i64: 3, 3>}
+           window = array<i64: 7, 7>, shift = array<i64: 3, 3>,
+           padding = #rpe.padding<shift_then_pad>}
            : tensor<?x49x96xf32> -> tensor<?x2916x96xf32>
     ```
   }];
@@ -261,7 +280,7 @@ def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
                        DenseI64ArrayAttr:$resolution,
                        DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$shift,
-                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding);
+                       Rpe_DefaultPaddingOrder:$padding);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let extraClassDeclaration = featureMapDeclarations;
@@ -322,6 +341,16 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
            {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
             resolution = array<i64: 56, 56>, shift = array<i64: 3, 3>}
            -> tensor<?x49x96xf32>
+
+    // timm's block on a 54x54 map: rolled, then padded to 56x56.
+    %y = rpe.fused_window_attention
+           ins(%xq, %xk, %xv, %table : tensor<?x2916x96xf32>, tensor<?x2916x96xf32>,
+                                       tensor<?x2916x96xf32>, tensor<169x3xf32>)
+           outs(%init2 : tensor<?x2916x96xf32>)
+           {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
+            image = array<i64: 54, 54>, resolution = array<i64: 56, 56>,
+            shift = array<i64: 3, 3>, padding = #rpe.padding<shift_then_pad>}
+           -> tensor<?x2916x96xf32>
     ```
   }];
   let arguments = (ins AnyShaped:$query, AnyShaped:$key, AnyShaped:$value,
@@ -330,11 +359,38 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                        DenseI64ArrayAttr:$window, F32Attr:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$resolution,
                        OptionalAttr<DenseI64ArrayAttr>:$shift,
-                       DefaultValuedAttr<F64Attr, "-100.0">:$mask_value,
+                       DefaultValuedAttr<F64Attr,
+                           "::mlir::rpe::kSwinMaskValue">:$mask_value,
                        OptionalAttr<DenseI64ArrayAttr>:$image,
-                       DefaultValuedStrAttr<StrAttr, "pad_then_shift">:$padding,
+                       Rpe_DefaultPaddingOrder:$padding,
                        UnitAttr:$packed_qkv);
   let results = (outs Variadic<AnyRankedTensor>:$result);
+  // Both derive the result from `init` (one result on tensors, none on
+  // memrefs) and the mask value defaults to Swin's, so that a call states
+  // the attention it builds and nothing the verifier could infer.
+  let builders = [
+    // Windows layout. A non-empty `resolution` and `shift` are the geometry
+    // of the shifted-window mask (rpe.shift_mask) that the attention adds;
+    // without them there is no mask.
+    OpBuilder<(ins "Value":$query, "Value":$key, "Value":$value,
+                   "Value":$table, "Value":$init,
+                   "ArrayRef<int64_t>":$window, "float":$scale,
+                   CArg<"ArrayRef<int64_t>", "{}">:$resolution,
+                   CArg<"ArrayRef<int64_t>", "{}">:$shift,
+                   CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue)>,
+    // Token layout on `image`-sized maps; the mask (a non-zero `shift`) is
+    // built on the image padded to whole windows, which the builder
+    // computes. `packedQkv`: query, key and value are one `[batch, L, 3C]`
+    // map.
+    OpBuilder<(ins "Value":$query, "Value":$key, "Value":$value,
+                   "Value":$table, "ValueRange":$paddingValues,
+                   "Value":$init, "ArrayRef<int64_t>":$window,
+                   "float":$scale, "ArrayRef<int64_t>":$image,
+                   "ArrayRef<int64_t>":$shift,
+                   CArg<"PaddingOrder", "PaddingOrder::PadThenShift">:$padding,
+                   CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue,
+                   CArg<"bool", "false">:$packedQkv)>
+  ];
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `,` $table `:` type($query) `,`
       type($key) `,` type($value) `,` type($table) `)`
@@ -354,7 +410,9 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
     bool hasTokenLayout() { return getImage().has_value(); }
     /// The shifted-window mask applies: a non-zero shift.
     bool hasShiftMask();
-    bool isShiftThenPad() { return getPadding() == "shift_then_pad"; }
+    bool isShiftThenPad() {
+      return getPadding() == PaddingOrder::ShiftThenPad;
+    }
     bool hasMergedHeadsResult() {
       return cast<ShapedType>(getInit().getType()).getRank() == 3;
     }

@@ -23,6 +23,12 @@ namespace mlir::rpe {
 /// folded and their lowerings report an error instead of exhausting memory.
 constexpr int64_t kMaxConstantElements = int64_t(1) << 24;
 
+/// What Swin's shifted-window mask adds to the score of two tokens from
+/// different regions of a window: -100, not -inf, so that the mask stays
+/// additive and a row of one region still has a finite softmax. The default
+/// of every mask_value attribute and of every builder that takes one.
+constexpr double kSwinMaskValue = -100.0;
+
 /// N = Wh * Ww (* Wd): tokens in a window.
 int64_t getNumTokens(llvm::ArrayRef<int64_t> window);
 
@@ -74,12 +80,11 @@ getPaddedResolution(llvm::ArrayRef<int64_t> resolution,
                     llvm::ArrayRef<int64_t> window);
 
 /// Checks the geometry of a token-layout feature map: the window, the
-/// resolution (positive, any size: it is padded), 0 <= shift < window and
-/// the padding convention ("pad_then_shift" or "shift_then_pad").
+/// resolution (positive, any size: it is padded) and 0 <= shift < window.
+/// Either padding order (rpe::PaddingOrder) suits any valid geometry.
 std::optional<std::string> checkFeatureMap(llvm::ArrayRef<int64_t> resolution,
                                            llvm::ArrayRef<int64_t> window,
-                                           llvm::ArrayRef<int64_t> shift,
-                                           llvm::StringRef padding);
+                                           llvm::ArrayRef<int64_t> shift);
 
 } // namespace mlir::rpe
 

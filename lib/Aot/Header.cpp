@@ -44,13 +44,17 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
     os << " * Feature map " << joinExtents(config.resolution, "x")
        << (config.isPadded()
                ? " padded to " + joinExtents(config.paddedResolution(), "x") +
-                     (config.shiftThenPad ? " after the shift (timm)"
-                                          : " before the shift")
+                     (config.padding == PaddingOrder::ShiftThenPad
+                          ? " after the shift (timm)"
+                          : " before the shift")
                : std::string())
        << ", shift " << joinExtents(config.shift, ",") << ", "
        << config.windowsPerImage() << " windows per image"
-       << (config.isShifted() ? "; shifted-window mask -100 across regions"
-                              : "")
+       << (config.isShifted()
+               ? "; shifted-window mask " +
+                     llvm::formatv("{0:0}", kSwinMaskValue).str() +
+                     " across regions"
+               : "")
        << ".\n";
   os << " *\n";
   if (!tokens) {

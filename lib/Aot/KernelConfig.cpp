@@ -96,9 +96,8 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     if (!config.hasResolution())
       return configError("--layout=tokens needs --resolution (the feature "
                          "map)");
-    if (auto error = checkFeatureMap(
-            config.resolution, config.window, config.shift,
-            config.shiftThenPad ? "shift_then_pad" : "pad_then_shift"))
+    if (auto error =
+            checkFeatureMap(config.resolution, config.window, config.shift))
       return configError("--resolution/--shift: " + *error);
   } else if (config.hasResolution()) {
     if (auto error = checkShift(config.resolution, config.window, config.shift))

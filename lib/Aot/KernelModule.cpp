@@ -184,7 +184,8 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
         b, loc,
         RankedTensorType::get({config.windowsPerImage(), n, n}, b.getF32Type()),
         b.getDenseI64ArrayAttr(config.paddedResolution()), window,
-        b.getDenseI64ArrayAttr(config.shift), b.getF64FloatAttr(-100.0));
+        b.getDenseI64ArrayAttr(config.shift),
+        b.getF64FloatAttr(kSwinMaskValue));
   auto attentionType = RankedTensorType::get({dyn, n, c}, element);
   auto scale = b.getF32FloatAttr(config.effectiveScale());
   Value result;
@@ -198,8 +199,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
       pads = splitPaddingRows(b, loc, padRows, element);
     auto resolution = b.getDenseI64ArrayAttr(config.resolution);
     auto shift = b.getDenseI64ArrayAttr(config.shift);
-    auto padding = b.getStringAttr(config.shiftThenPad ? "shift_then_pad"
-                                                       : "pad_then_shift");
+    auto padding = PaddingOrderAttr::get(&context, config.padding);
     auto windowsType = RankedTensorType::get({dyn, h, n, d}, element);
     auto partition = [&](Value map, Value pad) -> Value {
       return WindowPartitionOp::create(b, loc, windowsType, map, pad,

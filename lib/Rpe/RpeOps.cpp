@@ -6,10 +6,12 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 
@@ -18,11 +20,34 @@ using namespace mlir::rpe;
 
 #include "Rpe/RpeOpsDialect.cpp.inc"
 
+#include "Rpe/RpeEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Rpe/RpeAttrs.cpp.inc"
+
 void RpeDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "Rpe/RpeOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "Rpe/RpeAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult RpeDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attribute) {
+  // Other rpe.* names pass: a pass may add one before the dialect knows it.
+  if (attribute.getName() != ItemsPerBlockAttrHelper::getNameStr())
+    return success();
+  // The host runtime divides the grid by it.
+  auto items = dyn_cast<IntegerAttr>(attribute.getValue());
+  if (!items || !items.getType().isSignlessInteger(64) || items.getInt() < 1)
+    return op->emitError() << "expects '" << attribute.getName().getValue()
+                           << "' to be a positive i64, got "
+                           << attribute.getValue();
+  return success();
 }
 
 Operation *RpeDialect::materializeConstant(OpBuilder &builder, Attribute value,
@@ -334,11 +359,12 @@ void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 /// Verifies the feature-map attributes and that `mapType` is [batch, L, C]
 /// with L the resolution's token count and C static.
-static LogicalResult
-verifyFeatureMap(Operation *op, ArrayRef<int64_t> resolution,
-                 ArrayRef<int64_t> window, ArrayRef<int64_t> shift,
-                 StringRef padding, RankedTensorType mapType) {
-  if (auto error = checkFeatureMap(resolution, window, shift, padding))
+static LogicalResult verifyFeatureMap(Operation *op,
+                                      ArrayRef<int64_t> resolution,
+                                      ArrayRef<int64_t> window,
+                                      ArrayRef<int64_t> shift,
+                                      RankedTensorType mapType) {
+  if (auto error = checkFeatureMap(resolution, window, shift))
     return op->emitOpError() << *error;
   int64_t tokens = 1;
   for (int64_t n : resolution)
@@ -382,7 +408,7 @@ static LogicalResult verifyMapAndWindows(Operation *op,
 LogicalResult WindowPartitionOp::verify() {
   RankedTensorType inputType = getInput().getType();
   if (failed(verifyFeatureMap(*this, getResolution(), getWindow(), getShift(),
-                              getPadding(), inputType)))
+                              inputType)))
     return failure();
   int64_t channels = inputType.getDimSize(2);
   if (Value pad = getPad()) {
@@ -409,7 +435,7 @@ LogicalResult WindowPartitionOp::verify() {
 LogicalResult WindowReverseOp::verify() {
   RankedTensorType resultType = getResult().getType();
   if (failed(verifyFeatureMap(*this, getResolution(), getWindow(), getShift(),
-                              getPadding(), resultType)))
+                              resultType)))
     return failure();
   RankedTensorType inputType = getInput().getType();
   int64_t n = rpe::getNumTokens(getWindow());
@@ -426,6 +452,52 @@ LogicalResult WindowReverseOp::verify() {
 //===----------------------------------------------------------------------===//
 // FusedWindowAttentionOp
 //===----------------------------------------------------------------------===//
+
+/// The results of a fused attention writing `init`: the destination's type
+/// on tensors, none on memrefs (destination-passing style).
+static SmallVector<Type, 1> getDestinationResultTypes(Value init) {
+  if (isa<RankedTensorType>(init.getType()))
+    return {init.getType()};
+  return {};
+}
+
+void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
+                                   Value query, Value key, Value value,
+                                   Value table, Value init,
+                                   ArrayRef<int64_t> window, float scale,
+                                   ArrayRef<int64_t> resolution,
+                                   ArrayRef<int64_t> shift, double maskValue) {
+  auto optionalArray = [&](ArrayRef<int64_t> values) {
+    return values.empty() ? nullptr : builder.getDenseI64ArrayAttr(values);
+  };
+  // No image: q, k, v are windows already, nothing is padded.
+  build(builder, state, getDestinationResultTypes(init), query, key, value,
+        table, /*padding_values=*/ValueRange(), init,
+        builder.getDenseI64ArrayAttr(window), builder.getF32FloatAttr(scale),
+        optionalArray(resolution), optionalArray(shift),
+        builder.getF64FloatAttr(maskValue), /*image=*/nullptr,
+        PaddingOrderAttr::get(builder.getContext(), PaddingOrder::PadThenShift),
+        /*packed_qkv=*/nullptr);
+}
+
+void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
+                                   Value query, Value key, Value value,
+                                   Value table, ValueRange paddingValues,
+                                   Value init, ArrayRef<int64_t> window,
+                                   float scale, ArrayRef<int64_t> image,
+                                   ArrayRef<int64_t> shift,
+                                   PaddingOrder padding, double maskValue,
+                                   bool packedQkv) {
+  // The mask lives on the padded map in both padding orders.
+  build(builder, state, getDestinationResultTypes(init), query, key, value,
+        table, paddingValues, init, builder.getDenseI64ArrayAttr(window),
+        builder.getF32FloatAttr(scale),
+        builder.getDenseI64ArrayAttr(getPaddedResolution(image, window)),
+        builder.getDenseI64ArrayAttr(shift), builder.getF64FloatAttr(maskValue),
+        builder.getDenseI64ArrayAttr(image),
+        PaddingOrderAttr::get(builder.getContext(), padding),
+        packedQkv ? builder.getUnitAttr() : nullptr);
+}
 
 int64_t FusedWindowAttentionOp::getNumTokens() {
   return rpe::getNumTokens(getWindow());
@@ -504,8 +576,7 @@ LogicalResult FusedWindowAttentionOp::verify() {
   if (!getResolution())
     return emitOpError() << "expects resolution and shift with an image";
   ArrayRef<int64_t> image = *getImage();
-  if (auto error =
-          checkFeatureMap(image, getWindow(), *getShift(), getPadding()))
+  if (auto error = checkFeatureMap(image, getWindow(), *getShift()))
     return emitOpError() << *error;
   SmallVector<int64_t> padded = getPaddedResolution(image, getWindow());
   if (*getResolution() != ArrayRef<int64_t>(padded))
@@ -592,14 +663,11 @@ LogicalResult FusedWindowAttentionOp::bufferize(
     buffers.push_back(*buffer);
   }
   rewriter.setInsertionPoint(*this);
-  // Operands: q, k, v, table, padding values..., init (last).
-  auto bufferized = FusedWindowAttentionOp::create(
-      rewriter, getLoc(), TypeRange{}, buffers[0], buffers[1], buffers[2],
-      buffers[3], ArrayRef<Value>(buffers).slice(4, buffers.size() - 5),
-      buffers.back(), getWindowAttr(), getScaleAttr(), getResolutionAttr(),
-      getShiftAttr(), getMaskValueAttr(), getImageAttr(), getPaddingAttr(),
-      getPackedQkvAttr());
-  (void)bufferized;
+  // The same attention on the buffers, writing the destination's (the last
+  // operand's) buffer instead of returning a tensor.
+  FusedWindowAttentionOp::create(rewriter, getLoc(),
+                                 /*resultTypes=*/TypeRange{}, buffers,
+                                 getProperties());
   bufferization::replaceOpWithBufferizedValues(rewriter, *this, buffers.back());
   return success();
 }

@@ -172,8 +172,7 @@ mlir::rpe::getPaddedResolution(ArrayRef<int64_t> resolution,
 
 std::optional<std::string>
 mlir::rpe::checkFeatureMap(ArrayRef<int64_t> resolution,
-                           ArrayRef<int64_t> window, ArrayRef<int64_t> shift,
-                           llvm::StringRef padding) {
+                           ArrayRef<int64_t> window, ArrayRef<int64_t> shift) {
   if (auto error = checkShiftedMap(resolution, window, shift))
     return error;
   constexpr int64_t kMaxExtent = 1 << 16;
@@ -182,10 +181,5 @@ mlir::rpe::checkFeatureMap(ArrayRef<int64_t> resolution,
       return llvm::formatv("resolution {0} along axis {1} must be in [1, {2}]",
                            resolution[axis], axis, kMaxExtent)
           .str();
-  if (padding != "pad_then_shift" && padding != "shift_then_pad")
-    return llvm::formatv("padding must be \"pad_then_shift\" or "
-                         "\"shift_then_pad\", got \"{0}\"",
-                         padding)
-        .str();
   return std::nullopt;
 }

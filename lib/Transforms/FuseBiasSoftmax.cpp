@@ -41,6 +41,19 @@ static bool isZeroShift(ArrayRef<int64_t> shift) {
 struct FusibleBias {
   LookupOp lookup;
   ShiftMaskOp shiftMask; // null: no mask, or a mask of shift 0
+
+  // The mask as the fused op's builders take it: no geometry and Swin's
+  // value when there is none.
+  ArrayRef<int64_t> maskResolution() {
+    return shiftMask ? shiftMask.getResolution() : ArrayRef<int64_t>();
+  }
+  ArrayRef<int64_t> maskShift() {
+    return shiftMask ? shiftMask.getShift() : ArrayRef<int64_t>();
+  }
+  double maskValue() {
+    return shiftMask ? shiftMask.getMaskValue().convertToDouble()
+                     : kSwinMaskValue;
+  }
 };
 
 static FailureOr<FusibleBias> matchBias(WindowAttentionOp op,
@@ -84,21 +97,12 @@ struct FuseWindowAttention : public OpRewritePattern<WindowAttentionOp> {
     FailureOr<FusibleBias> bias = matchBias(op, rewriter, maxScratchBytes);
     if (failed(bias))
       return failure();
-    RankedTensorType resultType = op.getResult().getType();
-    Value init = emptyLike(rewriter, op.getLoc(), resultType, op.getQuery());
-    DenseI64ArrayAttr resolution, shift;
-    if (bias->shiftMask) {
-      resolution = bias->shiftMask.getResolutionAttr();
-      shift = bias->shiftMask.getShiftAttr();
-    }
+    Value init = emptyLike(rewriter, op.getLoc(), op.getResult().getType(),
+                           op.getQuery());
     rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
-        op, TypeRange{resultType}, op.getQuery(), op.getKey(), op.getValue(),
-        bias->lookup.getTable(), ValueRange{}, init,
-        bias->lookup.getWindowAttr(),
-        rewriter.getF32FloatAttr(op.getEffectiveScale()), resolution, shift,
-        bias->shiftMask ? bias->shiftMask.getMaskValueAttr()
-                        : rewriter.getF64FloatAttr(-100.0),
-        /*image=*/nullptr, /*padding=*/nullptr, /*packed_qkv=*/nullptr);
+        op, op.getQuery(), op.getKey(), op.getValue(), bias->lookup.getTable(),
+        init, bias->lookup.getWindow(), op.getEffectiveScale(),
+        bias->maskResolution(), bias->maskShift(), bias->maskValue());
     return success();
   }
 
@@ -216,14 +220,11 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
     if (packed)
       maps.assign(3, packed);
     rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
-        reverse, TypeRange{resultType}, maps[0], maps[1], maps[2],
-        bias->lookup.getTable(), pads, init, bias->lookup.getWindowAttr(),
-        rewriter.getF32FloatAttr(attention.getEffectiveScale()),
-        rewriter.getDenseI64ArrayAttr(padded), reverse.getShiftAttr(),
-        bias->shiftMask ? bias->shiftMask.getMaskValueAttr()
-                        : rewriter.getF64FloatAttr(-100.0),
-        reverse.getResolutionAttr(), reverse.getPaddingAttr(),
-        packed ? rewriter.getUnitAttr() : nullptr);
+        reverse, maps[0], maps[1], maps[2], bias->lookup.getTable(), pads, init,
+        bias->lookup.getWindow(), attention.getEffectiveScale(),
+        /*image=*/reverse.getResolution(), reverse.getShift(),
+        reverse.getPadding(), bias->maskValue(),
+        /*packedQkv=*/static_cast<bool>(packed));
     return success();
   }
 
@@ -429,18 +430,12 @@ struct FuseSpelledOutAttention : public OpRewritePattern<linalg::GenericOp> {
 
     auto resultType = cast<RankedTensorType>(output.getResult(0).getType());
     Value init = emptyLike(rewriter, output.getLoc(), resultType, q);
-    DenseI64ArrayAttr resolution, shift;
-    if (shiftMask && !isZeroShift(shiftMask.getShift())) {
-      resolution = shiftMask.getResolutionAttr();
-      shift = shiftMask.getShiftAttr();
-    }
+    FusibleBias bias{lookup, shiftMask};
+    if (shiftMask && isZeroShift(shiftMask.getShift()))
+      bias.shiftMask = nullptr;
     rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
-        output, TypeRange{resultType}, q, k, v, lookup.getTable(), ValueRange{},
-        init, lookup.getWindowAttr(), rewriter.getF32FloatAttr(*scale),
-        resolution, shift,
-        shiftMask ? shiftMask.getMaskValueAttr()
-                  : rewriter.getF64FloatAttr(-100.0),
-        /*image=*/nullptr, /*padding=*/nullptr, /*packed_qkv=*/nullptr);
+        output, q, k, v, lookup.getTable(), init, lookup.getWindow(), *scale,
+        bias.maskResolution(), bias.maskShift(), bias.maskValue());
     return success();
   }
 

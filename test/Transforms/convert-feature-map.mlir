@@ -53,6 +53,6 @@ func.func @partition(%x: tensor<?x35x8xf32>, %p: tensor<8xf32>) -> tensor<?x2x9x
 // CHECK: tensor.extract %[[O]][%{{.*}}, %{{.*}}, %{{.*}}] : tensor<12x9x8xf32>
 // CHECK-NOT: arith.select
 func.func @reverse(%o: tensor<12x9x8xf32>) -> tensor<2x35x8xf32> {
-  %y = rpe.window_reverse %o {resolution = array<i64: 5, 7>, window = array<i64: 3, 3>, shift = array<i64: 1, 2>, padding = "shift_then_pad"} : tensor<12x9x8xf32> -> tensor<2x35x8xf32>
+  %y = rpe.window_reverse %o {resolution = array<i64: 5, 7>, window = array<i64: 3, 3>, shift = array<i64: 1, 2>, padding = #rpe.padding<shift_then_pad>} : tensor<12x9x8xf32> -> tensor<2x35x8xf32>
   return %y : tensor<2x35x8xf32>
 }

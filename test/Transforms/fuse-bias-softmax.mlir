@@ -76,18 +76,38 @@ func.func @arbitrary_mask(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %m: 
 // CHECK-SAME: (%[[X:.*]]: tensor<?x117x96xf32>, %[[P:.*]]: tensor<96xf32>, %[[T:.*]]: tensor<77x3xf32>)
 // CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<96xf32>
 // CHECK: %[[R:.*]] = rpe.fused_window_attention ins(%[[X]], %[[X]], %[[X]], %[[T]] : {{.*}}) pads(%[[P]], %[[ZERO]], %[[P]] : tensor<96xf32>, tensor<96xf32>, tensor<96xf32>) outs(%{{.*}} : tensor<?x117x96xf32>)
-// CHECK-SAME: image = array<i64: 9, 13>, padding = "shift_then_pad", resolution = array<i64: 12, 18>
+// CHECK-SAME: image = array<i64: 9, 13>, padding = #rpe.padding<shift_then_pad>, resolution = array<i64: 12, 18>
 // CHECK-SAME: shift = array<i64: 2, 3>, window = array<i64: 4, 6>
 // CHECK-NEXT: return %[[R]]
 func.func @feature_map(%x: tensor<?x117x96xf32>, %p: tensor<96xf32>, %t: tensor<77x3xf32>) -> tensor<?x117x96xf32> {
-  %q = rpe.window_partition %x pad(%p : tensor<96xf32>) {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = "shift_then_pad"} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
-  %k = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = "shift_then_pad"} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  %q = rpe.window_partition %x pad(%p : tensor<96xf32>) {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = #rpe.padding<shift_then_pad>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  %k = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = #rpe.padding<shift_then_pad>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
   %b = rpe.lookup %t {window = array<i64: 4, 6>} : tensor<77x3xf32> -> tensor<3x24x24xf32>
   %m = rpe.shift_mask {resolution = array<i64: 12, 18>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<9x24x24xf32>
   %o = rpe.window_attention ins(%q, %k, %q : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
          bias(%b : tensor<3x24x24xf32>) mask(%m : tensor<9x24x24xf32>) -> tensor<?x24x96xf32>
-  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = "shift_then_pad"} : tensor<?x24x96xf32> -> tensor<?x117x96xf32>
+  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = #rpe.padding<shift_then_pad>} : tensor<?x24x96xf32> -> tensor<?x117x96xf32>
   return %y : tensor<?x117x96xf32>
+}
+
+// -----
+
+// A mask value other than Swin's is the fused op's too, in both layouts.
+// CHECK-LABEL: func @mask_value
+// CHECK: rpe.fused_window_attention
+// CHECK-SAME: {image = array<i64: 8, 12>, mask_value = -1.000000e+04 : f64, resolution = array<i64: 8, 12>
+// CHECK: rpe.fused_window_attention
+// CHECK-SAME: {mask_value = -1.000000e+04 : f64, resolution = array<i64: 8, 12>
+func.func @mask_value(%q: tensor<?x3x24x32xf32>, %x: tensor<?x96x96xf32>, %t: tensor<77x3xf32>) -> (tensor<?x96x96xf32>, tensor<?x24x96xf32>) {
+  %b = rpe.lookup %t {window = array<i64: 4, 6>} : tensor<77x3xf32> -> tensor<3x24x24xf32>
+  %m = rpe.shift_mask {resolution = array<i64: 8, 12>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, mask_value = -1.0e4 : f64} : tensor<4x24x24xf32>
+  %w = rpe.window_partition %x {resolution = array<i64: 8, 12>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<?x96x96xf32> -> tensor<?x3x24x32xf32>
+  %0 = rpe.window_attention ins(%w, %w, %w : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
+         bias(%b : tensor<3x24x24xf32>) mask(%m : tensor<4x24x24xf32>) -> tensor<?x24x96xf32>
+  %y = rpe.window_reverse %0 {resolution = array<i64: 8, 12>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<?x24x96xf32> -> tensor<?x96x96xf32>
+  %1 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
+         bias(%b : tensor<3x24x24xf32>) mask(%m : tensor<4x24x24xf32>) -> tensor<?x24x96xf32>
+  return %y, %1 : tensor<?x96x96xf32>, tensor<?x24x96xf32>
 }
 
 // -----

@@ -48,9 +48,6 @@ namespace {
 /// What swin-aot writes.
 enum class Emit { Mlir, Llvm, Obj, So, Ptx, Cubin, Fatbin };
 
-/// The order of padding and shift for a map that is not whole windows.
-enum class PaddingOption { PadThenShift, ShiftThenPad };
-
 /// The first error found while parsing an option's value, in the tool's
 /// words. LLVM's parsers print theirs to stderr themselves (`for the
 /// --heads option: '' value invalid for integer argument!`); the parsers
@@ -125,12 +122,12 @@ static EnumOpt<Layout> layoutOpt(
                           "image order, shifted, padded and partitioned by "
                           "the kernel")),
     cl::cat(category));
-static EnumOpt<PaddingOption> paddingOpt(
-    "padding", cl::init(PaddingOption::PadThenShift),
+static EnumOpt<PaddingOrder> paddingOpt(
+    "padding", cl::init(PaddingOrder::PadThenShift),
     cl::desc("Tokens layout, resolution not a multiple of the window"),
-    cl::values(clEnumValN(PaddingOption::PadThenShift, "pad-then-shift",
+    cl::values(clEnumValN(PaddingOrder::PadThenShift, "pad-then-shift",
                           "pad, then roll (HF, torchvision, Video Swin)"),
-               clEnumValN(PaddingOption::ShiftThenPad, "shift-then-pad",
+               clEnumValN(PaddingOrder::ShiftThenPad, "shift-then-pad",
                           "roll, then pad (timm)")),
     cl::cat(category));
 static cl::opt<bool> packedQkvOpt(
@@ -296,7 +293,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.packedQkv = packedQkvOpt;
   config.elementKind = dtypeOpt;
   config.layout = layoutOpt;
-  config.shiftThenPad = paddingOpt == PaddingOption::ShiftThenPad;
+  config.padding = paddingOpt;
   config.target = targetOpt;
   config.chip = chipOpt;
   config.ptxFeatures = featuresOpt;

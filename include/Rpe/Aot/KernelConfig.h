@@ -61,13 +61,13 @@ struct KernelConfig {
   std::optional<float> scale;
   /// Both empty, or both of the window's rank. Windows layout: the map the
   /// shifted-window mask is built for (a multiple of the window). Tokens
-  /// layout: the feature map, padded to whole windows as `shiftThenPad`
-  /// says.
+  /// layout: the feature map, padded to whole windows in the order
+  /// `padding` says.
   llvm::SmallVector<int64_t> resolution;
   llvm::SmallVector<int64_t> shift;
   Layout layout = Layout::Windows;
-  /// timm's padding order (roll, then pad) rather than pad, then roll.
-  bool shiftThenPad = false;
+  /// Pad, then roll (HF, torchvision, Video Swin), or timm's roll, then pad.
+  PaddingOrder padding = PaddingOrder::PadThenShift;
   /// Tokens layout: q, k, v as one [batch, L, 3 * C] map, the qkv
   /// projection's output ([batch, L, 3, heads, head_dim]).
   bool packedQkv = false;

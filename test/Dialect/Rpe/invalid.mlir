@@ -276,8 +276,18 @@ func.func @attention_scale_type(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf3
 // -----
 
 func.func @partition_padding(%x: tensor<?x117x96xf32>) {
-  // expected-error @below {{padding must be "pad_then_shift" or "shift_then_pad", got "pad_only"}}
-  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>, padding = "pad_only"} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  // expected-error @below {{expected ::mlir::rpe::PaddingOrder to be one of: pad_then_shift, shift_then_pad}}
+  // expected-error @below {{failed to parse Rpe_PaddingOrderAttr parameter 'value'}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>, padding = #rpe.padding<pad_only>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  return
+}
+
+// -----
+
+// The string spelling that preceded #rpe.padding.
+func.func @partition_padding_string(%x: tensor<?x117x96xf32>) {
+  // expected-error @below {{attribute 'padding' failed to satisfy constraint: Order of Swin's cyclic shift and padding of a feature map}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>, padding = "shift_then_pad"} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
   return
 }
 
@@ -509,5 +519,19 @@ func.func @fused_float_table(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xi32>, %
   // expected-error @below {{expects a floating-point table}}
   %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xi32>)
          outs(%o : tensor<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+// expected-error @below {{expects 'rpe.items_per_block' to be a positive i64, got "3"}}
+func.func @items_per_block_string() attributes {rpe.items_per_block = "3"} {
+  return
+}
+
+// -----
+
+// expected-error @below {{expects 'rpe.items_per_block' to be a positive i64, got 0 : i64}}
+func.func @items_per_block_zero() attributes {rpe.items_per_block = 0 : i64} {
   return
 }

@@ -66,15 +66,18 @@ func.func @seed(%table: tensor<169x3xf32>) -> tensor<3x49x49xf32> {
 
 // CHECK-LABEL: func @feature_map
 func.func @feature_map(%x: tensor<?x117x96xf32>, %p: tensor<96xf32>, %t: tensor<77x3xf32>) -> tensor<?x117x96xf32> {
-  // CHECK: %[[W:.*]] = rpe.window_partition %{{.*}} pad(%{{.*}} : tensor<96xf32>) {padding = "shift_then_pad", resolution = array<i64: 9, 13>, shift = array<i64: 2, 3>, window = array<i64: 4, 6>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
-  %w = rpe.window_partition %x pad(%p : tensor<96xf32>) {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = "shift_then_pad"} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  // CHECK: %[[W:.*]] = rpe.window_partition %{{.*}} pad(%{{.*}} : tensor<96xf32>) {padding = #rpe.padding<shift_then_pad>, resolution = array<i64: 9, 13>, shift = array<i64: 2, 3>, window = array<i64: 4, 6>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  %w = rpe.window_partition %x pad(%p : tensor<96xf32>) {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = #rpe.padding<shift_then_pad>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
   // CHECK: rpe.window_partition %{{.*}} {resolution = array<i64: 9, 13>, shift = array<i64: 2, 3>, window = array<i64: 4, 6>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
   %w2 = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  // The default order is not printed.
+  // CHECK: rpe.window_partition %{{.*}} {resolution = array<i64: 9, 13>, shift = array<i64: 2, 3>, window = array<i64: 4, 6>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  %w3 = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = #rpe.padding<pad_then_shift>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
   %b = rpe.lookup %t {window = array<i64: 4, 6>} : tensor<77x3xf32> -> tensor<3x24x24xf32>
-  %o = rpe.window_attention ins(%w, %w2, %w : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
+  %o = rpe.window_attention ins(%w, %w2, %w3 : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
          bias(%b : tensor<3x24x24xf32>) -> tensor<?x24x96xf32>
-  // CHECK: rpe.window_reverse %{{.*}} {padding = "shift_then_pad", resolution = array<i64: 9, 13>, shift = array<i64: 2, 3>, window = array<i64: 4, 6>} : tensor<?x24x96xf32> -> tensor<?x117x96xf32>
-  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = "shift_then_pad"} : tensor<?x24x96xf32> -> tensor<?x117x96xf32>
+  // CHECK: rpe.window_reverse %{{.*}} {padding = #rpe.padding<shift_then_pad>, resolution = array<i64: 9, 13>, shift = array<i64: 2, 3>, window = array<i64: 4, 6>} : tensor<?x24x96xf32> -> tensor<?x117x96xf32>
+  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>, padding = #rpe.padding<shift_then_pad>} : tensor<?x24x96xf32> -> tensor<?x117x96xf32>
   return %y : tensor<?x117x96xf32>
 }
 
@@ -84,9 +87,19 @@ func.func @fused(%x: tensor<2x117x96xf16>, %p: tensor<96xf16>, %t: tensor<77x3xf
   %r = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x117x96xf16>, tensor<2x117x96xf16>, tensor<2x117x96xf16>, tensor<77x3xf16>)
          pads(%p, %p, %p : tensor<96xf16>, tensor<96xf16>, tensor<96xf16>) outs(%x : tensor<2x117x96xf16>)
          {window = array<i64: 4, 6>, scale = 0.125 : f32, image = array<i64: 9, 13>, resolution = array<i64: 12, 18>, shift = array<i64: 2, 3>} -> tensor<2x117x96xf16>
+  // CHECK: rpe.fused_window_attention {{.*}} {image = array<i64: 9, 13>, padding = #rpe.padding<shift_then_pad>, resolution = array<i64: 12, 18>, scale = 1.250000e-01 : f32, shift = array<i64: 2, 3>, window = array<i64: 4, 6>} -> tensor<2x117x96xf16>
+  %r2 = rpe.fused_window_attention ins(%r, %r, %r, %t : tensor<2x117x96xf16>, tensor<2x117x96xf16>, tensor<2x117x96xf16>, tensor<77x3xf16>)
+         outs(%x : tensor<2x117x96xf16>)
+         {window = array<i64: 4, 6>, scale = 0.125 : f32, image = array<i64: 9, 13>, resolution = array<i64: 12, 18>, shift = array<i64: 2, 3>, padding = #rpe.padding<shift_then_pad>} -> tensor<2x117x96xf16>
   // CHECK: rpe.fused_window_attention ins({{.*}} : memref<?x3x24x32xf32>, memref<?x3x24x32xf32>, memref<?x3x24x32xf32>, memref<77x3xf32>) outs(%{{.*}} : memref<?x24x96xf32>) {scale = 1.000000e+00 : f32, window = array<i64: 4, 6>}
   // CHECK-NOT: ->
   rpe.fused_window_attention ins(%q, %q, %q, %tm : memref<?x3x24x32xf32>, memref<?x3x24x32xf32>, memref<?x3x24x32xf32>, memref<77x3xf32>)
     outs(%o : memref<?x24x96xf32>) {window = array<i64: 4, 6>, scale = 1.0 : f32}
-  return %r : tensor<2x117x96xf16>
+  return %r2 : tensor<2x117x96xf16>
+}
+
+// CHECK-LABEL: func @items_per_block
+// CHECK-SAME: attributes {rpe.items_per_block = 3 : i64}
+func.func @items_per_block() attributes {rpe.items_per_block = 3 : i64} {
+  return
 }
