@@ -116,6 +116,13 @@ func.func @lookup_int(%t: tensor<169x3xi32>) {
 
 // -----
 
+// Each axis has few enough windows, but nW * N * N overflows int64_t (the
+// folder used to compute the mask from the wrapped size).
+// expected-error @below {{the mask of 4294967296 windows of 65536 x 65536 has too many elements}}
+%0 = rpe.shift_mask {resolution = array<i64: 16777216, 16777216>, window = array<i64: 256, 256>, shift = array<i64: 3, 3>} : tensor<4294967296x65536x65536xf32>
+
+// -----
+
 // expected-error @below {{expects result of shape 4x49x49, got 1x49x49}}
 %0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 3>} : tensor<1x49x49xf32>
 
