@@ -54,6 +54,10 @@ DICT="$BUILD_DIR/fuzz.dict"
 cat "$SEEDS"/*.mlir | grep -v '^ *//' |
   grep -oE '[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*' | sort -u |
   awk 'length($0) > 1 { printf "\"%s\"\n", $0 }' >"$DICT"
+# Extents at the verifiers' bounds and int64_t's: products of such extents
+# overflowed in verifiers (test/Dialect/Rpe/invalid.mlir).
+printf '"%s"\n' -1 1024 1025 65536 65537 16777216 4294967296 \
+  4611686018427387904 9223372036854775807 >>"$DICT"
 
 # Leaks are findings too (LeakSanitizer is on); an input that runs longer
 # than 30 s is reported as a hang.
