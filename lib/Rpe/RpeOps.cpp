@@ -12,6 +12,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 #include <cmath>
 
@@ -264,17 +265,23 @@ static LogicalResult verifyAttentionResult(Operation *op, ShapedType qType,
                              << resultType.getElementType();
   int64_t windows = qType.getDimSize(0), heads = qType.getDimSize(1),
           n = qType.getDimSize(2), d = qType.getDimSize(3);
+  // Extents of user-written types go up to 2^63 - 1: products of them are
+  // checked here and below (a wrapped product could match the other side).
+  std::optional<int64_t> channels = llvm::checkedMul(heads, d);
+  if (!channels)
+    return op->emitOpError() << "expects heads * head_dim to fit in int64_t, "
+                             << "got " << heads << " * " << d;
   bool rank3 = resultType.hasRank() && resultType.getRank() == 3;
   bool rank4 = resultType.hasRank() && resultType.getRank() == 4;
   SmallVector<int64_t> expected =
-      rank3 ? SmallVector<int64_t>{windows, n, heads * d}
+      rank3 ? SmallVector<int64_t>{windows, n, *channels}
             : SmallVector<int64_t>{windows, heads, n, d};
   if ((!rank3 && !rank4) ||
       failed(verifyCompatibleShape(resultType.getShape(), expected)))
     return op->emitOpError()
            << "expects a " << what << " of shape "
            << formatShape({windows, heads, n, d}) << " or "
-           << formatShape({windows, n, heads * d}) << ", got "
+           << formatShape({windows, n, *channels}) << ", got "
            << (resultType.hasRank() ? formatShape(resultType.getShape())
                                     : std::string("unranked"));
   return success();
@@ -393,7 +400,8 @@ static LogicalResult verifyMapAndWindows(Operation *op,
       rpe::getNumWindows(getPaddedResolution(resolution, window), window);
   int64_t batch = mapType.getDimSize(0), windows = windowsType.getDimSize(0);
   if (ShapedType::isDynamic(batch) != ShapedType::isDynamic(windows) ||
-      (!ShapedType::isDynamic(batch) && batch * perImage != windows))
+      (!ShapedType::isDynamic(batch) &&
+       llvm::checkedMul(batch, perImage) != windows))
     return op->emitOpError()
            << "expects " << perImage << " windows per image: "
            << (ShapedType::isDynamic(batch) ? std::string("?")
@@ -424,7 +432,8 @@ LogicalResult WindowPartitionOp::verify() {
   if (resultType.getRank() != 4 || resultType.getDimSize(2) != n ||
       ShapedType::isDynamic(resultType.getDimSize(1)) ||
       ShapedType::isDynamic(resultType.getDimSize(3)) ||
-      resultType.getDimSize(1) * resultType.getDimSize(3) != channels)
+      llvm::checkedMul(resultType.getDimSize(1), resultType.getDimSize(3)) !=
+          channels)
     return emitOpError() << "expects a result of shape [windows, heads, " << n
                          << ", head_dim] with heads * head_dim = " << channels
                          << ", got " << formatShape(resultType.getShape());
@@ -591,11 +600,13 @@ LogicalResult FusedWindowAttentionOp::verify() {
   for (Value map : {getQuery(), getKey(), getValue(), getInit()}) {
     auto type = cast<ShapedType>(map.getType());
     int64_t mapParts = map == getInit() ? 1 : parts;
+    std::optional<int64_t> headParts = llvm::checkedMul(heads, mapParts);
     if (type.getRank() != 3 || type.getDimSize(1) != tokens ||
-        ShapedType::isDynamic(type.getDimSize(2)) ||
-        type.getDimSize(2) % (heads * mapParts) != 0 ||
-        type.getDimSize(2) == 0 || initType2.getRank() != 3 ||
-        type.getDimSize(2) != initType2.getDimSize(2) * mapParts ||
+        ShapedType::isDynamic(type.getDimSize(2)) || !headParts ||
+        type.getDimSize(2) % *headParts != 0 || type.getDimSize(2) == 0 ||
+        initType2.getRank() != 3 ||
+        type.getDimSize(2) !=
+            llvm::checkedMul(initType2.getDimSize(2), mapParts) ||
         failed(verifyCompatibleShape(type.getShape().take_front(2),
                                      qType.getShape().take_front(2))) ||
         type.getElementType() != qType.getElementType())

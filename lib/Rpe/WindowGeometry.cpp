@@ -2,6 +2,7 @@
 
 #include "Rpe/WindowGeometry.h"
 
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <limits>
@@ -158,6 +159,15 @@ std::optional<std::string> mlir::rpe::checkShift(ArrayRef<int64_t> resolution,
                            resolution[axis], axis)
           .str();
   }
+  // The mask's element count, nW * N * N, must fit in int64_t: shapes,
+  // folders and lowerings compute it (the bounds above allow 2^80).
+  int64_t numWindows = getNumWindows(resolution, window);
+  int64_t n = getNumTokens(window);
+  if (!llvm::checkedMul(numWindows, n * n))
+    return llvm::formatv("the mask of {0} windows of {1} x {1} has too many "
+                         "elements",
+                         numWindows, n)
+        .str();
   return std::nullopt;
 }
 

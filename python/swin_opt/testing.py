@@ -99,8 +99,15 @@ class Inputs:
     table: Optional[np.ndarray]  # kernel storage, None for baked tables
     table64: np.ndarray
     pad_qkv: Optional[np.ndarray] = None  # float32 [3, C] (token layout only)
+    #: The kernel takes one qkv map ``[batch, L, 3, heads, head_dim]`` built from q, k, v.
+    packed_qkv: bool = False
 
     def args(self) -> tuple:
+        if self.packed_qkv:
+            batch, tokens, _ = self.q.shape
+            heads = self.table64.shape[1]
+            qkv = np.stack([self.q, self.k, self.v], axis=2).reshape(batch, tokens, 3, heads, -1)
+            return (qkv,) if self.table is None else (qkv, self.table)
         return (self.q, self.k, self.v) if self.table is None else (self.q, self.k, self.v, self.table)
 
 
@@ -119,7 +126,7 @@ def random_inputs(kernel: Kernel, n: int, *, seed: int = 0) -> Inputs:
     if cfg.layout == "tokens":
         pad = rng.standard_normal((3, cfg.channels), dtype=np.float32)
         pad = round_to_dtype(pad, cfg.dtype)
-    return Inputs(q, k, v, table, table64, pad)
+    return Inputs(q, k, v, table, table64, pad, packed_qkv=cfg.packed_qkv)
 
 
 def reference_output(config: KernelConfig, q, k, v, table64, pad_qkv=None) -> np.ndarray:

@@ -116,6 +116,13 @@ func.func @lookup_int(%t: tensor<169x3xi32>) {
 
 // -----
 
+// Each axis has few enough windows, but nW * N * N overflows int64_t (the
+// folder used to compute the mask from the wrapped size).
+// expected-error @below {{the mask of 4294967296 windows of 65536 x 65536 has too many elements}}
+%0 = rpe.shift_mask {resolution = array<i64: 16777216, 16777216>, window = array<i64: 256, 256>, shift = array<i64: 3, 3>} : tensor<4294967296x65536x65536xf32>
+
+// -----
+
 // expected-error @below {{expects result of shape 4x49x49, got 1x49x49}}
 %0 = rpe.shift_mask {resolution = array<i64: 14, 14>, window = array<i64: 7, 7>, shift = array<i64: 3, 3>} : tensor<1x49x49xf32>
 
@@ -180,6 +187,16 @@ func.func @attention_empty(%q: tensor<?x3x0x32xf32>, %b: tensor<3x0x0xf32>) {
   // expected-error @below {{expects non-empty heads, tokens and head_dim, got ?x3x0x32}}
   %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x0x32xf32>, tensor<?x3x0x32xf32>, tensor<?x3x0x32xf32>)
          bias(%b : tensor<3x0x0xf32>) -> tensor<?x3x0x32xf32>
+  return
+}
+
+// -----
+
+// heads * head_dim = 2^62 * 4 wraps around to 0, which used to verify.
+func.func @attention_channels_overflow(%q: tensor<1x4611686018427387904x49x4xf32>, %b: tensor<4611686018427387904x49x49xf32>) {
+  // expected-error @below {{expects heads * head_dim to fit in int64_t, got 4611686018427387904 * 4}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<1x4611686018427387904x49x4xf32>, tensor<1x4611686018427387904x49x4xf32>, tensor<1x4611686018427387904x49x4xf32>)
+         bias(%b : tensor<4611686018427387904x49x49xf32>) -> tensor<1x49x0xf32>
   return
 }
 
@@ -344,6 +361,25 @@ func.func @partition_heads(%x: tensor<?x117x96xf32>) {
 func.func @partition_windows(%x: tensor<2x117x96xf32>) {
   // expected-error @below {{expects 9 windows per image: 2 images and 16 windows}}
   %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<2x117x96xf32> -> tensor<16x3x24x32xf32>
+  return
+}
+
+// -----
+
+// Products of type extents are checked: here 4 * (2^62 + 24) wraps around to
+// the 96 channels, which used to verify.
+func.func @partition_heads_overflow(%x: tensor<2x117x96xf32>) {
+  // expected-error @below {{expects a result of shape [windows, heads, 24, head_dim] with heads * head_dim = 96, got 18x4611686018427387928x24x4}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<2x117x96xf32> -> tensor<18x4611686018427387928x24x4xf32>
+  return
+}
+
+// -----
+
+// 2^62 images of 9 windows: the product wraps around to 2^62.
+func.func @partition_batch_overflow(%x: tensor<4611686018427387904x117x96xf32>) {
+  // expected-error @below {{expects 9 windows per image: 4611686018427387904 images and 4611686018427387904 windows}}
+  %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<4611686018427387904x117x96xf32> -> tensor<4611686018427387904x3x24x32xf32>
   return
 }
 
@@ -533,5 +569,16 @@ func.func @items_per_block_string() attributes {rpe.items_per_block = "3"} {
 
 // expected-error @below {{expects 'rpe.items_per_block' to be a positive i64, got 0 : i64}}
 func.func @items_per_block_zero() attributes {rpe.items_per_block = 0 : i64} {
+  return
+}
+
+// -----
+
+// 3 * heads overflows (UBSan caught it; the wrapped value happened to be
+// refused).
+func.func @fused_packed_heads_overflow(%qkv: tensor<?x117x48xf32>, %t: tensor<77x4611686018427387904xf32>, %o: tensor<?x117x16xf32>) {
+  // expected-error @below {{expects query, key, value and destination of shape [batch, 117, 3 * 4611686018427387904 * head_dim] and one element type, got ?x117x48}}
+  %r = rpe.fused_window_attention ins(%qkv, %qkv, %qkv, %t : tensor<?x117x48xf32>, tensor<?x117x48xf32>, tensor<?x117x48xf32>, tensor<77x4611686018427387904xf32>)
+         outs(%o : tensor<?x117x16xf32>) {image = array<i64: 9, 13>, packed_qkv, resolution = array<i64: 12, 18>, scale = 1.0 : f32, shift = array<i64: 0, 0>, window = array<i64: 4, 6>} -> tensor<?x117x16xf32>
   return
 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Builds tools/swin-opt-fuzz (libFuzzer + ASan/UBSan, assertions on) in
+# build-fuzz/ and fuzzes swin-opt's parser, verifiers and rpe passes for a
+# bounded time, starting from every .mlir test case. Exits non-zero on any
+# finding (crash, assertion, sanitizer report, timeout, out-of-memory); the
+# input is then in build-fuzz/findings/ and reproduces with
+#   build-fuzz/bin/swin-opt-fuzz build-fuzz/findings/crash-...
+#
+#   scripts/fuzz.sh                         # 60 s
+#   SWIN_FUZZ_TIME=600 scripts/fuzz.sh      # longer
+#   scripts/fuzz.sh -seed=1                 # extra arguments go to libFuzzer
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LLVM_PREFIX=/usr/lib/llvm-22
+BUILD_DIR="$ROOT/build-fuzz"
+FUZZ_TIME="${SWIN_FUZZ_TIME:-60}"
+
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  # OSS-Fuzz's flags: -O1 compiles the sanitized code much faster than -O3
+  # at a small cost in executions per second; line tables for the reports.
+  cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" \
+    -DMLIR_DIR="$LLVM_PREFIX/lib/cmake/mlir" \
+    -DLLVM_EXTERNAL_LIT="$LLVM_PREFIX/bin/lit" \
+    -DCMAKE_C_COMPILER="$LLVM_PREFIX/bin/clang" \
+    -DCMAKE_CXX_COMPILER="$LLVM_PREFIX/bin/clang++" \
+    -DLLVM_USE_LINKER=lld \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only" \
+    -DSWIN_ENABLE_FUZZER=ON >/dev/null
+fi
+# Only the target: swin-aot and the lit suite are not needed here.
+cmake --build "$BUILD_DIR" --target swin-opt-fuzz
+
+# Seeds: every test case of test/, one file per `// -----` split, made afresh
+# each run so they follow the tests. New inputs the fuzzer finds accumulate
+# in fuzz-corpus/ across local runs.
+SEEDS="$BUILD_DIR/fuzz-seeds"
+rm -rf "$SEEDS"
+mkdir -p "$SEEDS" "$BUILD_DIR/fuzz-corpus" "$BUILD_DIR/findings"
+find "$ROOT/test" -name '*.mlir' -print0 | sort -z |
+  while IFS= read -r -d '' file; do
+    base="$(basename "${file%.mlir}")"
+    dir="$(basename "$(dirname "$file")")"
+    awk -v out="$SEEDS/$dir-$base" '
+      /^\/\/ -----/ { n++; next }
+      { print > (out "-" n ".mlir") }' n=0 "$file"
+  done
+echo "fuzz: $(ls "$SEEDS" | wc -l) seeds from test/, ${FUZZ_TIME} s"
+
+# A dictionary of the tokens the seeds are made of (op names, attribute
+# names, keywords): mutations then splice whole tokens, not single bytes.
+DICT="$BUILD_DIR/fuzz.dict"
+cat "$SEEDS"/*.mlir | grep -v '^ *//' |
+  grep -oE '[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*' | sort -u |
+  awk 'length($0) > 1 { printf "\"%s\"\n", $0 }' >"$DICT"
+# Extents at the verifiers' bounds and int64_t's: products of such extents
+# overflowed in verifiers (test/Dialect/Rpe/invalid.mlir).
+printf '"%s"\n' -1 1024 1025 65536 65537 16777216 4294967296 \
+  4611686018427387904 9223372036854775807 >>"$DICT"
+
+# Leaks are findings too (LeakSanitizer is on); an input that runs longer
+# than 30 s is reported as a hang.
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+# libFuzzer prints a line per new input: keep them in a log and show the
+# summary, or the report when something was found.
+LOG="$BUILD_DIR/fuzz.log"
+status=0
+"$BUILD_DIR/bin/swin-opt-fuzz" "$BUILD_DIR/fuzz-corpus" "$SEEDS" \
+  -dict="$DICT" -max_total_time="$FUZZ_TIME" -timeout=30 \
+  -artifact_prefix="$BUILD_DIR/findings/" -print_final_stats=1 "$@" \
+  >"$LOG" 2>&1 || status=$?
+if ((status != 0)); then
+  tail -n 80 "$LOG"
+  echo "fuzz: FINDING (exit $status), input in $BUILD_DIR/findings/, log in $LOG" >&2
+  exit "$status"
+fi
+grep -E '^(Done|stat::)' "$LOG" | sed 's/^/fuzz: /'
+echo "fuzz: no findings ($(ls "$BUILD_DIR/fuzz-corpus" | wc -l) inputs in the corpus)"
