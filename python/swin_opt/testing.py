@@ -115,7 +115,9 @@ def random_inputs(kernel: Kernel, n: int, *, seed: int = 0) -> Inputs:
     """Random q/k/v (standard normal, rounded to the kernel dtype) for ``n`` windows/images."""
     cfg = kernel.config
     rng = np.random.default_rng(seed)
-    shape = kernel.input_shape(n)
+    # A packed kernel's one input is [batch, L, 3, heads, head_dim]: q, k and v
+    # are maps of the output's shape, packed by Inputs.args.
+    shape = kernel.output_shape(n) if cfg.packed_qkv else kernel.input_shape(n)
     q, k, v = (to_storage(rng.standard_normal(shape, dtype=np.float32), cfg.dtype) for _ in range(3))
     if kernel.table is not None:
         table, table64 = None, kernel.table.astype(np.float64)
