@@ -27,10 +27,6 @@
 
 namespace mlir::rpe {
 
-/// Set by rpe-lower-fused-attention{target=gpu} on the function holding the
-/// launch: the (window, head) items one block of the kernel computes.
-inline constexpr llvm::StringLiteral kItemsPerBlockAttr = "rpe.items_per_block";
-
 /// What rpe-gpu-pipeline and rpe-gpu-module-to-binary leave in a gpu.binary.
 enum class GpuBinaryFormat {
   /// PTX.

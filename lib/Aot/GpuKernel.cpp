@@ -33,7 +33,9 @@ static llvm::Error describeLaunch(gpu::LaunchFuncOp launch,
   kernel.blockSize = blockSize.getSExtValue();
   auto host = launch->getParentOfType<FunctionOpInterface>();
   auto itemsPerBlock =
-      host ? host->getAttrOfType<IntegerAttr>(kItemsPerBlockAttr) : nullptr;
+      host ? RpeDialect::ItemsPerBlockAttrHelper(launch.getContext())
+                 .getAttr(host)
+           : nullptr;
   if (!itemsPerBlock || itemsPerBlock.getInt() < 1)
     return gpuError("the GPU launch does not say how many items a block "
                     "takes");

@@ -287,8 +287,9 @@ private:
   /// block of the GPU kernel takes: hosts that launch the kernel
   /// themselves (swin-aot's runtime) size the grid from it.
   void setItemsPerBlock(int64_t items) {
-    op->getParentOfType<FunctionOpInterface>()->setAttr(
-        kItemsPerBlockAttr, b.getI64IntegerAttr(items));
+    RpeDialect::ItemsPerBlockAttrHelper(b.getContext())
+        .setAttr(op->getParentOfType<FunctionOpInterface>(),
+                 b.getI64IntegerAttr(items));
   }
 
   //===--- the warp-level form (WarpKernel.cpp) --------------------------===//
