@@ -6,7 +6,11 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$ROOT/build"
-[[ "${SWIN_SANITIZE:-0}" == 1 ]] && BUILD_DIR="$ROOT/build-asan"
+if [[ "${SWIN_SANITIZE:-0}" == 1 ]]; then
+  BUILD_DIR="$ROOT/build-asan"
+  # libMLIR.so is not instrumented: see the ASAN_OPTIONS in scripts/fuzz.sh.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allow_user_poisoning=0"
+fi
 PYTHON="${PYTHON:-python3}"
 
 cmake --build "$BUILD_DIR"

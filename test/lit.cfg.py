@@ -42,7 +42,12 @@ llvm_config.use_default_substitutions()
 # Sanitized builds: the tools are instrumented, mlir-runner JIT-loads
 # uninstrumented code; leak checking of the LLVM tools is not ours to fix.
 if config.sanitizers:
-    config.environment["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0"
+    # allow_user_poisoning=0: libMLIR.so is not instrumented, and LLVM's
+    # BumpPtrAllocator poisons slabs from our (instrumented) inline copies
+    # that libMLIR's copies later hand out (see scripts/fuzz.sh).
+    config.environment["ASAN_OPTIONS"] = (
+        "detect_leaks=1:abort_on_error=0:allow_user_poisoning=0"
+    )
     config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
     config.available_features.add("sanitizers")
 
