@@ -16,10 +16,31 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-
 using namespace mlir;
 using namespace mlir::rpe;
 using namespace mlir::rpe::detail;
+
+namespace {
+
+/// The online softmax of one query row over the keys seen so far: the
+/// running max m, the sum l of exp(s_j - m), and the unnormalized output
+/// acc[e] = sum_j exp(s_j - m) v_j[e]. It is carried through the key loop as
+/// [m, l, acc...].
+struct RowSoftmaxState {
+  Value m, l;
+  SmallVector<Value> acc;
+
+  SmallVector<Value> flatten() const {
+    SmallVector<Value> values = {m, l};
+    llvm::append_range(values, acc);
+    return values;
+  }
+  static RowSoftmaxState unflatten(ValueRange values) {
+    return {values[0], values[1], llvm::to_vector(values.drop_front(2))};
+  }
+};
+
+} // namespace
 
 namespace mlir::rpe::detail {
 
@@ -93,13 +114,14 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
       b, b.getF32FloatAttr(op.getMaskValue().convertToDouble()));
   Value table = op.getTable();
 
-  SmallVector<Value> init = {
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+  RowSoftmaxState init{
       arith::ConstantOp::create(b, b.getF32FloatAttr(kOnlineSoftmaxInitialMax)),
-      arith::ConstantOp::create(b, b.getF32FloatAttr(0.0))};
-  init.append(g.headDim, init[1]);
-  ValueRange state = forLoop(
-      index(0), index(g.tokens), 1, init, [&](Value j, ValueRange carried) {
-        Value m = carried[0], l = carried[1];
+      zero, SmallVector<Value>(g.headDim, zero)};
+  RowSoftmaxState state = RowSoftmaxState::unflatten(forLoop(
+      index(0), index(g.tokens), 1, init.flatten(),
+      [&](Value j, ValueRange carried) {
+        RowSoftmaxState previous = RowSoftmaxState::unflatten(carried);
         RowAddress keyRow = rowAddress(w, h, j, Input::Key);
         Value s = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
         for (int64_t e = 0; e < g.headDim; ++e)
@@ -120,25 +142,27 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
                   b, differ, maskValue,
                   arith::ConstantOp::create(b, b.getF32FloatAttr(0.0))));
         }
-        Value mNew = arith::MaximumFOp::create(b, m, s);
-        Value correction =
-            math::ExpOp::create(b, arith::SubFOp::create(b, m, mNew));
-        Value p = math::ExpOp::create(b, arith::SubFOp::create(b, s, mNew));
-        SmallVector<Value> next = {mNew,
-                                   math::FmaOp::create(b, l, correction, p)};
+        // m' = max(m, s); c = exp(m - m'); p = exp(s - m')
+        // l' = l c + p;   acc'[e] = acc[e] c + p v_j[e]
+        RowSoftmaxState next;
+        next.m = arith::MaximumFOp::create(b, previous.m, s);
+        Value correction = math::ExpOp::create(
+            b, arith::SubFOp::create(b, previous.m, next.m));
+        Value p = math::ExpOp::create(b, arith::SubFOp::create(b, s, next.m));
+        next.l = math::FmaOp::create(b, previous.l, correction, p);
         RowAddress valueRow = rowAddress(w, h, j, Input::Value);
         for (int64_t e = 0; e < g.headDim; ++e)
-          next.push_back(math::FmaOp::create(
+          next.acc.push_back(math::FmaOp::create(
               b, p, loadInputElement(Input::Value, valueRow, h, e),
-              arith::MulFOp::create(b, carried[2 + e], correction)));
-        return next;
-      });
+              arith::MulFOp::create(b, previous.acc[e], correction)));
+        return next.flatten();
+      }));
 
   // out_i = acc / l, in the output's layout; padding tokens are cropped.
   auto storeRow = [&](Value offset) {
     Type element = getElementTypeOrSelf(op.getInit().getType());
     for (int64_t e = 0; e < g.headDim; ++e) {
-      Value value = arith::DivFOp::create(b, state[2 + e], state[1]);
+      Value value = arith::DivFOp::create(b, state.acc[e], state.l);
       if (!element.isF32())
         value = arith::TruncFOp::create(b, element, value);
       memref::StoreOp::create(b, value, flatOutput, add(offset, index(e)));
