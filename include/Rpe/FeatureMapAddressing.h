@@ -10,6 +10,8 @@
 #ifndef RPE_FEATUREMAPADDRESSING_H
 #define RPE_FEATUREMAPADDRESSING_H
 
+#include "Rpe/RpeDialect.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -19,11 +21,13 @@ namespace mlir::rpe {
 /// windows), rolled by `shift`, cut into `window`s.
 struct FeatureMap {
   SmallVector<int64_t> image, window, shift, padded;
-  /// timm's order: roll the map, then pad it (else pad, then roll).
-  bool shiftThenPad = false;
+  /// Pad, then roll; or timm's order: roll the map, then pad it.
+  PaddingOrder padding = PaddingOrder::PadThenShift;
 
   FeatureMap(ArrayRef<int64_t> image, ArrayRef<int64_t> window,
-             ArrayRef<int64_t> shift, bool shiftThenPad);
+             ArrayRef<int64_t> shift, PaddingOrder padding);
+
+  bool isShiftThenPad() const { return padding == PaddingOrder::ShiftThenPad; }
 
   int64_t tokensPerImage() const;
   int64_t windowsPerImage() const;

@@ -21,8 +21,8 @@ using namespace mlir;
 using namespace mlir::rpe;
 
 FeatureMap::FeatureMap(ArrayRef<int64_t> image, ArrayRef<int64_t> window,
-                       ArrayRef<int64_t> shift, bool shiftThenPad)
-    : image(image), window(window), shift(shift), shiftThenPad(shiftThenPad) {
+                       ArrayRef<int64_t> shift, PaddingOrder padding)
+    : image(image), window(window), shift(shift), padding(padding) {
   for (auto [n, w] : llvm::zip_equal(image, window))
     padded.push_back((n + w - 1) / w * w);
 }
@@ -122,7 +122,7 @@ TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
     Value p = m.add(m.mulConst(windowCoord[a], map.window[a]), tokenCoord[a]);
     Value shifted = m.addConst(p, map.shift[a]);
     Value valid;
-    if (map.shiftThenPad) {
+    if (map.isShiftThenPad()) {
       position[a] = m.rem(shifted, map.image[a]);
       if (map.padded[a] != map.image[a])
         valid = m.less(p, map.image[a]);
@@ -151,7 +151,7 @@ std::pair<Value, Value> mlir::rpe::locateWindowToken(OpBuilder &b, Location loc,
   SmallVector<Value> windowCoord(rank), tokenCoord(rank);
   SmallVector<int64_t> grid;
   for (int64_t a = 0; a < rank; ++a) {
-    int64_t period = map.shiftThenPad ? map.image[a] : map.padded[a];
+    int64_t period = map.isShiftThenPad() ? map.image[a] : map.padded[a];
     Value p = m.rem(m.addConst(u[a], period - map.shift[a]), period);
     windowCoord[a] = m.div(p, map.window[a]);
     tokenCoord[a] = m.rem(p, map.window[a]);

@@ -39,8 +39,7 @@ void FusedKernelEmitter::emitFlatViews() {
   emitOperandViews(/*withPaddingRows=*/false);
   if (!op.hasTokenLayout())
     return;
-  featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
-                     op.isShiftThenPad());
+  featureMap.emplace(*op.getImage(), g.window, *op.getShift(), op.getPadding());
   if (!featureMap->isPadded())
     return;
   if (!op.getPaddingValues().empty()) {

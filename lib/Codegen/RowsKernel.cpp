@@ -53,7 +53,7 @@ namespace mlir::rpe::detail {
 LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
   if (op.hasTokenLayout())
     featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
-                       op.isShiftThenPad());
+                       op.getPadding());
   Value items = mulConst(countWindows(), g.heads);
 
   OpBuilder::InsertionGuard guard(b);

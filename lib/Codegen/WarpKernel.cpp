@@ -483,7 +483,7 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
                                                 bool hoistScratch) {
   if (op.hasTokenLayout())
     featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
-                       op.isShiftThenPad());
+                       op.getPadding());
   Value items = mulConst(countWindows(), g.heads);
 
   int64_t queryElements = 16 * shape.rowStride;

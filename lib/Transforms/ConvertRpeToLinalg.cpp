@@ -163,7 +163,7 @@ struct LowerLookup : public OpRewritePattern<LookupOp> {
 /// The feature map of a partition or a reverse.
 template <typename OpTy> FeatureMap getFeatureMap(OpTy op) {
   return FeatureMap(op.getResolution(), op.getWindow(), op.getShift(),
-                    op.isShiftThenPad());
+                    op.getPadding());
 }
 
 /// An empty tensor of `type` whose dynamic leading extent (windows or
