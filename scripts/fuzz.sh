@@ -12,23 +12,14 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-LLVM_PREFIX=/usr/lib/llvm-22
 BUILD_DIR="$ROOT/build-fuzz"
 FUZZ_TIME="${SWIN_FUZZ_TIME:-60}"
 
-if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
-  # OSS-Fuzz's flags: -O1 compiles the sanitized code much faster than -O3
-  # at a small cost in executions per second; line tables for the reports.
-  cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" \
-    -DMLIR_DIR="$LLVM_PREFIX/lib/cmake/mlir" \
-    -DLLVM_EXTERNAL_LIT="$LLVM_PREFIX/bin/lit" \
-    -DCMAKE_C_COMPILER="$LLVM_PREFIX/bin/clang" \
-    -DCMAKE_CXX_COMPILER="$LLVM_PREFIX/bin/clang++" \
-    -DLLVM_USE_LINKER=lld \
-    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only" \
-    -DSWIN_ENABLE_FUZZER=ON >/dev/null
-fi
+# OSS-Fuzz's flags: -O1 compiles the sanitized code much faster than -O3 at
+# a small cost in executions per second; line tables for the reports.
+source "$ROOT/scripts/configure.sh"
+swin_configure "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only" -DSWIN_ENABLE_FUZZER=ON
 # Only the target: swin-aot and the lit suite are not needed here.
 cmake --build "$BUILD_DIR" --target swin-opt-fuzz
 

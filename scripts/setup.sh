@@ -8,7 +8,6 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-LLVM_PREFIX=/usr/lib/llvm-22
 APT_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   liblld-22-dev libomp-22-dev libclang-rt-22-dev
@@ -41,16 +40,8 @@ else
   EXTRA=(-DCMAKE_BUILD_TYPE=Release)
 fi
 
-if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
-  cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" \
-    -DMLIR_DIR="$LLVM_PREFIX/lib/cmake/mlir" \
-    -DLLVM_EXTERNAL_LIT="$LLVM_PREFIX/bin/lit" \
-    -DCMAKE_C_COMPILER="$LLVM_PREFIX/bin/clang" \
-    -DCMAKE_CXX_COMPILER="$LLVM_PREFIX/bin/clang++" \
-    -DLLVM_USE_LINKER=lld \
-    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-    -DPython3_EXECUTABLE="$(command -v "$PYTHON")" \
-    "${EXTRA[@]}" >/dev/null
-fi
+source "$ROOT/scripts/configure.sh"
+swin_configure "$BUILD_DIR" -DPython3_EXECUTABLE="$(command -v "$PYTHON")" \
+  "${EXTRA[@]}"
 cmake --build "$BUILD_DIR"
 echo "setup: tools are in $BUILD_DIR/bin"
