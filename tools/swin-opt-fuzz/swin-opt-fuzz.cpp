@@ -51,6 +51,14 @@ static const DialectRegistry &getRegistry() {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  // MLIR 22.1's parser (upstream, not ours) crashes on a dense array of
+  // `index` (`array<index: 1>`: mlir-opt-22 too). The fuzzer would find it
+  // again and again; such inputs are skipped. Remove this when the packaged
+  // MLIR parses them.
+  StringRef text(reinterpret_cast<const char *>(data), size);
+  if (text.contains("array<index"))
+    return -1;
+
   // A fresh context per input: nothing (uniqued attributes, loaded dialects)
   // carries over, so every finding reproduces from its input alone. Threading
   // off: one input is small, and a single thread keeps reports readable.
