@@ -95,10 +95,9 @@ static LogicalResult emitEntryPoint(ModuleOp module,
                                         entry->getArgument(i), null);
     bad = LLVM::OrOp::create(b, loc, i1, bad, isNull);
   }
-  if (int64_t perImage = config.windowsPerImage();
-      !config.hasTokenLayout() && config.isShifted() && perImage > 1) {
+  if (abi.countMultiple > 1) {
     Value remainder =
-        LLVM::SRemOp::create(b, loc, count, constant(i64, perImage));
+        LLVM::SRemOp::create(b, loc, count, constant(i64, abi.countMultiple));
     Value partial = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne,
                                          remainder, constant(i64, 0));
     bad = LLVM::OrOp::create(b, loc, i1, bad, partial);

@@ -101,9 +101,6 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
   if (config.isPadded())
     zeroBytes = 3 * config.channels() *
                 (config.elementKind == ElementKind::F32 ? 4 : 2);
-  int64_t countMultiple = !config.hasTokenLayout() && config.isShifted()
-                              ? config.windowsPerImage()
-                              : 1;
   int64_t windowsPerCount =
       config.hasTokenLayout() ? config.windowsPerImage() : 1;
   os << "static const struct swin_rt_kernel " << name << "_kernel = {\n"
@@ -114,7 +111,7 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
      << "    .argument_names = " << name << "_argument_names,\n"
      << "    .argument_checks = " << name << "_argument_checks,\n"
      << "    .zero_bytes = " << zeroBytes << ",\n"
-     << "    .count_multiple = " << countMultiple << ",\n"
+     << "    .count_multiple = " << abi.countMultiple << ",\n"
      << "    .windows_per_count = " << windowsPerCount << ",\n"
      << "    .heads = " << config.heads << ",\n"
      << "    .num_params = " << kernel.params.size() << ",\n"

@@ -22,6 +22,7 @@ static std::string joinExtents(ArrayRef<int64_t> values, StringRef separator) {
 }
 
 void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
+  KernelAbi abi = getKernelAbi(config);
   std::string upper = llvm::StringRef(config.name).upper();
   bool tokens = config.hasTokenLayout();
   StringRef typeName = stringifyElementKind(config.elementKind);
@@ -97,7 +98,7 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   os << " * Returns 0, or non-zero when the arguments are invalid (a NULL\n"
      << " * buffer, a negative count"
      << (config.isGpu() ? ", a device buffer not 16-byte aligned" : "")
-     << (!tokens && config.isShifted()
+     << (abi.countMultiple > 1
              ? ", or num_windows not a multiple of the windows per image"
              : "")
      << "); nothing is written then.\n"
@@ -125,7 +126,6 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
     os << "#define " << upper << "_TOKENS_PER_IMAGE " << config.tokensPerImage()
        << "\n";
   os << "\n";
-  KernelAbi abi = getKernelAbi(config);
   if (config.isGpu())
     os << "/* Device pointers, the same layouts; the kernel is queued on "
           "`stream`.\n"

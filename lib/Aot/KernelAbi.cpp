@@ -42,6 +42,8 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config) {
   KernelAbi abi;
   abi.name = config.name;
   abi.target = config.target;
+  if (!config.hasTokenLayout() && config.isShifted())
+    abi.countMultiple = config.windowsPerImage();
   int64_t h = config.heads, n = config.numTokens(), d = config.headDim;
   int64_t c = config.channels(), dyn = kDynamicExtent;
   bool tokens = config.hasTokenLayout();
@@ -215,6 +217,7 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
       {"windows_per_image", config.windowsPerImage()},
       {"table_rows", config.numTableRows()},
       {"baked_table", config.table.has_value()},
+      {"count_multiple", abi.countMultiple},
       {"returns", "int32"},
       {"arguments", std::move(arguments)}};
   if (config.hasTokenLayout())

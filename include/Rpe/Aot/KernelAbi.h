@@ -82,6 +82,9 @@ struct KernelAbi {
   Target target;
   /// In the order of the C parameters.
   llvm::SmallVector<AbiArgument> arguments;
+  /// The count must be a multiple of this: shifted windows come in whole
+  /// images (the mask of window b is b % windows per image).
+  int64_t countMultiple = 1;
 
   /// The count argument (num_windows or batch).
   const AbiArgument &count() const;
