@@ -780,28 +780,30 @@ void FusedKernelEmitter::stageTableAndKeys(WarpItem &item) {
   const WarpTileShape &shape = item.shape;
   const WarpScratch &scratch = item.scratch;
   const int64_t n = g.tokens;
+  // The warp's lanes take elements t = lane + 32 k of [0, count); `valid`
+  // masks the lanes past the end in the last step (null where none are).
+  auto forEachLaneElement = [&](int64_t count,
+                                function_ref<void(Value t, Value valid)> body) {
+    for (int64_t t0 = 0; t0 < count; t0 += kWarpSize) {
+      Value t = add(item.lane, index(t0));
+      Value valid = t0 + kWarpSize > count
+                        ? compare(arith::CmpIPredicate::ult, t, index(count))
+                        : Value();
+      body(t, valid);
+    }
+  };
   Value log2e = warp.constant(kLog2E, f32);
-  for (int64_t t0 = 0; t0 < g.tableRows; t0 += kWarpSize) {
-    Value t = add(item.lane, index(t0));
-    Value valid =
-        t0 + kWarpSize > g.tableRows
-            ? compare(arith::CmpIPredicate::ult, t, index(g.tableRows))
-            : Value();
+  forEachLaneElement(g.tableRows, [&](Value t, Value valid) {
     Value entry =
         toF32(warp.load(item.table, add(mulConst(t, g.heads), item.h), valid));
     warp.store(arith::MulFOp::create(b, entry, log2e), scratch.table,
                add(scratch.tableBase, t), valid);
-  }
+  });
   int64_t imageWindows =
       op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
   if (op.hasShiftMask())
     item.windowInImage = remConst(item.w, imageWindows);
-  for (int64_t t0 = 0; t0 < shape.paddedTokens; t0 += kWarpSize) {
-    Value t = add(item.lane, index(t0));
-    Value valid =
-        t0 + kWarpSize > shape.paddedTokens
-            ? compare(arith::CmpIPredicate::ult, t, index(shape.paddedTokens))
-            : Value();
+  forEachLaneElement(shape.paddedTokens, [&](Value t, Value valid) {
     Value clamped = minConst(t, n - 1);
     Value label = item.windowInImage ? regionLabel(item.windowInImage, clamped)
                                      : index(0);
@@ -811,7 +813,7 @@ void FusedKernelEmitter::stageTableAndKeys(WarpItem &item) {
     Value at = add(scratch.keyBase, t);
     warp.store(toI32(tableOffset(clamped)), scratch.keyOffsets, at, valid);
     warp.store(toI32(label), scratch.keyLabels, at, valid);
-  }
+  });
   stageTokenRows(warp, shape, Input::Key, item.w, item.h, index(0), index(n),
                  shape.paddedTokens, scratch.keys, scratch.tokenBase);
   stageTokenRows(warp, shape, Input::Value, item.w, item.h, index(0), index(n),
