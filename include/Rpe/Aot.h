@@ -65,9 +65,11 @@ translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
 llvm::Error emitObjectFile(llvm::Module &module, const KernelConfig &config,
                            llvm::raw_pwrite_stream &os);
 
-/// Links an object file into a shared library (with lld, in-process).
+/// Links an object file into a shared library (with lld, in-process),
+/// against libm and the threads' runtime library.
 llvm::Error linkSharedLibrary(llvm::StringRef objectPath,
-                              llvm::StringRef libraryPath);
+                              llvm::StringRef libraryPath,
+                              ThreadRuntime runtime);
 
 //===--- The C header (Header.cpp) --------------------------------------===//
 

@@ -96,6 +96,13 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "parallel",
       llvm::cl::desc("Run windows x heads in parallel through OpenMP"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> itemRange{
+      *this, "item-range",
+      llvm::cl::desc("The fused kernel's function takes trailing `begin` and "
+                     "`end` indices and computes those (window, head) items "
+                     "sequentially, for the caller's threads to split "
+                     "(rpe-item-range; overrides `parallel`)"),
+      llvm::cl::init(false)};
 };
 
 /// Builds `rpe-cpu-pipeline`: rpe ops to the LLVM dialect.

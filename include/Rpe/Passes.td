@@ -197,6 +197,43 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
   ];
 }
 
+def RpeItemRange : Pass<"rpe-item-range", "::mlir::ModuleOp"> {
+  let summary = "Make a fused kernel compute a range of its (window, head) "
+                "items that its caller gives";
+  let description = [{
+    A kernel that starts its own threads (OpenMP through
+    `convert-scf-to-openmp`) brings its own thread pool into the caller's
+    process. Inside PyTorch that is a second pool beside torch's: the two
+    spin against each other on the same cores and every call pays for it.
+    This pass instead lets the caller schedule the work: each function
+    holding a fused kernel's item loop (the `scf.parallel` that
+    `rpe-lower-fused-attention` marks `rpe.item_loop`) gets two trailing
+    `index` arguments, `begin` and `end`, and the loop runs the items
+    `[begin, min(end, items))` only, sequentially. Any thread pool can then
+    split `[0, windows * heads)`: swin-aot's entry point hands the ranges to
+    the GNU OpenMP runtime's team (`GOMP_parallel`), which in a PyTorch
+    process is torch's own intra-op pool.
+
+    A function may hold one item loop; it must not be called from the
+    module (its signature changes). Run it before the loops are lowered,
+    with `hoist-scratch` scratch (the loop is sequential).
+
+    Example:
+
+    ```mlir
+    func.func @k(%out: memref<8xf32>) {
+      scf.parallel (%i) = (%c0) to (%c8) step (%c1) {...} {rpe.item_loop}
+    }
+    // becomes
+    func.func @k(%out: memref<8xf32>, %begin: index, %end: index) {
+      %e = arith.minui %end, %c8 : index
+      scf.parallel (%i) = (%begin) to (%e) step (%c1) {...}
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def RpeExpandMemrefCopy : Pass<"rpe-expand-memref-copy"> {
   let summary = "Rewrite memref.copy as linalg.copy";
   let description = [{

@@ -37,6 +37,9 @@ def Rpe_Dialect : Dialect {
     `rpe.items_per_block`, a positive `i64` that `rpe-lower-fused-attention`
     puts on the function launching a GPU kernel, is the number of (window,
     head) items one block computes; the host runtime sizes the grid from it.
+    `rpe.item_loop`, a unit attribute, marks the host loop of a fused kernel
+    over its (window, head) items, the loop `rpe-item-range` restricts to a
+    range the caller gives.
 
     Example:
 
@@ -51,7 +54,8 @@ def Rpe_Dialect : Dialect {
   let useDefaultAttributePrinterParser = 1;
   // A typed name for each attribute the passes put on other dialects' ops,
   // checked by verifyOperationAttribute wherever it appears.
-  let discardableAttrs = (ins "::mlir::IntegerAttr":$items_per_block);
+  let discardableAttrs = (ins "::mlir::IntegerAttr":$items_per_block,
+                              "::mlir::UnitAttr":$item_loop);
   let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }

@@ -107,9 +107,13 @@ llvm::Error mlir::rpe::emitObjectFile(llvm::Module &module,
 }
 
 llvm::Error mlir::rpe::linkSharedLibrary(llvm::StringRef objectPath,
-                                         llvm::StringRef libraryPath) {
-  // The kernels call into the OpenMP runtime and libm; the rpath to the
-  // OpenMP runtime's directory makes the library load from anywhere. Where
+                                         llvm::StringRef libraryPath,
+                                         ThreadRuntime runtime) {
+  // The kernels call into libm and their threads' runtime. libgomp is
+  // named by its path: the library then needs it by its soname,
+  // libgomp.so.1, which in a PyTorch process is the copy torch has loaded,
+  // so that kernels and torch share one thread pool. libomp gets an rpath
+  // to LLVM's directory, so that the library loads from anywhere. Where
   // they are is the build's knowledge (Rpe/Aot/LinkConfig.h).
   std::string object = objectPath.str(), output = libraryPath.str();
   SmallVector<std::string> storage = {"ld.lld", "-shared", "-o", output,
@@ -117,8 +121,17 @@ llvm::Error mlir::rpe::linkSharedLibrary(llvm::StringRef objectPath,
   for (StringRef dir : llvm::split(SWIN_KERNEL_LIBRARY_DIRS, ';'))
     if (!dir.empty())
       storage.push_back(("-L" + dir).str());
-  storage.append({"-lomp", "-lm", "-rpath", SWIN_OPENMP_LIBRARY_DIR, "-z",
-                  "noexecstack", "--as-needed", "-O1"});
+  switch (runtime) {
+  case ThreadRuntime::None:
+    break;
+  case ThreadRuntime::GnuOpenMP:
+    storage.push_back(SWIN_GNU_OPENMP_LIBRARY);
+    break;
+  case ThreadRuntime::LlvmOpenMP:
+    storage.append({"-lomp", "-rpath", SWIN_OPENMP_LIBRARY_DIR});
+    break;
+  }
+  storage.append({"-lm", "-z", "noexecstack", "--as-needed", "-O1"});
   SmallVector<const char *> args;
   for (const std::string &arg : storage)
     args.push_back(arg.c_str());

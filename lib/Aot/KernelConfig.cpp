@@ -60,6 +60,12 @@ KernelStrategy KernelConfig::effectiveKernel() const {
   return isGpu() ? KernelStrategy::Warps : KernelStrategy::Tiles;
 }
 
+ThreadRuntime KernelConfig::threadRuntime() const {
+  if (!parallel)
+    return ThreadRuntime::None;
+  return fuse ? ThreadRuntime::GnuOpenMP : ThreadRuntime::LlvmOpenMP;
+}
+
 void mlir::rpe::applySmallMapRule(KernelConfig &config) {
   if (config.resolution.size() != config.window.size() ||
       config.shift.size() != config.window.size())

@@ -227,6 +227,13 @@ Value FusedKernelEmitter::countWindows() {
   return mulConst(windows, getNumWindows(*op.getResolution(), g.window));
 }
 
+scf::ParallelOp FusedKernelEmitter::createItemLoop(Value items) {
+  auto loop = scf::ParallelOp::create(b, ValueRange{index(0)},
+                                      ValueRange{items}, ValueRange{index(1)});
+  RpeDialect::ItemLoopAttrHelper(b.getContext()).setAttr(loop, b.getUnitAttr());
+  return loop;
+}
+
 void FusedKernelEmitter::emitOperandViews(bool withPaddingRows) {
   for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
     flatInputs.push_back(flatten(b, b.getLoc(), input));

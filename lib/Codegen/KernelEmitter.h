@@ -1,4 +1,5 @@
-//===- KernelEmitter.h - emitter of the fused attention kernels --*- C++ -*-===//
+//===- KernelEmitter.h - emitter of the fused attention kernels --*- C++
+//-*-===//
 //
 // The geometry and the emitter shared by the kernels of
 // rpe.fused_window_attention: the CPU tiles (TilesKernel.cpp), the
@@ -11,8 +12,8 @@
 #ifndef RPE_CODEGEN_KERNELEMITTER_H
 #define RPE_CODEGEN_KERNELEMITTER_H
 
-#include "Rpe/FeatureMapAddressing.h"
 #include "Rpe/Codegen.h"
+#include "Rpe/FeatureMapAddressing.h"
 #include "Rpe/Passes.h"
 #include "Rpe/RpeOps.h"
 #include "Rpe/WindowGeometry.h"
@@ -282,6 +283,11 @@ private:
   void emitOperandViews(bool withPaddingRows = true);
   /// The work of query row `i` of (window w, head h).
   void emitRow(Value w, Value h, Value i);
+
+  /// The host loop over the op's (window, head) items, `item = w * heads +
+  /// h`: one scf.parallel marked `rpe.item_loop`, so that `rpe-item-range`
+  /// can hand each of a caller's threads a range of items.
+  scf::ParallelOp createItemLoop(Value items);
 
   /// Records on the enclosing function how many (window, head) items a
   /// block of the GPU kernel takes: hosts that launch the kernel

@@ -58,8 +58,7 @@ LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
 
   OpBuilder::InsertionGuard guard(b);
   if (!gpuLaunch) {
-    auto outer = scf::ParallelOp::create(
-        b, ValueRange{index(0)}, ValueRange{items}, ValueRange{index(1)});
+    auto outer = createItemLoop(items);
     b.setInsertionPointToStart(outer.getBody());
     Value item = outer.getInductionVars()[0];
     auto inner = scf::ParallelOp::create(b, ValueRange{index(0)},

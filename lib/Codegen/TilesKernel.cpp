@@ -536,10 +536,7 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
     if (!labels)
       return failure();
   }
-  Value windows = countWindows();
-  auto parallel = scf::ParallelOp::create(b, ValueRange{index(0), index(0)},
-                                          ValueRange{windows, index(g.heads)},
-                                          ValueRange{index(1), index(1)});
+  auto parallel = createItemLoop(mulConst(countWindows(), g.heads));
   OpBuilder::InsertionGuard guard(b);
 
   // Scratch on the stack: kᵀ, one block of scores, the row sums' inverses
@@ -576,8 +573,8 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
     scratch = allocateScratch();
   }
   b.setInsertionPointToStart(parallel.getBody());
-  Value w = parallel.getInductionVars()[0];
-  Value h = parallel.getInductionVars()[1];
+  Value item = parallel.getInductionVars()[0];
+  Value w = divConst(item, g.heads), h = remConst(item, g.heads);
   memref::AllocaScopeOp scope;
   if (!hoistScratch) {
     scope = memref::AllocaScopeOp::create(b, TypeRange{});

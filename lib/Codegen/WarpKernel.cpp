@@ -532,8 +532,7 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
     SmallVector<Value, 6> memrefs;
     if (hoistScratch)
       memrefs = allocateBuffers();
-    auto loop = scf::ParallelOp::create(
-        b, ValueRange{index(0)}, ValueRange{items}, ValueRange{index(1)});
+    auto loop = createItemLoop(items);
     b.setInsertionPointToStart(loop.getBody());
     memref::AllocaScopeOp scope;
     if (!hoistScratch) {

@@ -40,6 +40,13 @@ void RpeDialect::initialize() {
 LogicalResult RpeDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attribute) {
   // Other rpe.* names pass: a pass may add one before the dialect knows it.
+  if (attribute.getName() == ItemLoopAttrHelper::getNameStr()) {
+    if (!isa<UnitAttr>(attribute.getValue()))
+      return op->emitError()
+             << "expects '" << attribute.getName().getValue()
+             << "' to be a unit attribute, got " << attribute.getValue();
+    return success();
+  }
   if (attribute.getName() != ItemsPerBlockAttrHelper::getNameStr())
     return success();
   // The host runtime divides the grid by it.

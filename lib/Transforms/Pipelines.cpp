@@ -60,26 +60,30 @@ static void addMemrefsAndLoopsToLLVMPasses(OpPassManager &pm) {
 void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
   buildBufferizationPipeline(pm, options.fuse);
+  // OpenMP threads of the kernel's own, unless its caller runs the items.
+  bool openMP = options.parallel && !options.itemRange;
   if (options.fuse) {
     RpeLowerFusedAttentionOptions fused;
     fused.vectorWidth = options.vectorWidth;
     fused.strategy = options.kernel;
-    fused.hoistScratch = !options.parallel;
+    fused.hoistScratch = !openMP;
     pm.addPass(createRpeLowerFusedAttention(fused));
     // No canonicalization here: it would inline the kernel's per-iteration
     // memref.alloca_scope into the scf.parallel (an allocation scope), and
     // a sequential lowering of that loop then grows the stack with every
     // iteration.
+    if (options.itemRange)
+      pm.addPass(createRpeItemRange());
   }
 
   // Loops. The (window, head) forall becomes the one parallel loop; linalg
   // ops inside become sequential loops.
-  if (options.parallel)
+  if (openMP)
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
   else
     pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
-  if (options.parallel)
+  if (openMP)
     pm.addPass(createConvertSCFToOpenMPPass());
 
   addMemrefsAndLoopsToLLVMPasses(pm);

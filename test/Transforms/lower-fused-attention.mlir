@@ -22,7 +22,11 @@
 // CHECK: %[[TV:.*]] = memref.load %[[T]][%{{.*}}, %{{.*}}] : memref<169x3xf32>
 // CHECK: arith.mulf %[[TV]], %{{.*}} : f32
 // CHECK: %[[LABELS:.*]] = memref.get_global @__rpe_region_labels : memref<4x56xi32>
-// CHECK: scf.parallel (%[[W:.*]], %[[H:.*]]) = ({{.*}}) to (%{{.*}}, %c3{{.*}})
+// One loop over the windows x heads items (marked for rpe-item-range),
+// item = w * 3 + h.
+// CHECK: %[[ITEMS:.*]] = arith.muli %{{.*}}, %c3{{.*}} : index
+// CHECK: scf.parallel (%[[ITEM:.*]]) = (%{{.*}}) to (%[[ITEMS]])
+// CHECK: %[[H:.*]] = arith.remui %[[ITEM]], %c3{{.*}} : index
 // CHECK: memref.alloca_scope
 // CHECK: %[[KT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<32x56xf32>
 // CHECK: %[[S:.*]] = memref.alloca() {alignment = 64 : i64} : memref<49x56xf32>

@@ -459,7 +459,8 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
     auto library = files.reserve(output);
     if (!library)
       return library.takeError();
-    if (llvm::Error e = linkSharedLibrary(objectPath, *library))
+    if (llvm::Error e = linkSharedLibrary(objectPath, *library,
+                                           config.threadRuntime()))
       return e;
   }
   if (llvm::Error e = writeInterface(files, config, output))

@@ -44,6 +44,18 @@ enum class Layout {
 };
 
 /// What the kernel is compiled for.
+/// Which threads run a CPU kernel's (window, head) items.
+enum class ThreadRuntime {
+  /// The calling thread only.
+  None,
+  /// The GNU OpenMP runtime's team (libgomp, the pool PyTorch runs on):
+  /// the entry point gives each thread a range of items (rpe-item-range).
+  GnuOpenMP,
+  /// LLVM's OpenMP runtime (libomp) through upstream's OpenMP lowering:
+  /// the unfused reference lowering, whose loops are not one item loop.
+  LlvmOpenMP,
+};
+
 enum class Target {
   /// The host CPU: a C entry point on host pointers.
   Cpu,
@@ -88,7 +100,7 @@ struct KernelConfig {
   std::string ptxFeatures;
   /// CUDA toolkit for libdevice and ptxas (nvptx).
   std::string cudaToolkit = SWIN_CUDA_TOOLKIT_DEFAULT;
-  /// Run windows x heads on all cores (OpenMP).
+  /// Run windows x heads on all cores (OpenMP; see threadRuntime).
   bool parallel = true;
   /// f32 lanes of the CPU micro-kernels; 0: 16 where the CPU has AVX-512
   /// (cpu=native), else 8.
@@ -117,6 +129,10 @@ struct KernelConfig {
   /// The kernel that computes the attention: the configured one, else the
   /// target's default.
   KernelStrategy effectiveKernel() const;
+  /// The threads of a CPU kernel: the GNU OpenMP team for the fused
+  /// kernels, LLVM's OpenMP for the unfused lowering, none without
+  /// `parallel`.
+  ThreadRuntime threadRuntime() const;
 };
 
 /// Swin's rule for small maps: along an axis where the resolution is not
