@@ -77,7 +77,7 @@ swin_venv_ensure() {
     "${PYTHON:-python3}" -m venv "$SWIN_VENV"
   fi
   echo "setup: installing python/requirements-torch.txt into $SWIN_VENV" \
-    "(the first time: about 3 GB of wheels; SWIN_TORCH=0 skips it)"
+    "(a new venv downloads about 3 GB of wheels; SWIN_TORCH=0 skips it)"
   rm -f "$SWIN_VENV/$SWIN_VENV_STAMP_NAME"
   if ! "$py" -m pip install --prefer-binary --progress-bar off -q \
     -r "${SWIN_REQUIREMENTS[0]}" -c "${SWIN_REQUIREMENTS[1]}"; then
@@ -85,13 +85,13 @@ swin_venv_ensure() {
       "(without network: SWIN_TORCH=0 runs the suite without the torch tests)" >&2
     return 1
   fi
-  "$py" -c 'import torch, torchvision, timm, transformers, numpy, pytest' || {
+  local versions
+  versions="$("$py" -c 'import torch, torchvision, timm, transformers, numpy, pytest as p
+print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, timm {timm.__version__},"
+      f" transformers {transformers.__version__}, numpy {numpy.__version__}, pytest {p.__version__}")')" || {
     echo "error: the Python test environment in $SWIN_VENV cannot import torch" >&2
     return 1
   }
   _swin_venv_stamp >"$SWIN_VENV/$SWIN_VENV_STAMP_NAME"
-  echo "setup: Python test environment ready in $((SECONDS - start)) s:" \
-    "$("$py" -c 'import torch, torchvision, timm, transformers, numpy, pytest as p
-print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, timm {timm.__version__},"
-      f" transformers {transformers.__version__}, numpy {numpy.__version__}, pytest {p.__version__}")')"
+  echo "setup: Python test environment ready in $((SECONDS - start)) s: $versions"
 }
