@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs what swin-opt needs on a Debian bookworm machine (when missing),
-# then configures and builds into build/. Idempotent: a second run installs
-# nothing and rebuilds only what changed.
+# creates the Python test environment (a venv with torch, torchvision, timm,
+# transformers; see scripts/python-env.sh), then configures and builds into
+# build/. Idempotent: a second run installs nothing and rebuilds only what
+# changed.
 #
-#   scripts/setup.sh              # Release build in build/
+#   scripts/setup.sh              # Release build in build/, venv in build/venv
 #   SWIN_SANITIZE=1 scripts/setup.sh   # ASan/UBSan build in build-asan/
+#   SWIN_VENV=DIR scripts/setup.sh     # the venv in DIR (shared by checkouts)
+#   SWIN_TORCH=0 scripts/setup.sh      # no venv (offline; not under CI=true)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,6 +16,7 @@ APT_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   liblld-22-dev libomp-22-dev libclang-rt-22-dev
   cmake ninja-build ccache
+  python3 python3-venv python3-pip
 )
 
 missing=()
@@ -30,6 +35,14 @@ PYTHON="${PYTHON:-python3}"
 if ! "$PYTHON" -c "import numpy, pytest" 2>/dev/null; then
   echo "setup: installing numpy and pytest with pip"
   "$PYTHON" -m pip install -q numpy pytest
+fi
+
+# Before the (long) build, so that a machine without network fails early.
+source "$ROOT/scripts/python-env.sh"
+if swin_torch_enabled; then
+  swin_venv_ensure
+else
+  echo "setup: SWIN_TORCH=0: no Python test environment; the torch tests will skip"
 fi
 
 if [[ "${SWIN_SANITIZE:-0}" == 1 ]]; then

@@ -4,11 +4,16 @@ Kernel tests use the ``build`` fixture, which needs ``swin-aot`` (found like
 :func:`swin_opt.find_swin_aot`: ``$SWIN_AOT``, ``build/bin/swin-aot``, ``PATH``).
 Without it they are skipped, unless ``SWIN_REQUIRE_AOT`` is set (CI), in
 which case they fail.
+
+PyTorch tests skip (``pytest.importorskip``) without torch, torchvision, timm
+or transformers, unless ``SWIN_REQUIRE_TORCH`` is set (``scripts/test.sh`` in
+its venv, CI): then a skip for failing to import one of them is a failure.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -20,8 +25,51 @@ import swin_opt
 HERE = Path(__file__).resolve().parent
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
 def aot_required() -> bool:
-    return os.environ.get("SWIN_REQUIRE_AOT", "").strip().lower() not in ("", "0", "false", "no")
+    return _env_flag("SWIN_REQUIRE_AOT")
+
+
+def torch_required() -> bool:
+    return _env_flag("SWIN_REQUIRE_TORCH")
+
+
+TORCH_STACK = ("torch", "torchvision", "timm", "transformers")
+# pytest.importorskip's reasons: "could not import 'timm.models...': ..." and
+# "module 'torch' has __version__ '...', required is: ..."
+_IMPORT_SKIP = re.compile(r"^(?:could not import|module) '([A-Za-z_][\w]*)")
+
+
+def _torch_import_skip(reason: str) -> bool:
+    m = _IMPORT_SKIP.match(reason)
+    return bool(m) and m.group(1) in TORCH_STACK
+
+
+def _fail_torch_skip(report, reason: str) -> None:
+    report.outcome = "failed"
+    report.longrepr = f"SWIN_REQUIRE_TORCH is set but the test skipped: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if (report.skipped and torch_required() and call.excinfo is not None
+            and call.excinfo.errisinstance(pytest.skip.Exception)
+            and _torch_import_skip(str(call.excinfo.value.msg))):
+        _fail_torch_skip(report, call.excinfo.value.msg)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module-level importorskip of the torch stack (a whole file skipped)."""
+    report = (yield).get_result()
+    if report.skipped and torch_required() and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        if _torch_import_skip(reason):
+            _fail_torch_skip(report, reason)
 
 
 @pytest.fixture(scope="session")
