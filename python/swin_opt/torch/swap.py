@@ -14,7 +14,7 @@ from typing import List, Optional
 from .patching import _Options, _Patch, _is_swinv2
 from .tensors import _torch
 from .timm_patches import _TimmAttention, _TimmBlock
-from .torchvision_patches import _TorchvisionAttention
+from .torchvision_patches import _TorchvisionAttention, _TorchvisionAttention3d
 from .transformers_patches import _HFAttention, _HFSelfAttention
 
 _COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
@@ -56,6 +56,10 @@ def _classes():
     if tv_swin is not None:
         found.append(("torchvision", getattr(tv_swin, "ShiftedWindowAttention", None),
                       _TorchvisionAttention))
+    tv_video = sys.modules.get("torchvision.models.video.swin_transformer")
+    if tv_video is not None:
+        found.append(("torchvision", getattr(tv_video, "ShiftedWindowAttention3d", None),
+                      _TorchvisionAttention3d))
     hf_swin = sys.modules.get("transformers.models.swin.modeling_swin")
     if hf_swin is not None:
         if hasattr(hf_swin, "SwinSelfAttention"):  # transformers 4.x
@@ -72,7 +76,7 @@ def _supported(patch_type, module) -> Optional[str]:
         if mlp_out != module.num_heads:
             return f"cpb_mlp gives {mlp_out} columns for {module.num_heads} heads"
         return None
-    if patch_type in (_TorchvisionAttention, _TimmAttention):
+    if patch_type in (_TorchvisionAttention, _TorchvisionAttention3d, _TimmAttention):
         if not hasattr(module, "relative_position_bias_table"):
             return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
         table, heads = module.relative_position_bias_table, module.num_heads
