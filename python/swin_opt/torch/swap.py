@@ -13,9 +13,9 @@ from typing import List, Optional
 
 from .patching import _Options, _Patch, _is_swinv2
 from .tensors import _torch
-from .timm_patches import _TimmAttention, _TimmBlock
+from .timm_patches import _TimmAttention, _TimmBlock, _TimmCrAttention
 from .torchvision_patches import _TorchvisionAttention, _TorchvisionAttention3d
-from .transformers_patches import _HFAttention, _HFSelfAttention
+from .transformers_patches import _HFAttention, _HFSelfAttention, _is_hf_swinv2
 
 _COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
 
@@ -39,6 +39,14 @@ def _dispatch_attn(self, *args, **kwargs):
 
 
 _DISPATCH = {"forward": _dispatch_forward, "_attn": _dispatch_attn}
+
+
+_HF_SELF_ATTENTION = (
+    ("donut.modeling_donut_swin", "DonutSwinSelfAttention"),
+    ("maskformer.modeling_maskformer_swin", "MaskFormerSwinSelfAttention"),
+    ("swinv2.modeling_swinv2", "Swinv2SelfAttention"),
+    ("swin2sr.modeling_swin2sr", "Swin2SRSelfAttention"),
+)
 
 
 def _classes():
@@ -66,6 +74,15 @@ def _classes():
             found.append(("transformers", hf_swin.SwinSelfAttention, _HFSelfAttention))
         else:  # transformers >= 5: SwinAttention holds q/k/v/o projections and the bias
             found.append(("transformers", getattr(hf_swin, "SwinAttention", None), _HFAttention))
+    # the per-model copies of the 4.x query/key/value layout
+    for module_name, cls_name in _HF_SELF_ATTENTION:
+        mod = sys.modules.get(f"transformers.models.{module_name}")
+        if mod is not None:
+            found.append(("transformers", getattr(mod, cls_name, None), _HFSelfAttention))
+    timm_cr = sys.modules.get("timm.models.swin_transformer_v2_cr")
+    if timm_cr is not None:
+        found.append(("timm", getattr(timm_cr, "WindowMultiHeadAttention", None),
+                      _TimmCrAttention))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
@@ -90,7 +107,20 @@ def _supported(patch_type, module) -> Optional[str]:
         table, heads = (module.relative_position_bias.relative_position_bias_table,
                         module.num_attention_heads)
     elif patch_type is _HFSelfAttention:
-        table, heads = module.relative_position_bias_table, module.num_attention_heads
+        heads = module.num_attention_heads
+        if _is_hf_swinv2(module):
+            mlp_out = getattr(module.continuous_position_bias_mlp[-1], "out_features", None)
+            if mlp_out != heads:
+                return f"continuous_position_bias_mlp gives {mlp_out} columns for {heads} heads"
+            return None
+        if not hasattr(module, "relative_position_bias_table"):
+            return "no relative_position_bias_table"
+        table = module.relative_position_bias_table
+    elif patch_type is _TimmCrAttention:
+        mlp_out = getattr(getattr(module.meta_mlp, "fc2", None), "out_features", None)
+        if mlp_out != module.num_heads:
+            return f"meta_mlp gives {mlp_out} columns for {module.num_heads} heads"
+        return None
     else:  # pragma: no cover
         return "unknown"
     if table.dim() != 2 or table.shape[1] != heads:

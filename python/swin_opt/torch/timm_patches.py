@@ -1,10 +1,15 @@
 """timm: ``WindowAttention.forward`` (window layout) and the blocks'
-``_attn`` (token layout, packed qkv), for swin_transformer and swin_transformer_v2."""
+``_attn`` (token layout, packed qkv), for swin_transformer and swin_transformer_v2;
+``WindowMultiHeadAttention.forward`` (window layout) for swin_transformer_v2_cr."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from .. import reference as _ref
 from .masks import NO_MASK, _matcher
 from .patching import _Fallback, _Patch, _cosine_qk, _packed_inputs, _qkv_windows
+from .windows import run_windows
 
 
 def _timm_qkv_bias(torch, attn):
@@ -30,14 +35,13 @@ class _TimmAttention(_Patch):
         head_dim = attn_dim // heads
         if n != window[0] * window[1]:
             raise _Fallback(f"{n} tokens per window, window is {window}")
-        cfg = self.mask_config(mask, window, b)
         table, scale, qkv_bias, logit_scale = self.attention_core(
             torch, m, window, heads, x.dtype, _timm_qkv_bias(torch, m), getattr(m, "scale", None))
-        kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg)
         qkv = torch.nn.functional.linear(x, m.qkv.weight, qkv_bias)
         q, k, v = _qkv_windows(torch, qkv, b, n, heads, head_dim)
         _cosine_qk(torch, q, k, logit_scale, head_axis=1)
-        out = kern(q, k, v, table)
+        # run_windows also takes the masks of always_partition's one-window maps
+        out = run_windows(self, torch, q, k, v, table, window, scale, dtype, mask)
         return m.proj_drop(m.proj(out))
 
 
@@ -83,3 +87,65 @@ class _TimmBlock(_Patch):
         out = attn.proj_drop(attn.proj(out))
         return out.view(b, h, w, -1)
 
+
+
+class _TimmCrAttention(_Patch):
+    """``timm.models.swin_transformer_v2_cr.WindowMultiHeadAttention.forward(x, mask=None)``
+    (window layout).
+
+    What the kernel computes exactly: ``softmax(s_h cos(q_i, k_j) + B_h(i, j) + mask) v``
+    with ``s_h = exp(min(logit_scale_h, log 100))`` (timm's own logit scale, the same
+    clamp as SwinV2) folded into the normalised q (:func:`_cosine_qk`, scale-1 kernel),
+    and the bias of the "meta" MLP.  That MLP maps each pair's log-spaced relative
+    coordinates (``relative_coordinates_log``, ``[N*N, 2]``) to one value per head; a
+    pair's coordinates depend only on its relative position, so the MLP is run on one
+    pair per relative position, giving the kernel's compact ``[T, heads]`` table (checked
+    once against the buffer: it must be a function of Swin's relative index).  The
+    qkv and output projections (and the q/k normalisation) stay in torch.  The
+    cyclic shift, padding (timm pads after shifting) and window partition stay in the
+    block (``_shifted_window_attn``), which hands this module windows and its mask;
+    masks of maps a single window long on a shifted axis (``always_partition``) go
+    through :func:`.windows.run_windows`'s virtual map.  Kept in torch: training
+    (the meta MLP has dropout), ``sequential_attn`` is not read by this forward."""
+
+    framework = "timm"
+
+    def __init__(self, module, name, options):
+        super().__init__(module, name, options)
+        self._pairs = {}
+
+    def _table(self, torch, m, window, heads, dtype):
+        coords = m.relative_coordinates_log
+        pairs = self._pairs.get(window)
+        if pairs is None:
+            n = window[0] * window[1]
+            index = _ref.relative_index(window).reshape(-1)
+            # one (i, j) pair per relative position: the first in row-major order
+            first = np.full(_ref.table_rows(window), -1, dtype=np.int64)
+            order = np.arange(index.size)[::-1]
+            first[index[order]] = order
+            pairs = torch.from_numpy(first)
+            got = coords.detach().to("cpu")
+            if tuple(got.shape) != (n * n, 2) or not torch.equal(got, got[pairs][index]):
+                self._pairs[window] = False
+            else:
+                self._pairs[window] = pairs
+            pairs = self._pairs[window]
+        if pairs is False:
+            raise _Fallback("relative_coordinates_log is not a function of the relative position")
+        table = m.meta_mlp(coords[pairs])
+        return self.table(table, window, heads, None, dtype)
+
+    def run(self, torch, m, x, mask=None):
+        dtype = self.common_checks(torch, m, x)
+        b, n, c = x.shape
+        window = tuple(int(s) for s in m.window_size)
+        heads = m.num_heads
+        head_dim = c // heads
+        if n != window[0] * window[1]:
+            raise _Fallback(f"{n} tokens per window, window is {window}")
+        table = self._table(torch, m, window, heads, x.dtype)
+        q, k, v = _qkv_windows(torch, m.qkv(x), b, n, heads, head_dim)
+        _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
+        out = run_windows(self, torch, q, k, v, table, window, 1.0, dtype, mask)
+        return m.proj_drop(m.proj(out))
