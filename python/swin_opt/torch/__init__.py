@@ -62,7 +62,7 @@ entry points).
 from __future__ import annotations
 
 from .masks import NO_MASK, match_shift_mask
-from .swap import patch_stats, restore_attention, swap_attention
+from .swap import patch_stats, restore_attention, swap_attention, unpatched
 from .tensors import KernelUnavailable, attention, compile_kernel
 
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
     "swap_attention",
     "restore_attention",
     "patch_stats",
+    "unpatched",
     "KernelUnavailable",
     "NO_MASK",
 ]

@@ -5,6 +5,7 @@ modules of every framework and install patches on the instances),
 from __future__ import annotations
 
 import os
+import re
 import sys
 import types
 import warnings
@@ -184,9 +185,14 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     # OpenMP threads that run the next GEMM.  Ask it to sleep at once; this is
     # read when libomp starts, so it only helps if no kernel was loaded yet.
     os.environ.setdefault("KMP_BLOCKTIME", "0")
-    classes = [(fw, cls, p) for fw, cls, p in _classes() if fw in frameworks]
+    all_classes = _classes()
+    classes = [(fw, cls, p) for fw, cls, p in all_classes if fw in frameworks]
+    # (the timm blocks' token-layout patch is reported through their WindowAttention)
+    excluded = [(fw, cls) for fw, cls, p in all_classes if fw not in frameworks and p is not _TimmBlock]
     count = 0
+    skipped = []  # (name, module, framework, reason)
     for name, module in model.named_modules():
+        _skipped.pop(module, None)
         for fw, cls, patch_type in classes:
             if not isinstance(module, cls):
                 continue
@@ -195,13 +201,99 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
                 continue
             why = _supported(patch_type, module)
             if why is not None:
-                warnings.warn(f"swin_opt: not patching {fw} module {name or '<root>'}: {why}",
-                              stacklevel=2)
+                skipped.append((name, module, fw, why))
                 continue
             _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
             if patch_type is not _TimmBlock:
                 count += 1
+    patched = {id(m) for _, m in model.named_modules() if _patches.get(m)}
+    for name, module in model.named_modules():
+        if id(module) in patched:
+            continue
+        fw = next((fw for fw, cls in excluded if isinstance(module, cls)), None)
+        if fw is not None:
+            skipped.append((name, module, fw, f"framework {fw!r} not selected "
+                                              f"(frameworks={tuple(frameworks)})"))
+            continue
+        why = _unknown_attention(module, classes, patched)
+        if why is not None:
+            skipped.append((name, module, _framework_of(module), why))
+    for name, module, fw, why in skipped:
+        _skipped[module] = {"name": name, "framework": fw, "class": _class_name(module),
+                            "reason": why}
+    _warn_skipped(model, count, skipped, frameworks)
     return count
+
+
+#: module -> its entry of :func:`unpatched` (the last swap_attention that saw it)
+_skipped: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+#: window-attention classes of the frameworks that swin_opt knows and does not patch
+_KNOWN_UNSUPPORTED = (
+    ("timm.models.gcvit", "WindowAttentionGlobal",
+     "GCViT global-query attention: the queries come from a global token map, not the "
+     "window"),
+)
+
+_ATTENTION_NAME = re.compile(r"(Window\w*Attention|Swin\w*Attention|WindowMultiHead)")
+
+
+def _class_name(module) -> str:
+    cls = type(module)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _framework_of(module) -> str:
+    top = type(module).__module__.split(".")[0]
+    return top
+
+
+def _unknown_attention(module, classes, patched) -> Optional[str]:
+    """Why a module that looks like window attention (known unsupported classes, or a
+    class name such as ``*WindowAttention*`` / ``*Swin*Attention``) is not patched;
+    None for every other module and for wrappers of patched modules."""
+    if any(isinstance(module, cls) for _, cls, _ in classes):
+        return None
+    for mod_name, cls_name, why in _KNOWN_UNSUPPORTED:
+        mod = sys.modules.get(mod_name)
+        cls = getattr(mod, cls_name, None) if mod is not None else None
+        if isinstance(cls, type) and isinstance(module, cls):
+            return why
+    if not _ATTENTION_NAME.search(type(module).__name__):
+        return None
+    if any(id(m) in patched for m in module.modules()):
+        return None  # a wrapper (e.g. DonutSwinAttention) of a patched module
+    return "not a window-attention class swin_opt knows"
+
+
+def _warn_skipped(model, count, skipped, frameworks) -> None:
+    groups = {}
+    for name, module, fw, why in skipped:
+        groups.setdefault((fw, _class_name(module), why), []).append(name or "<root>")
+    for (fw, cls, why), names in groups.items():
+        shown = ", ".join(names[:3]) + (f", ... ({len(names)} modules)" if len(names) > 3 else "")
+        warnings.warn(f"swin_opt: not patching {fw} {cls} ({shown}): {why}", stacklevel=3)
+    if count == 0:
+        what = (f"{len(skipped)} window-attention module(s) left unpatched (see "
+                "swin_opt.torch.unpatched(model))" if skipped else
+                f"no Swin window-attention module of {', '.join(frameworks)} found")
+        warnings.warn(f"swin_opt: swap_attention patched nothing in {type(model).__name__}: "
+                      f"{what}", stacklevel=3)
+
+
+def unpatched(model) -> List[dict]:
+    """The window-attention modules of ``model`` that the last :func:`swap_attention`
+    left alone, one dict each: ``name``, ``framework``, ``class`` (qualified) and
+    ``reason``.  Covers supported classes in a configuration the kernels do not take,
+    classes of frameworks excluded by ``frameworks=``, and window-attention classes
+    swin_opt does not know.  Calls that fall back at run time are in
+    :func:`patch_stats`."""
+    out = []
+    for name, module in model.named_modules():
+        entry = _skipped.get(module)
+        if entry is not None and not _patches.get(module):
+            out.append(dict(entry, name=name))
+    return out
 
 
 def _unpatched(module, attr):
