@@ -47,6 +47,7 @@ _HF_SELF_ATTENTION = (
     ("maskformer.modeling_maskformer_swin", "MaskFormerSwinSelfAttention"),
     ("swinv2.modeling_swinv2", "Swinv2SelfAttention"),
     ("swin2sr.modeling_swin2sr", "Swin2SRSelfAttention"),
+    ("clap.modeling_clap", "ClapAudioSelfAttention"),  # CLAP's audio encoder (HTS-AT) is a Swin
 )
 
 

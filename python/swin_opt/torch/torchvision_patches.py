@@ -111,7 +111,7 @@ class _TorchvisionAttention3d(_Patch):
             if ok:
                 got = index[:n, :n].detach().to("cpu").numpy()
                 ok = np.array_equal(got, rows[_ref.relative_index(window)])
-            self._sub_rows[window] = rows if ok else False
+            rows = self._sub_rows[window] = rows if ok else False
         if rows is False:
             raise _Fallback(f"window {full} shrunk to {window}: torchvision's bias "
                             "(relative_position_index[:n, :n] of the full window) is not a "

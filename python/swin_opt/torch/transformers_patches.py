@@ -66,7 +66,7 @@ def _is_hf_swinv2(m) -> bool:
 class _HFSelfAttention(_Patch):
     """The query/key/value layout (output projection in the sibling ``*SelfOutput``):
     ``SwinSelfAttention`` (transformers 4.x), ``DonutSwinSelfAttention``,
-    ``MaskFormerSwinSelfAttention`` (Swin), ``Swinv2SelfAttention`` and
+    ``MaskFormerSwinSelfAttention``, ``ClapAudioSelfAttention`` (Swin), ``Swinv2SelfAttention`` and
     ``Swin2SRSelfAttention`` (SwinV2: cosine attention and the continuous position
     bias MLP; the mask added twice).  Their ``forward`` takes ``(hidden_states,
     attention_mask, [head_mask,] output_attentions)`` depending on the class and
