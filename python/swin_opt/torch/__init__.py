@@ -65,9 +65,9 @@ own OpenMP threads need next.
 
 Modules: :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
 mask identification), :mod:`.patching` (the patch base and shared q/k/v
-preparation), :mod:`.windows` (window-layout calls), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
-:mod:`.transformers_patches` (one per framework) and :mod:`.swap` (the model
-entry points).
+preparation), :mod:`.windows` (window-layout calls), :mod:`.timm_patches`,
+:mod:`.torchvision_patches`, :mod:`.transformers_patches` (one per framework)
+and :mod:`.swap` (the model entry points).
 """
 
 from __future__ import annotations

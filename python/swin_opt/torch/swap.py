@@ -159,7 +159,11 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
 
     Returns the number of attention layers patched (a timm block and its
     ``WindowAttention`` count once).  Already patched modules are re-patched
-    with the new options.
+    with the new options.  Window-attention modules left alone (a supported
+    class in a configuration the kernels do not take, a framework excluded by
+    ``frameworks``, a class swin_opt does not know) are listed by
+    :func:`unpatched` and warned about once per class and reason; patching
+    nothing is warned about too.
     """
     _torch()
     if layout not in ("auto", "windows"):
@@ -189,7 +193,8 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     all_classes = _classes()
     classes = [(fw, cls, p) for fw, cls, p in all_classes if fw in frameworks]
     # (the timm blocks' token-layout patch is reported through their WindowAttention)
-    excluded = [(fw, cls) for fw, cls, p in all_classes if fw not in frameworks and p is not _TimmBlock]
+    excluded = [(fw, cls) for fw, cls, p in all_classes
+                if fw not in frameworks and p is not _TimmBlock]
     count = 0
     skipped = []  # (name, module, framework, reason)
     for name, module in model.named_modules():

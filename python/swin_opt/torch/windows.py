@@ -150,9 +150,9 @@ def run_windows(patch, torch, q, k, v, table, window, scale, dtype, mask, *,
         if b % per_image:
             raise _Fallback("number of windows is not a multiple of the mask's")
         cfg = {"resolution": wm.resolution, "shift": wm.shift}
-    extra = 9 if cfg and mask_repeats == 2 else 0
     if mask_repeats not in (1, 2):
         raise _Fallback(f"mask added {mask_repeats} times")
+    extra = 9 if cfg and mask_repeats == 2 else 0  # one-hot region channels (module docstring)
     if extra and scale is None:
         scale = d ** -0.5  # explicit: the kernel's default would use the widened head_dim
     kern = patch.kernel(window, heads, d + extra, scale, dtype, **cfg)
