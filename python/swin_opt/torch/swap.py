@@ -14,7 +14,7 @@ from typing import List, Optional
 
 from .patching import _Options, _Patch, _is_swinv2
 from .tensors import _torch
-from .timm_patches import _TimmAttention, _TimmBlock, _TimmCrAttention
+from .timm_patches import _TimmAttention, _TimmBlock, _TimmCrAttention, _TimmCrBlock
 from .torchvision_patches import _TorchvisionAttention, _TorchvisionAttention3d
 from .transformers_patches import _HFAttention, _HFSelfAttention, _is_hf_swinv2
 
@@ -39,7 +39,19 @@ def _dispatch_attn(self, *args, **kwargs):
     return patch(self, *args, **kwargs)
 
 
-_DISPATCH = {"forward": _dispatch_forward, "_attn": _dispatch_attn}
+def _dispatch_shifted_window_attn(self, *args, **kwargs):
+    patch = _patches.get(self, {}).get("_shifted_window_attn")
+    if patch is None:
+        return type(self)._shifted_window_attn(self, *args, **kwargs)
+    return patch(self, *args, **kwargs)
+
+
+_DISPATCH = {"forward": _dispatch_forward, "_attn": _dispatch_attn,
+             "_shifted_window_attn": _dispatch_shifted_window_attn}
+
+#: token-layout patches of blocks whose attention module is patched too (window layout,
+#: where the block's patch falls back); installed with layout="auto" only, not counted
+_BLOCK_PATCHES = (_TimmBlock, _TimmCrBlock)
 
 
 _HF_SELF_ATTENTION = (
@@ -85,6 +97,7 @@ def _classes():
     if timm_cr is not None:
         found.append(("timm", getattr(timm_cr, "WindowMultiHeadAttention", None),
                       _TimmCrAttention))
+        found.append(("timm", getattr(timm_cr, "SwinTransformerV2CrBlock", None), _TimmCrBlock))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
@@ -99,9 +112,10 @@ def _supported(patch_type, module) -> Optional[str]:
         if not hasattr(module, "relative_position_bias_table"):
             return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
         table, heads = module.relative_position_bias_table, module.num_heads
-    elif patch_type is _TimmBlock:
-        if not callable(getattr(type(module), "_attn", None)):
-            return "this timm version's SwinTransformerBlock has no _attn method"
+    elif patch_type in _BLOCK_PATCHES:
+        if not callable(getattr(type(module), patch_type.attr, None)):
+            return (f"this timm version's {type(module).__name__} has no {patch_type.attr} "
+                    "method")
         return None
     elif patch_type is _HFAttention:
         if not (hasattr(module, "q_proj") and hasattr(module, "relative_position_bias")):
@@ -194,7 +208,7 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     classes = [(fw, cls, p) for fw, cls, p in all_classes if fw in frameworks]
     # (the timm blocks' token-layout patch is reported through their WindowAttention)
     excluded = [(fw, cls) for fw, cls, p in all_classes
-                if fw not in frameworks and p is not _TimmBlock]
+                if fw not in frameworks and p not in _BLOCK_PATCHES]
     count = 0
     skipped = []  # (name, module, framework, reason)
     for name, module in model.named_modules():
@@ -202,15 +216,15 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         for fw, cls, patch_type in classes:
             if not isinstance(module, cls):
                 continue
-            if patch_type is _TimmBlock and layout != "auto":
-                _unpatched(module, _TimmBlock.attr)  # drop a block patch of an earlier call
+            if patch_type in _BLOCK_PATCHES and layout != "auto":
+                _unpatched(module, patch_type.attr)  # drop a block patch of an earlier call
                 continue
             why = _supported(patch_type, module)
             if why is not None:
                 skipped.append((name, module, fw, why))
                 continue
             _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
-            if patch_type is not _TimmBlock:
+            if patch_type not in _BLOCK_PATCHES:
                 count += 1
     patched = {id(m) for _, m in model.named_modules() if _patches.get(m)}
     for name, module in model.named_modules():

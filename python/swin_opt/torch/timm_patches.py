@@ -1,6 +1,7 @@
 """timm: ``WindowAttention.forward`` (window layout) and the blocks'
 ``_attn`` (token layout, packed qkv), for swin_transformer and swin_transformer_v2;
-``WindowMultiHeadAttention.forward`` (window layout) for swin_transformer_v2_cr."""
+``WindowMultiHeadAttention.forward`` (window layout) and the blocks'
+``_shifted_window_attn`` (token layout) for swin_transformer_v2_cr."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 
 from .. import reference as _ref
 from .masks import NO_MASK, _matcher
-from .patching import _Fallback, _Patch, _cosine_qk, _packed_inputs, _qkv_windows
+from .patching import (_Fallback, _Patch, _cosine_qk, _packed_inputs, _pad_rows, _qkv_packed,
+                       _qkv_windows)
 from .windows import run_windows
 
 
@@ -89,6 +91,29 @@ class _TimmBlock(_Patch):
 
 
 
+def _cr_table(patch, torch, m, window, heads, dtype):
+    """The ``[T, heads]`` bias table of a swinv2_cr ``WindowMultiHeadAttention`` ``m``:
+    its meta MLP run on one pair of each relative position (``patch._pairs`` caches the
+    pairs per window, or False when the buffer is not a function of the relative
+    position)."""
+    coords = m.relative_coordinates_log
+    pairs = patch._pairs.get(window)
+    if pairs is None:
+        n = window[0] * window[1]
+        index = _ref.relative_index(window).reshape(-1)
+        # one (i, j) pair per relative position: the first in row-major order
+        first = np.full(_ref.table_rows(window), -1, dtype=np.int64)
+        order = np.arange(index.size)[::-1]
+        first[index[order]] = order
+        pairs = torch.from_numpy(first)
+        got = coords.detach().to("cpu")
+        ok = tuple(got.shape) == (n * n, 2) and torch.equal(got, got[pairs][index])
+        pairs = patch._pairs[window] = pairs if ok else False
+    if pairs is False:
+        raise _Fallback("relative_coordinates_log is not a function of the relative position")
+    return patch.table(m.meta_mlp(coords[pairs]), window, heads, None, dtype)
+
+
 class _TimmCrAttention(_Patch):
     """``timm.models.swin_transformer_v2_cr.WindowMultiHeadAttention.forward(x, mask=None)``
     (window layout).
@@ -103,10 +128,12 @@ class _TimmCrAttention(_Patch):
     once against the buffer: it must be a function of Swin's relative index).  The
     qkv and output projections (and the q/k normalisation) stay in torch.  The
     cyclic shift, padding (timm pads after shifting) and window partition stay in the
-    block (``_shifted_window_attn``), which hands this module windows and its mask;
-    masks of maps a single window long on a shifted axis (``always_partition``) go
-    through :func:`.windows.run_windows`'s virtual map.  Kept in torch: training
-    (the meta MLP has dropout), ``sequential_attn`` is not read by this forward."""
+    block's ``_shifted_window_attn`` (patched by :class:`_TimmCrBlock` when
+    ``layout="auto"``; this module then runs only where that one falls back),
+    which hands this module windows and its mask; masks of maps a single window
+    long on a shifted axis (``always_partition``) go through
+    :func:`.windows.run_windows`'s virtual map.  Kept in torch: training (the meta
+    MLP has dropout); ``sequential_attn`` is not read by this forward."""
 
     framework = "timm"
 
@@ -115,26 +142,7 @@ class _TimmCrAttention(_Patch):
         self._pairs = {}
 
     def _table(self, torch, m, window, heads, dtype):
-        coords = m.relative_coordinates_log
-        pairs = self._pairs.get(window)
-        if pairs is None:
-            n = window[0] * window[1]
-            index = _ref.relative_index(window).reshape(-1)
-            # one (i, j) pair per relative position: the first in row-major order
-            first = np.full(_ref.table_rows(window), -1, dtype=np.int64)
-            order = np.arange(index.size)[::-1]
-            first[index[order]] = order
-            pairs = torch.from_numpy(first)
-            got = coords.detach().to("cpu")
-            if tuple(got.shape) != (n * n, 2) or not torch.equal(got, got[pairs][index]):
-                self._pairs[window] = False
-            else:
-                self._pairs[window] = pairs
-            pairs = self._pairs[window]
-        if pairs is False:
-            raise _Fallback("relative_coordinates_log is not a function of the relative position")
-        table = m.meta_mlp(coords[pairs])
-        return self.table(table, window, heads, None, dtype)
+        return _cr_table(self, torch, m, window, heads, dtype)
 
     def run(self, torch, m, x, mask=None):
         dtype = self.common_checks(torch, m, x)
@@ -149,3 +157,58 @@ class _TimmCrAttention(_Patch):
         _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
         out = run_windows(self, torch, q, k, v, table, window, 1.0, dtype, mask)
         return m.proj_drop(m.proj(out))
+
+
+class _TimmCrBlock(_Patch):
+    """``SwinTransformerV2CrBlock._shifted_window_attn(x)``, x ``[B, H, W, C]`` (timm
+    swinv2_cr; token layout, packed qkv): the cyclic shift, padding (after the
+    shift, as timm does), window partition and their inverses run in the kernel.
+
+    Unlike timm's SwinV2, swinv2_cr has a key bias, so the padded tokens' q/k (the
+    qkv bias, the kernel's ``pad_qkv``) are normalised per head like every other
+    token's (scaled by ``s_h`` for q).  The bias table is :func:`_cr_table`'s.  Falls
+    back (to the block's own method, whose ``WindowMultiHeadAttention`` is patched
+    in window layout) where the kernel's small-map rule differs from the block
+    (``always_partition`` maps of one window that still shift) or the block's
+    stored mask is not the one of its resolution and shift."""
+
+    framework = "timm"
+    attr = "_shifted_window_attn"
+
+    def __init__(self, module, name, options):
+        super().__init__(module, name, options)
+        self._pairs = {}
+
+    def run(self, torch, blk, x):
+        attn = blk.attn
+        dtype = self.common_checks(torch, blk, x)
+        if x.dim() != 4:
+            raise _Fallback("expected [B, H, W, C]")
+        b, h, w, c = x.shape
+        window = tuple(int(s) for s in blk.window_size)
+        shift = tuple(int(s) for s in blk.shift_size)
+        if window != tuple(int(s) for s in attn.window_size):
+            raise _Fallback("block and attention window sizes differ")
+        padded = tuple(-(-r // s) * s for r, s in zip((h, w), window))
+        if not getattr(blk, "dynamic_mask", False):
+            mask = getattr(blk, "attn_mask", None)
+            want = NO_MASK if not any(shift) else (padded, shift)
+            got = NO_MASK if mask is None else _matcher.match(mask, window)
+            if got != want:
+                raise _Fallback("stored attn_mask does not match the block's resolution/shift")
+        heads = attn.num_heads
+        head_dim = c // heads
+        table = _cr_table(self, torch, attn, window, heads, x.dtype)
+        kern = self.kernel(window, heads, head_dim, 1.0, dtype, layout="tokens",
+                           resolution=(h, w), shift=shift, packed_qkv=True,
+                           padding="shift_then_pad" if padded != (h, w) else None)
+        if tuple(kern.config.window) != window or tuple(kern.config.shift) != shift:
+            raise _Fallback("Swin's small-map rule changes this block's window")
+        qkv = _qkv_packed(torch, x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias,
+                          heads, head_dim)
+        _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], attn.logit_scale, head_axis=2)
+        pad_qkv = _pad_rows(torch, attn.qkv.bias, c)
+        per_head = pad_qkv.view(3, heads, head_dim)
+        _cosine_qk(torch, per_head[0], per_head[1], attn.logit_scale, head_axis=0)
+        out = kern(qkv, table, pad_qkv=pad_qkv)
+        return attn.proj_drop(attn.proj(out)).view(b, h, w, c)
