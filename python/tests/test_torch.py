@@ -285,10 +285,13 @@ def test_timm_window_attention_module(torch, timm_swin, opts):
 
 
 @pytest.mark.aot
-def test_timm_always_partition_falls_back(torch, timm_swin, opts):
+def test_timm_always_partition_virtual_windows(torch, timm_swin, opts):
     # 48/4 -> 12x12, 6x6, 3x3 maps with 7x7 windows always partitioned: the
-    # shifted blocks of the two small stages use a mask a kernel cannot
-    # reproduce, so they run timm's own code; the rest use kernels.
+    # shifted blocks of the two small stages split their single window with a
+    # mask no token-layout kernel reproduces (small-map rule), so the block's
+    # _attn falls back and WindowAttention runs a window-layout kernel on a
+    # virtual map two windows wide (swin_opt.torch.windows); the rest use
+    # token-layout kernels.
     model = _timm_model(timm_swin, torch, 48, 7, depths=(2, 2, 2), heads=(2, 4, 4),
                         always_partition=True)
     x = torch.randn(1, 3, 48, 48)
@@ -297,13 +300,15 @@ def test_timm_always_partition_falls_back(torch, timm_swin, opts):
     assert st.swap_attention(model, **opts) == 6
     with torch.inference_mode():
         got = model(x)
-    stats = {s["name"]: s for s in st.patch_stats(model)}
+    stats = {(s["name"], s["method"]): s for s in st.patch_stats(model)}
     st.restore_attention(model)
     assert _rel_err(got, want) <= RTOL
     for stage in (1, 2):
-        s = stats[f"layers.{stage}.blocks.1.attn"]
-        assert s["fallback_calls"] == 1 and s["kernel_calls"] == 0, s
-    assert sum(s["kernel_calls"] for s in stats.values()) == 4
+        block = stats[(f"layers.{stage}.blocks.1", "_attn")]
+        assert block["fallback_calls"] == 1 and block["kernel_calls"] == 0, block
+        attn = stats[(f"layers.{stage}.blocks.1.attn", "forward")]
+        assert attn["fallback_calls"] == 0 and attn["kernel_calls"] == 1, attn
+    assert sum(s["kernel_calls"] for s in stats.values()) == 6
 
 
 @pytest.mark.aot

@@ -27,13 +27,24 @@ timm                   ``timm.models.swin_transformer.WindowAttention`` (window
                        (token layout: roll/pad/partition done by the kernel)
 timm (SwinV2)          ``timm.models.swin_transformer_v2.WindowAttention`` and
                        ``SwinTransformerV2Block._attn``, as for timm above
+timm (SwinV2-CR)       ``timm.models.swin_transformer_v2_cr.WindowMultiHeadAttention``
+                       (window layout; meta-MLP bias as a compact table)
 torchvision            ``torchvision.models.swin_transformer.ShiftedWindowAttention``
                        and ``...V2``; token layout when the map is at least one
                        window on both axes, else window layout with torch-side
                        pad/roll/partition
+torchvision (video)    ``torchvision.models.video.swin_transformer.ShiftedWindowAttention3d``
+                       (3-D token layout, pad then shift)
 transformers (>= 5)    ``transformers.models.swin.modeling_swin.SwinAttention``
 transformers (4.x)     ``transformers.models.swin.modeling_swin.SwinSelfAttention``
+transformers           ``DonutSwinSelfAttention``, ``MaskFormerSwinSelfAttention``,
+                       ``ClapAudioSelfAttention``, ``Swinv2SelfAttention``,
+                       ``Swin2SRSelfAttention`` (window layout)
 =====================  ==========================================================
+
+Window-layout patches also take the masks of maps a single window long on a
+shifted axis (``always_partition``; see :mod:`.windows`).
+:func:`unpatched` lists the window-attention modules a swap left alone and why.
 
 SwinV2 modules (cosine attention, continuous position bias) run a scale-1
 kernel on ``s_h q/|q|`` and ``k/|k|`` with the table their ``cpb_mlp`` gives
@@ -54,15 +65,15 @@ own OpenMP threads need next.
 
 Modules: :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
 mask identification), :mod:`.patching` (the patch base and shared q/k/v
-preparation), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
-:mod:`.transformers_patches` (one per framework) and :mod:`.swap` (the model
-entry points).
+preparation), :mod:`.windows` (window-layout calls), :mod:`.timm_patches`,
+:mod:`.torchvision_patches`, :mod:`.transformers_patches` (one per framework)
+and :mod:`.swap` (the model entry points).
 """
 
 from __future__ import annotations
 
 from .masks import NO_MASK, match_shift_mask
-from .swap import patch_stats, restore_attention, swap_attention
+from .swap import patch_stats, restore_attention, swap_attention, unpatched
 from .tensors import KernelUnavailable, attention, compile_kernel
 
 __all__ = [
@@ -72,6 +83,7 @@ __all__ = [
     "swap_attention",
     "restore_attention",
     "patch_stats",
+    "unpatched",
     "KernelUnavailable",
     "NO_MASK",
 ]

@@ -5,6 +5,7 @@ modules of every framework and install patches on the instances),
 from __future__ import annotations
 
 import os
+import re
 import sys
 import types
 import warnings
@@ -13,9 +14,9 @@ from typing import List, Optional
 
 from .patching import _Options, _Patch, _is_swinv2
 from .tensors import _torch
-from .timm_patches import _TimmAttention, _TimmBlock
-from .torchvision_patches import _TorchvisionAttention
-from .transformers_patches import _HFAttention, _HFSelfAttention
+from .timm_patches import _TimmAttention, _TimmBlock, _TimmCrAttention, _TimmCrBlock
+from .torchvision_patches import _TorchvisionAttention, _TorchvisionAttention3d
+from .transformers_patches import _HFAttention, _HFSelfAttention, _is_hf_swinv2
 
 _COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
 
@@ -38,7 +39,28 @@ def _dispatch_attn(self, *args, **kwargs):
     return patch(self, *args, **kwargs)
 
 
-_DISPATCH = {"forward": _dispatch_forward, "_attn": _dispatch_attn}
+def _dispatch_shifted_window_attn(self, *args, **kwargs):
+    patch = _patches.get(self, {}).get("_shifted_window_attn")
+    if patch is None:
+        return type(self)._shifted_window_attn(self, *args, **kwargs)
+    return patch(self, *args, **kwargs)
+
+
+_DISPATCH = {"forward": _dispatch_forward, "_attn": _dispatch_attn,
+             "_shifted_window_attn": _dispatch_shifted_window_attn}
+
+#: token-layout patches of blocks whose attention module is patched too (window layout,
+#: where the block's patch falls back); installed with layout="auto" only, not counted
+_BLOCK_PATCHES = (_TimmBlock, _TimmCrBlock)
+
+
+_HF_SELF_ATTENTION = (
+    ("donut.modeling_donut_swin", "DonutSwinSelfAttention"),
+    ("maskformer.modeling_maskformer_swin", "MaskFormerSwinSelfAttention"),
+    ("swinv2.modeling_swinv2", "Swinv2SelfAttention"),
+    ("swin2sr.modeling_swin2sr", "Swin2SRSelfAttention"),
+    ("clap.modeling_clap", "ClapAudioSelfAttention"),  # CLAP's audio encoder (HTS-AT) is a Swin
+)
 
 
 def _classes():
@@ -56,12 +78,26 @@ def _classes():
     if tv_swin is not None:
         found.append(("torchvision", getattr(tv_swin, "ShiftedWindowAttention", None),
                       _TorchvisionAttention))
+    tv_video = sys.modules.get("torchvision.models.video.swin_transformer")
+    if tv_video is not None:
+        found.append(("torchvision", getattr(tv_video, "ShiftedWindowAttention3d", None),
+                      _TorchvisionAttention3d))
     hf_swin = sys.modules.get("transformers.models.swin.modeling_swin")
     if hf_swin is not None:
         if hasattr(hf_swin, "SwinSelfAttention"):  # transformers 4.x
             found.append(("transformers", hf_swin.SwinSelfAttention, _HFSelfAttention))
         else:  # transformers >= 5: SwinAttention holds q/k/v/o projections and the bias
             found.append(("transformers", getattr(hf_swin, "SwinAttention", None), _HFAttention))
+    # the per-model copies of the 4.x query/key/value layout
+    for module_name, cls_name in _HF_SELF_ATTENTION:
+        mod = sys.modules.get(f"transformers.models.{module_name}")
+        if mod is not None:
+            found.append(("transformers", getattr(mod, cls_name, None), _HFSelfAttention))
+    timm_cr = sys.modules.get("timm.models.swin_transformer_v2_cr")
+    if timm_cr is not None:
+        found.append(("timm", getattr(timm_cr, "WindowMultiHeadAttention", None),
+                      _TimmCrAttention))
+        found.append(("timm", getattr(timm_cr, "SwinTransformerV2CrBlock", None), _TimmCrBlock))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
@@ -72,13 +108,14 @@ def _supported(patch_type, module) -> Optional[str]:
         if mlp_out != module.num_heads:
             return f"cpb_mlp gives {mlp_out} columns for {module.num_heads} heads"
         return None
-    if patch_type in (_TorchvisionAttention, _TimmAttention):
+    if patch_type in (_TorchvisionAttention, _TorchvisionAttention3d, _TimmAttention):
         if not hasattr(module, "relative_position_bias_table"):
             return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
         table, heads = module.relative_position_bias_table, module.num_heads
-    elif patch_type is _TimmBlock:
-        if not callable(getattr(type(module), "_attn", None)):
-            return "this timm version's SwinTransformerBlock has no _attn method"
+    elif patch_type in _BLOCK_PATCHES:
+        if not callable(getattr(type(module), patch_type.attr, None)):
+            return (f"this timm version's {type(module).__name__} has no {patch_type.attr} "
+                    "method")
         return None
     elif patch_type is _HFAttention:
         if not (hasattr(module, "q_proj") and hasattr(module, "relative_position_bias")):
@@ -86,7 +123,20 @@ def _supported(patch_type, module) -> Optional[str]:
         table, heads = (module.relative_position_bias.relative_position_bias_table,
                         module.num_attention_heads)
     elif patch_type is _HFSelfAttention:
-        table, heads = module.relative_position_bias_table, module.num_attention_heads
+        heads = module.num_attention_heads
+        if _is_hf_swinv2(module):
+            mlp_out = getattr(module.continuous_position_bias_mlp[-1], "out_features", None)
+            if mlp_out != heads:
+                return f"continuous_position_bias_mlp gives {mlp_out} columns for {heads} heads"
+            return None
+        if not hasattr(module, "relative_position_bias_table"):
+            return "no relative_position_bias_table"
+        table = module.relative_position_bias_table
+    elif patch_type is _TimmCrAttention:
+        mlp_out = getattr(getattr(module.meta_mlp, "fc2", None), "out_features", None)
+        if mlp_out != module.num_heads:
+            return f"meta_mlp gives {mlp_out} columns for {module.num_heads} heads"
+        return None
     else:  # pragma: no cover
         return "unknown"
     if table.dim() != 2 or table.shape[1] != heads:
@@ -123,7 +173,11 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
 
     Returns the number of attention layers patched (a timm block and its
     ``WindowAttention`` count once).  Already patched modules are re-patched
-    with the new options.
+    with the new options.  Window-attention modules left alone (a supported
+    class in a configuration the kernels do not take, a framework excluded by
+    ``frameworks``, a class swin_opt does not know) are listed by
+    :func:`unpatched` and warned about once per class and reason; patching
+    nothing is warned about too.
     """
     _torch()
     if layout not in ("auto", "windows"):
@@ -150,24 +204,116 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     # OpenMP threads that run the next GEMM.  Ask it to sleep at once; this is
     # read when libomp starts, so it only helps if no kernel was loaded yet.
     os.environ.setdefault("KMP_BLOCKTIME", "0")
-    classes = [(fw, cls, p) for fw, cls, p in _classes() if fw in frameworks]
+    all_classes = _classes()
+    classes = [(fw, cls, p) for fw, cls, p in all_classes if fw in frameworks]
+    # (the timm blocks' token-layout patch is reported through their WindowAttention)
+    excluded = [(fw, cls) for fw, cls, p in all_classes
+                if fw not in frameworks and p not in _BLOCK_PATCHES]
     count = 0
+    skipped = []  # (name, module, framework, reason)
     for name, module in model.named_modules():
+        _skipped.pop(module, None)
         for fw, cls, patch_type in classes:
             if not isinstance(module, cls):
                 continue
-            if patch_type is _TimmBlock and layout != "auto":
-                _unpatched(module, _TimmBlock.attr)  # drop a block patch of an earlier call
+            if patch_type in _BLOCK_PATCHES and layout != "auto":
+                _unpatched(module, patch_type.attr)  # drop a block patch of an earlier call
                 continue
             why = _supported(patch_type, module)
             if why is not None:
-                warnings.warn(f"swin_opt: not patching {fw} module {name or '<root>'}: {why}",
-                              stacklevel=2)
+                skipped.append((name, module, fw, why))
                 continue
             _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
-            if patch_type is not _TimmBlock:
+            if patch_type not in _BLOCK_PATCHES:
                 count += 1
+    patched = {id(m) for _, m in model.named_modules() if _patches.get(m)}
+    for name, module in model.named_modules():
+        if id(module) in patched:
+            continue
+        fw = next((fw for fw, cls in excluded if isinstance(module, cls)), None)
+        if fw is not None:
+            skipped.append((name, module, fw, f"framework {fw!r} not selected "
+                                              f"(frameworks={tuple(frameworks)})"))
+            continue
+        why = _unknown_attention(module, classes, patched)
+        if why is not None:
+            skipped.append((name, module, _framework_of(module), why))
+    for name, module, fw, why in skipped:
+        _skipped[module] = {"name": name, "framework": fw, "class": _class_name(module),
+                            "reason": why}
+    _warn_skipped(model, count, skipped, frameworks)
     return count
+
+
+#: module -> its entry of :func:`unpatched` (the last swap_attention that saw it)
+_skipped: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+#: window-attention classes of the frameworks that swin_opt knows and does not patch
+_KNOWN_UNSUPPORTED = (
+    ("timm.models.gcvit", "WindowAttentionGlobal",
+     "GCViT global-query attention: the queries come from a global token map, not the "
+     "window"),
+)
+
+_ATTENTION_NAME = re.compile(r"(Window\w*Attention|Swin\w*Attention|WindowMultiHead)")
+
+
+def _class_name(module) -> str:
+    cls = type(module)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _framework_of(module) -> str:
+    top = type(module).__module__.split(".")[0]
+    return top
+
+
+def _unknown_attention(module, classes, patched) -> Optional[str]:
+    """Why a module that looks like window attention (known unsupported classes, or a
+    class name such as ``*WindowAttention*`` / ``*Swin*Attention``) is not patched;
+    None for every other module and for wrappers of patched modules."""
+    if any(isinstance(module, cls) for _, cls, _ in classes):
+        return None
+    for mod_name, cls_name, why in _KNOWN_UNSUPPORTED:
+        mod = sys.modules.get(mod_name)
+        cls = getattr(mod, cls_name, None) if mod is not None else None
+        if isinstance(cls, type) and isinstance(module, cls):
+            return why
+    if not _ATTENTION_NAME.search(type(module).__name__):
+        return None
+    if any(id(m) in patched for m in module.modules()):
+        return None  # a wrapper (e.g. DonutSwinAttention) of a patched module
+    return "not a window-attention class swin_opt knows"
+
+
+def _warn_skipped(model, count, skipped, frameworks) -> None:
+    groups = {}
+    for name, module, fw, why in skipped:
+        groups.setdefault((fw, _class_name(module), why), []).append(name or "<root>")
+    for (fw, cls, why), names in groups.items():
+        shown = ", ".join(names[:3]) + (f", ... ({len(names)} modules)" if len(names) > 3 else "")
+        warnings.warn(f"swin_opt: not patching {fw} {cls} ({shown}): {why}", stacklevel=3)
+    if count == 0:
+        what = (f"{len(skipped)} window-attention module(s) left unpatched (see "
+                "swin_opt.torch.unpatched(model))" if skipped else
+                f"no Swin window-attention module of {', '.join(frameworks)} found")
+        warnings.warn(f"swin_opt: swap_attention patched nothing in {type(model).__name__}: "
+                      f"{what}", stacklevel=3)
+
+
+def unpatched(model) -> List[dict]:
+    """The window-attention modules of ``model`` that the last :func:`swap_attention`
+    left alone, one dict each: ``name``, ``framework``, ``class`` (qualified) and
+    ``reason``.  Covers supported classes in a configuration the kernels do not take,
+    classes of frameworks excluded by ``frameworks=``, and window-attention classes
+    swin_opt does not know.  Calls that fall back at run time are in
+    :func:`patch_stats`."""
+    out = []
+    for name, module in model.named_modules():
+        entry = _skipped.get(module)
+        if entry is not None and not _patches.get(module):
+            out.append(dict(entry, name=name))
+    return out
 
 
 def _unpatched(module, attr):

@@ -1,10 +1,17 @@
 """timm: ``WindowAttention.forward`` (window layout) and the blocks'
-``_attn`` (token layout, packed qkv), for swin_transformer and swin_transformer_v2."""
+``_attn`` (token layout, packed qkv), for swin_transformer and swin_transformer_v2;
+``WindowMultiHeadAttention.forward`` (window layout) and the blocks'
+``_shifted_window_attn`` (token layout) for swin_transformer_v2_cr."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from .. import reference as _ref
 from .masks import NO_MASK, _matcher
-from .patching import _Fallback, _Patch, _cosine_qk, _packed_inputs, _qkv_windows
+from .patching import (_Fallback, _Patch, _cosine_qk, _packed_inputs, _pad_rows, _qkv_packed,
+                       _qkv_windows)
+from .windows import run_windows
 
 
 def _timm_qkv_bias(torch, attn):
@@ -30,14 +37,13 @@ class _TimmAttention(_Patch):
         head_dim = attn_dim // heads
         if n != window[0] * window[1]:
             raise _Fallback(f"{n} tokens per window, window is {window}")
-        cfg = self.mask_config(mask, window, b)
         table, scale, qkv_bias, logit_scale = self.attention_core(
             torch, m, window, heads, x.dtype, _timm_qkv_bias(torch, m), getattr(m, "scale", None))
-        kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg)
         qkv = torch.nn.functional.linear(x, m.qkv.weight, qkv_bias)
         q, k, v = _qkv_windows(torch, qkv, b, n, heads, head_dim)
         _cosine_qk(torch, q, k, logit_scale, head_axis=1)
-        out = kern(q, k, v, table)
+        # run_windows also takes the masks of always_partition's one-window maps
+        out = run_windows(self, torch, q, k, v, table, window, scale, dtype, mask)
         return m.proj_drop(m.proj(out))
 
 
@@ -83,3 +89,126 @@ class _TimmBlock(_Patch):
         out = attn.proj_drop(attn.proj(out))
         return out.view(b, h, w, -1)
 
+
+
+def _cr_table(patch, torch, m, window, heads, dtype):
+    """The ``[T, heads]`` bias table of a swinv2_cr ``WindowMultiHeadAttention`` ``m``:
+    its meta MLP run on one pair of each relative position (``patch._pairs`` caches the
+    pairs per window, or False when the buffer is not a function of the relative
+    position)."""
+    coords = m.relative_coordinates_log
+    pairs = patch._pairs.get(window)
+    if pairs is None:
+        n = window[0] * window[1]
+        index = _ref.relative_index(window).reshape(-1)
+        # one (i, j) pair per relative position: the first in row-major order
+        first = np.full(_ref.table_rows(window), -1, dtype=np.int64)
+        order = np.arange(index.size)[::-1]
+        first[index[order]] = order
+        pairs = torch.from_numpy(first)
+        got = coords.detach().to("cpu")
+        ok = tuple(got.shape) == (n * n, 2) and torch.equal(got, got[pairs][index])
+        pairs = patch._pairs[window] = pairs if ok else False
+    if pairs is False:
+        raise _Fallback("relative_coordinates_log is not a function of the relative position")
+    return patch.table(m.meta_mlp(coords[pairs]), window, heads, None, dtype)
+
+
+class _TimmCrAttention(_Patch):
+    """``timm.models.swin_transformer_v2_cr.WindowMultiHeadAttention.forward(x, mask=None)``
+    (window layout).
+
+    What the kernel computes exactly: ``softmax(s_h cos(q_i, k_j) + B_h(i, j) + mask) v``
+    with ``s_h = exp(min(logit_scale_h, log 100))`` (timm's own logit scale, the same
+    clamp as SwinV2) folded into the normalised q (:func:`_cosine_qk`, scale-1 kernel),
+    and the bias of the "meta" MLP.  That MLP maps each pair's log-spaced relative
+    coordinates (``relative_coordinates_log``, ``[N*N, 2]``) to one value per head; a
+    pair's coordinates depend only on its relative position, so the MLP is run on one
+    pair per relative position, giving the kernel's compact ``[T, heads]`` table (checked
+    once against the buffer: it must be a function of Swin's relative index).  The
+    qkv and output projections (and the q/k normalisation) stay in torch.  The
+    cyclic shift, padding (timm pads after shifting) and window partition stay in the
+    block's ``_shifted_window_attn`` (patched by :class:`_TimmCrBlock` when
+    ``layout="auto"``; this module then runs only where that one falls back),
+    which hands this module windows and its mask; masks of maps a single window
+    long on a shifted axis (``always_partition``) go through
+    :func:`.windows.run_windows`'s virtual map.  Kept in torch: training (the meta
+    MLP has dropout); ``sequential_attn`` is not read by this forward."""
+
+    framework = "timm"
+
+    def __init__(self, module, name, options):
+        super().__init__(module, name, options)
+        self._pairs = {}
+
+    def _table(self, torch, m, window, heads, dtype):
+        return _cr_table(self, torch, m, window, heads, dtype)
+
+    def run(self, torch, m, x, mask=None):
+        dtype = self.common_checks(torch, m, x)
+        b, n, c = x.shape
+        window = tuple(int(s) for s in m.window_size)
+        heads = m.num_heads
+        head_dim = c // heads
+        if n != window[0] * window[1]:
+            raise _Fallback(f"{n} tokens per window, window is {window}")
+        table = self._table(torch, m, window, heads, x.dtype)
+        q, k, v = _qkv_windows(torch, m.qkv(x), b, n, heads, head_dim)
+        _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
+        out = run_windows(self, torch, q, k, v, table, window, 1.0, dtype, mask)
+        return m.proj_drop(m.proj(out))
+
+
+class _TimmCrBlock(_Patch):
+    """``SwinTransformerV2CrBlock._shifted_window_attn(x)``, x ``[B, H, W, C]`` (timm
+    swinv2_cr; token layout, packed qkv): the cyclic shift, padding (after the
+    shift, as timm does), window partition and their inverses run in the kernel.
+
+    Unlike timm's SwinV2, swinv2_cr has a key bias, so the padded tokens' q/k (the
+    qkv bias, the kernel's ``pad_qkv``) are normalised per head like every other
+    token's (scaled by ``s_h`` for q).  The bias table is :func:`_cr_table`'s.  Falls
+    back (to the block's own method, whose ``WindowMultiHeadAttention`` is patched
+    in window layout) where the kernel's small-map rule differs from the block
+    (``always_partition`` maps of one window that still shift) or the block's
+    stored mask is not the one of its resolution and shift."""
+
+    framework = "timm"
+    attr = "_shifted_window_attn"
+
+    def __init__(self, module, name, options):
+        super().__init__(module, name, options)
+        self._pairs = {}
+
+    def run(self, torch, blk, x):
+        attn = blk.attn
+        dtype = self.common_checks(torch, blk, x)
+        if x.dim() != 4:
+            raise _Fallback("expected [B, H, W, C]")
+        b, h, w, c = x.shape
+        window = tuple(int(s) for s in blk.window_size)
+        shift = tuple(int(s) for s in blk.shift_size)
+        if window != tuple(int(s) for s in attn.window_size):
+            raise _Fallback("block and attention window sizes differ")
+        padded = tuple(-(-r // s) * s for r, s in zip((h, w), window))
+        if not getattr(blk, "dynamic_mask", False):
+            mask = getattr(blk, "attn_mask", None)
+            want = NO_MASK if not any(shift) else (padded, shift)
+            got = NO_MASK if mask is None else _matcher.match(mask, window)
+            if got != want:
+                raise _Fallback("stored attn_mask does not match the block's resolution/shift")
+        heads = attn.num_heads
+        head_dim = c // heads
+        table = _cr_table(self, torch, attn, window, heads, x.dtype)
+        kern = self.kernel(window, heads, head_dim, 1.0, dtype, layout="tokens",
+                           resolution=(h, w), shift=shift, packed_qkv=True,
+                           padding="shift_then_pad" if padded != (h, w) else None)
+        if tuple(kern.config.window) != window or tuple(kern.config.shift) != shift:
+            raise _Fallback("Swin's small-map rule changes this block's window")
+        qkv = _qkv_packed(torch, x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias,
+                          heads, head_dim)
+        _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], attn.logit_scale, head_axis=2)
+        pad_qkv = _pad_rows(torch, attn.qkv.bias, c)
+        per_head = pad_qkv.view(3, heads, head_dim)
+        _cosine_qk(torch, per_head[0], per_head[1], attn.logit_scale, head_axis=0)
+        out = kern(qkv, table, pad_qkv=pad_qkv)
+        return attn.proj_drop(attn.proj(out)).view(b, h, w, c)

@@ -1,9 +1,15 @@
 """torchvision: ``ShiftedWindowAttention.forward`` (and V2), token layout when
 the map holds a window on both axes, else window layout with torch-side
-pad/roll/partition."""
+pad/roll/partition; Video Swin's ``ShiftedWindowAttention3d.forward``, 3-D token
+layout."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from .. import reference as _ref
 from .patching import _Fallback, _Patch, _cosine_qk, _packed_inputs, _qkv_windows
 
 
@@ -57,3 +63,83 @@ class _TorchvisionAttention(_Patch):
         if any(shift):
             out = torch.roll(out, shifts=shift, dims=(1, 2))
         return out[:, :h, :w, :].contiguous()
+
+
+def _sub_table_rows(full, window):
+    """Rows of the ``full`` window's bias table holding the relative positions of the
+    smaller ``window``, in ``window``'s own table order (int64 ``[T_window]``)."""
+    rows = np.zeros((), dtype=np.int64)
+    for f, w in zip(full, window):
+        offsets = np.arange(-(w - 1), w) + (f - 1)  # the delta, as a row along this axis of full
+        rows = rows[..., None] * (2 * f - 1) + offsets
+    return rows.reshape(-1)
+
+
+class _TorchvisionAttention3d(_Patch):
+    """``torchvision.models.video.swin_transformer.ShiftedWindowAttention3d.forward(x)``,
+    x ``[B, T, H, W, C]`` (Video Swin): a packed-qkv token-layout kernel with 3-D
+    windows and shifts and torchvision's pad-then-shift order, so the padding,
+    roll and window partition (and their inverses) happen inside the kernel.
+
+    torchvision shrinks the window to the map (and zeroes the shift) along axes
+    where the map is not larger than it, exactly as the kernel's small-map rule
+    does; the bias of the shrunk window is then ``relative_position_index[:n, :n]``
+    of the full window.  Where the shrunk window's tokens are the first ``n``
+    tokens of the full one (only the depth shrinks, the usual case: clips of at
+    most 16 frames) that is the relative position bias of the small window, a
+    slice of the full table; otherwise (the height or width shrinks: maps under
+    7x7) torchvision's bias is not a function of the relative position at all
+    and the module runs its own forward."""
+
+    framework = "torchvision"
+
+    def __init__(self, module, name, options):
+        super().__init__(module, name, options)
+        self._sub_rows = {}
+
+    def _table(self, torch, m, window, heads, dtype):
+        full = tuple(int(s) for s in m.window_size)
+        if window == full:
+            return self.table(m.relative_position_bias_table, window, heads,
+                              getattr(m, "relative_position_index", None), dtype)
+        rows = self._sub_rows.get(window)
+        if rows is None:
+            rows = _sub_table_rows(full, window)
+            n = math.prod(window)
+            index = m.relative_position_index
+            ok = tuple(index.shape) == (math.prod(full),) * 2
+            if ok:
+                got = index[:n, :n].detach().to("cpu").numpy()
+                ok = np.array_equal(got, rows[_ref.relative_index(window)])
+            rows = self._sub_rows[window] = rows if ok else False
+        if rows is False:
+            raise _Fallback(f"window {full} shrunk to {window}: torchvision's bias "
+                            "(relative_position_index[:n, :n] of the full window) is not a "
+                            "relative position bias of the smaller window")
+        table = m.relative_position_bias_table.detach()[torch.from_numpy(rows)]
+        return self.table(table, window, heads, None, dtype)
+
+    def run(self, torch, m, x):
+        F = torch.nn.functional
+        dtype = self.common_checks(torch, m, x)
+        if x.dim() != 5:
+            raise _Fallback("expected [B, T, H, W, C]")
+        b, t, h, w, c = x.shape
+        size = (t, h, w)
+        # torchvision's (and the kernel's) small-map rule
+        window = tuple(min(int(ws), s) for ws, s in zip(m.window_size, size))
+        shift = tuple(0 if s <= int(ws) else int(sh)
+                      for ws, s, sh in zip(m.window_size, size, m.shift_size))
+        heads = m.num_heads
+        head_dim = c // heads
+        table = self._table(torch, m, window, heads, x.dtype)
+        pads = any(s % ws for s, ws in zip(size, window))
+        kern = self.kernel(window, heads, head_dim, None, dtype, layout="tokens",
+                           resolution=size, shift=shift, packed_qkv=True,
+                           padding="pad_then_shift" if pads else None)
+        if kern.config.window != window or tuple(kern.config.shift) != shift:
+            raise _Fallback("kernel configuration differs from torchvision's")
+        qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, t * h * w, c), m.qkv.weight,
+                                      m.qkv.bias, heads, head_dim, None)
+        out = kern(qkv, table, pad_qkv=pad_qkv)
+        return F.linear(out, m.proj.weight, m.proj.bias).view(b, t, h, w, c)

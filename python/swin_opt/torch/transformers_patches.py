@@ -1,9 +1,21 @@
-"""Hugging Face transformers: ``SwinAttention`` (>= 5) and ``SwinSelfAttention``
-(4.x), window layout with the mask passed in identified as Swin's."""
+"""Hugging Face transformers: ``SwinAttention`` (swin, >= 5), ``SwinSelfAttention``
+(swin, 4.x) and the per-model copies of the 4.x layout in donut
+(``DonutSwinSelfAttention``), maskformer (``MaskFormerSwinSelfAttention``),
+swinv2 (``Swinv2SelfAttention``) and swin2sr (``Swin2SRSelfAttention``):
+window layout, the mask passed in identified as Swin's (see
+:mod:`.windows`)."""
 
 from __future__ import annotations
 
-from .patching import _Fallback, _Patch, _heads_first
+import inspect
+
+from .patching import _Fallback, _Patch, _cosine_qk, _heads_first
+from .windows import run_windows
+
+#: Attention classes of transformers that add the shift mask to the scores twice
+#: (-200 across regions); :func:`.windows.run_windows` reproduces that.  Checked
+#: against transformers 5.24; the model tests compare with the models' own output.
+_MASK_ADDED_TWICE = frozenset({"Swinv2SelfAttention", "Swin2SRSelfAttention"})
 
 
 class _HFAttention(_Patch):
@@ -24,34 +36,72 @@ class _HFAttention(_Patch):
 
 
 def _hf_attention(patch, torch, m, hidden_states, attention_mask, window_size, heads, head_dim,
-                  scale, table, index, projections):
-    """The attention core shared by transformers' 5.x and 4.x Swin modules:
-    windows of ``hidden_states`` [B_, N, C] through the kernel, heads merged."""
+                  scale, table, index, projections, *, cpb=False, mask_repeats=1):
+    """The attention core shared by transformers' Swin modules: windows of
+    ``hidden_states`` [B_, N, C] through the kernel, heads merged.  ``cpb``:
+    SwinV2 (cosine attention, ``16 * sigmoid(continuous_position_bias_mlp)`` table,
+    scale 1 on the normalised q/k)."""
     dtype = patch.common_checks(torch, m, hidden_states)
     window = tuple(int(s) for s in window_size)
     b, n, _ = hidden_states.shape
     if n != window[0] * window[1]:
         raise _Fallback(f"{n} tokens per window, window is {window}")
-    cfg = patch.mask_config(attention_mask, window, b)
+    if cpb:
+        table = m.continuous_position_bias_mlp(m.relative_coords_table).reshape(-1, heads)
+        table = 16.0 * torch.sigmoid(table)
     table = patch.table(table, window, heads, index, hidden_states.dtype)
-    kern = patch.kernel(window, heads, head_dim, scale, dtype, **cfg)
     q, k, v = (_heads_first(p(hidden_states), b, n, heads, head_dim) for p in projections)
-    return kern(q, k, v, table)
+    if cpb:
+        _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
+        scale = 1.0
+    return run_windows(patch, torch, q, k, v, table, window, scale, dtype, attention_mask,
+                       mask_repeats=mask_repeats)
+
+
+def _is_hf_swinv2(m) -> bool:
+    return all(hasattr(m, a) for a in ("logit_scale", "continuous_position_bias_mlp",
+                                       "relative_coords_table"))
 
 
 class _HFSelfAttention(_Patch):
-    """transformers 4.x: ``SwinSelfAttention.forward(hidden_states, attention_mask, head_mask,
-    output_attentions)`` (the output projection lives in ``SwinSelfOutput``)."""
+    """The query/key/value layout (output projection in the sibling ``*SelfOutput``):
+    ``SwinSelfAttention`` (transformers 4.x), ``DonutSwinSelfAttention``,
+    ``MaskFormerSwinSelfAttention``, ``ClapAudioSelfAttention`` (Swin), ``Swinv2SelfAttention`` and
+    ``Swin2SRSelfAttention`` (SwinV2: cosine attention and the continuous position
+    bias MLP; the mask added twice).  Their ``forward`` takes ``(hidden_states,
+    attention_mask, [head_mask,] output_attentions)`` depending on the class and
+    version, so the call is bound to the class's own signature.  Returns
+    ``(context,)``."""
 
     framework = "transformers"
 
-    def run(self, torch, m, hidden_states, attention_mask=None, head_mask=None,
-            output_attentions=False, **kwargs):
-        if output_attentions or head_mask is not None or kwargs:
+    def run(self, torch, m, hidden_states, *args, **kwargs):
+        params = _parameters(type(m))
+        try:
+            bound = params.bind(m, hidden_states, *args, **kwargs)
+        except TypeError as exc:
+            raise _Fallback(f"unexpected call: {exc}") from None
+        given = dict(bound.arguments)
+        for name, p in params.parameters.items():
+            if p.kind is inspect.Parameter.VAR_KEYWORD:
+                given.update(given.pop(name, None) or {})
+        if given.get("output_attentions") or given.get("head_mask") is not None:
             raise _Fallback("attention probabilities / head mask requested")
-        out = _hf_attention(self, torch, m, hidden_states, attention_mask, m.window_size,
-                            m.num_attention_heads, m.attention_head_size, None,
-                            m.relative_position_bias_table,
+        v2 = _is_hf_swinv2(m)
+        twice = type(m).__name__ in _MASK_ADDED_TWICE
+        out = _hf_attention(self, torch, m, hidden_states, given.get("attention_mask"),
+                            m.window_size, m.num_attention_heads, m.attention_head_size, None,
+                            None if v2 else m.relative_position_bias_table,
                             getattr(m, "relative_position_index", None),
-                            (m.query, m.key, m.value))
+                            (m.query, m.key, m.value), cpb=v2, mask_repeats=2 if twice else 1)
         return (out,)
+
+
+_signatures = {}
+
+
+def _parameters(cls):
+    sig = _signatures.get(cls)
+    if sig is None:
+        sig = _signatures[cls] = inspect.signature(cls.forward)
+    return sig
