@@ -27,8 +27,9 @@ FLOPs are counted as ``4 * N^2 * d`` per (window, head): ``2 N^2 d`` for
 counted.
 
 Each implementation runs in its own worker process (``--worker``) so that the
-OpenMP runtimes of the kernels (LLVM libomp) and of PyTorch (GNU libgomp) never
-share a process; the rows are timed one after the other, all implementations of
+OpenMP runtimes of the implementations (the unfused kernel's and the C++
+loop's LLVM libomp, the fused kernels' and PyTorch's GNU libgomp) never share a
+process; the rows are timed one after the other, all implementations of
 a row back to back.  Times are the median of ``--repeat`` calls after warm-up on
 fixed random inputs.  See bench/README.md.
 """
@@ -397,7 +398,7 @@ class Workers:
     """One persistent worker process per implementation, driven one at a time.
 
     Every implementation lives in its own process, so the OpenMP runtimes of
-    the kernels (LLVM libomp) and of PyTorch (GNU libgomp) never share one;
+    the implementations (LLVM libomp, GNU libgomp) never share one;
     the rows are still timed interleaved (all implementations of a
     configuration back to back), so a change in background load affects all
     columns of a row alike.

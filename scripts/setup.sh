@@ -14,7 +14,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 APT_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
-  liblld-22-dev libomp-22-dev libclang-rt-22-dev
+  liblld-22-dev libomp-22-dev libclang-rt-22-dev libgomp1
   cmake ninja-build ccache
   python3 python3-venv python3-pip
 )

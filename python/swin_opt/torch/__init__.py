@@ -59,9 +59,9 @@ attention probabilities or head masks (transformers).  :func:`patch_stats`
 reports how often each module used the kernel and why it fell back;
 :func:`restore_attention` undoes the patch.
 
-:func:`swap_attention` sets ``KMP_BLOCKTIME=0`` unless already set, so that
-the kernels' OpenMP threads (LLVM libomp) do not spin on the cores torch's
-own OpenMP threads need next.
+The kernels run on the calling thread's GNU OpenMP team: in a PyTorch
+process that is torch's own intra-op pool (``torch.set_num_threads``), so
+kernels and torch's operators never compete for the cores.
 
 Modules: :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
 mask identification), :mod:`.patching` (the patch base and shared q/k/v

@@ -4,7 +4,6 @@ modules of every framework and install patches on the instances),
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import types
@@ -199,11 +198,6 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     if bad:
         raise ValueError(f"unknown framework(s) {sorted(bad)}; expected some of {_FRAMEWORKS}")
     options = _Options(layout=layout, fallback=bool(fallback), compile_options=dict(compile_options))
-    # The kernels' OpenMP runtime (LLVM libomp) spins for 200 ms after each
-    # parallel region by default, stealing the cores from torch's own (GNU)
-    # OpenMP threads that run the next GEMM.  Ask it to sleep at once; this is
-    # read when libomp starts, so it only helps if no kernel was loaded yet.
-    os.environ.setdefault("KMP_BLOCKTIME", "0")
     all_classes = _classes()
     classes = [(fw, cls, p) for fw, cls, p in all_classes if fw in frameworks]
     # (the timm blocks' token-layout patch is reported through their WindowAttention)

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Whole Swin models with and without swin-opt's kernels, in one process.
+
+    python bench/models.py [--batch 1 8] [--threads 2] [--repeat 6] [--compile]
+                           [--models timm,torchvision,transformers] [--json out.json]
+
+For each model (Swin-T of timm, torchvision and transformers, random
+weights, eval mode, ``torch.inference_mode``) and batch size it builds the
+original and a deep copy swapped by :func:`swin_opt.torch.swap_attention`,
+checks that their outputs agree (1e-4 relative; the run fails otherwise),
+then times one forward of each **alternately**, ``--repeat`` times, and
+reports the best of each: the speed-up is measured in the same process, on
+the same warmed-up threads, under the same load.
+
+It also reports where the swapped model's attention time goes: the time
+spent in the kernel calls during the timed forwards (``in model``: through
+``swin_opt.Kernel``, Python included) against the same calls, on the same
+shapes, made back to back outside the model (``alone``). Their ratio is the
+cost of running inside the model (threads, caches, first touches).
+
+``--compile`` adds ``torch.compile`` (inductor) of the original and of the
+swapped model, timed alternately in the same way.
+
+Needs torch, and timm / torchvision / transformers for their rows (a missing
+one is skipped), and ``swin-aot`` (``$SWIN_AOT`` or ``build/bin/swin-aot``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "python"))
+
+import swin_opt  # noqa: E402
+from swin_opt.compiler import Kernel  # noqa: E402
+
+TOLERANCE = 1e-4
+
+
+# --------------------------------------------------------------------------- #
+# Models
+# --------------------------------------------------------------------------- #
+def timm_swin_t(torch):
+    import timm
+
+    return timm.create_model("swin_tiny_patch4_window7_224", pretrained=False)
+
+
+def torchvision_swin_t(torch):
+    import torchvision
+
+    return torchvision.models.swin_t(weights=None)
+
+
+def transformers_swin_t(torch):
+    import transformers
+
+    # SwinConfig's defaults are microsoft/swin-tiny-patch4-window7-224's.
+    return transformers.SwinModel(transformers.SwinConfig())
+
+
+MODELS: Dict[str, Callable] = {
+    "timm": timm_swin_t,
+    "torchvision": torchvision_swin_t,
+    "transformers": transformers_swin_t,
+}
+
+
+def first_tensor(y):
+    """The model's main output: logits, or transformers' last_hidden_state."""
+    if hasattr(y, "last_hidden_state"):
+        return y.last_hidden_state
+    return y
+
+
+# --------------------------------------------------------------------------- #
+# Kernel time inside the model and alone
+# --------------------------------------------------------------------------- #
+class KernelClock:
+    """Times every ``Kernel._run`` (the kernel call, Python included) while on,
+    and remembers each call's kernel and shapes to replay them alone."""
+
+    def __init__(self):
+        self.on = False
+        self.seconds = 0.0
+        self.calls: List[tuple] = []
+        self._original = Kernel._run
+
+    def install(self):
+        clock = self
+
+        def timed_run(kernel, given, out):
+            if not clock.on:
+                return clock._original(kernel, given, out)
+            start = time.perf_counter()
+            result = clock._original(kernel, given, out)
+            clock.seconds += time.perf_counter() - start
+            clock.calls.append((kernel, {k: v for k, v in given.items()}))
+            return result
+
+        Kernel._run = timed_run
+
+    def uninstall(self):
+        Kernel._run = self._original
+
+    def alone(self, torch, calls, repeat: int) -> float:
+        """Best total time of ``calls`` made back to back on fresh tensors of the same shapes."""
+        replay = []
+        for kernel, given in calls:
+            fresh = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in given.items()}
+            replay.append((kernel, fresh))
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for kernel, given in replay:
+                self._original(kernel, given, None)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+
+# --------------------------------------------------------------------------- #
+def alternate(torch, fns: Dict[str, Callable], repeat: int) -> Dict[str, float]:
+    """Best time of each function, called in turn ``repeat`` times."""
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def relative_error(torch, got, want) -> float:
+    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+
+
+def bench_model(torch, name: str, batch: int, repeat: int, compile_too: bool,
+                clock: KernelClock) -> dict:
+    from swin_opt.torch import patch_stats, swap_attention
+
+    torch.manual_seed(0)
+    original = MODELS[name](torch).eval()
+    swapped = copy.deepcopy(original)
+    layers = swap_attention(swapped)
+    x = torch.randn(batch, 3, 224, 224)
+    row = {"model": name, "batch": batch, "layers": layers}
+    with torch.inference_mode():
+        start = time.perf_counter()
+        got = first_tensor(swapped(x))
+        row["first_call_s"] = time.perf_counter() - start  # compiles (or loads) kernels
+        want = first_tensor(original(x))
+        row["rel_error"] = relative_error(torch, got, want)
+        if not row["rel_error"] <= TOLERANCE:
+            raise SystemExit(f"{name} batch {batch}: swapped output differs from the original "
+                             f"by {row['rel_error']:.3g} (relative)")
+        kernel_calls = sum(s["kernel_calls"] for s in patch_stats(swapped))
+        row["kernel_calls_per_forward"] = kernel_calls
+        fns = {"original": lambda: original(x), "swapped": lambda: swapped(x)}
+        times = alternate(torch, fns, repeat)
+        row.update({f"{k}_ms": v * 1e3 for k, v in times.items()})
+        row["speedup"] = times["original"] / times["swapped"]
+
+        # Kernel time inside the swapped model (one forward, best of a few) and alone.
+        clock.calls = []
+        in_model = float("inf")
+        for _ in range(max(2, repeat // 2)):
+            clock.seconds, clock.calls, clock.on = 0.0, [], True
+            swapped(x)
+            clock.on = False
+            in_model = min(in_model, clock.seconds)
+        row["kernel_in_model_ms"] = in_model * 1e3
+        row["kernel_alone_ms"] = clock.alone(torch, clock.calls, repeat) * 1e3
+        row["kernel_calls"] = len(clock.calls)
+
+    if compile_too:
+        compiled_original = torch.compile(original)
+        compiled_swapped = torch.compile(swapped)
+        with torch.inference_mode():
+            before = sum(s["kernel_calls"] for s in patch_stats(swapped))
+            got = first_tensor(compiled_swapped(x))
+            want = first_tensor(compiled_original(x))
+            row["compiled_rel_error"] = relative_error(torch, got, want)
+            row["compiled_kernel_calls"] = sum(s["kernel_calls"]
+                                               for s in patch_stats(swapped)) - before
+            times = alternate(torch, {"original": lambda: compiled_original(x),
+                                      "swapped": lambda: compiled_swapped(x)}, repeat)
+        row["compiled_original_ms"] = times["original"] * 1e3
+        row["compiled_swapped_ms"] = times["swapped"] * 1e3
+        row["compiled_speedup"] = times["original"] / times["swapped"]
+    return row
+
+
+def print_table(rows: List[dict], compile_too: bool) -> None:
+    head = (f"{'model':<13}{'batch':>6}{'original':>11}{'swapped':>11}{'speed-up':>10}"
+            f"{'kernels':>10}{'alone':>9}{'ratio':>7}")
+    if compile_too:
+        head += f"{'compiled':>11}{'+swapped':>11}{'speed-up':>10}"
+    print(head)
+    print(f"{'':<13}{'':>6}{'ms':>11}{'ms':>11}{'':>10}{'in model':>10}{'ms':>9}")
+    for r in rows:
+        line = (f"{r['model']:<13}{r['batch']:>6}{r['original_ms']:>11.1f}{r['swapped_ms']:>11.1f}"
+                f"{r['speedup']:>9.2f}x{r['kernel_in_model_ms']:>9.1f} {r['kernel_alone_ms']:>8.1f}"
+                f"{r['kernel_in_model_ms'] / r['kernel_alone_ms']:>6.2f}x")
+        if compile_too:
+            line += (f"{r['compiled_original_ms']:>11.1f}{r['compiled_swapped_ms']:>11.1f}"
+                     f"{r['compiled_speedup']:>9.2f}x")
+        print(line)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default=",".join(MODELS),
+                   help="comma-separated, of %(default)s")
+    p.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--repeat", type=int, default=6, help="alternating rounds (best of)")
+    p.add_argument("--compile", action="store_true", help="also time torch.compile (inductor)")
+    p.add_argument("--json", type=Path, help="write the rows to this file")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("bench/models.py needs torch", file=sys.stderr)
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    names = [m for m in args.models.split(",") if m]
+    unknown = set(names) - set(MODELS)
+    if unknown:
+        print(f"unknown model(s) {sorted(unknown)}; choose from {list(MODELS)}", file=sys.stderr)
+        return 2
+    clock = KernelClock()
+    clock.install()
+    rows = []
+    try:
+        for name in names:
+            try:
+                MODELS[name](torch)
+            except ImportError as exc:
+                print(f"skipping {name}: {exc}", file=sys.stderr)
+                continue
+            for batch in args.batch:
+                rows.append(bench_model(torch, name, batch, args.repeat, args.compile, clock))
+                print(f"  {name} batch {batch}: {rows[-1]['speedup']:.2f}x", file=sys.stderr)
+    finally:
+        clock.uninstall()
+    print(f"Swin-T, 224x224, f32, random weights; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; {platform.processor() or platform.machine()}; "
+          f"best of {args.repeat} alternating rounds")
+    print_table(rows, args.compile)
+    if args.json:
+        args.json.write_text(json.dumps({"torch": torch.__version__,
+                                         "threads": torch.get_num_threads(),
+                                         "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
