@@ -77,7 +77,12 @@ class _MaskMatcher:
 
     def match(self, mask, window):
         torch = _torch()
-        window = tuple(window)
+        if torch.compiler.is_compiling():
+            # dynamo: run once at trace time on the real tensor (see ops.register)
+            return constant_match(mask, tuple(int(w) for w in window))
+        return self._match(torch, mask, tuple(window))
+
+    def _match(self, torch, mask, window):
         key = id(mask)
         with self._lock:
             hit = self._by_id.get(key)
@@ -122,3 +127,23 @@ def _version(t) -> Optional[int]:
 
 
 _matcher = _MaskMatcher()
+
+
+def constant_match(mask, window):
+    """:meth:`_MaskMatcher.match` for ``torch.compile``: marked
+    ``assume_constant_result`` by :func:`swin_opt.torch.ops.register`, so that
+    dynamo calls it at trace time on the real mask and keeps the result as a
+    constant.  A fake tensor (non-strict ``torch.export``) has no contents to
+    identify: ``None`` (the module then runs its original forward)."""
+    torch = _torch()
+    if _is_fake(torch, mask):
+        return None
+    return _matcher._match(torch, mask, tuple(window))
+
+
+def _is_fake(torch, t) -> bool:
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(is_fake(t))

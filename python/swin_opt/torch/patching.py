@@ -7,19 +7,20 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-import warnings
 from typing import Any, Dict
 
-import numpy as np
-
-from .. import compiler as _compiler
 from .. import reference as _ref
 from .masks import NO_MASK, _matcher
-from .tensors import KernelUnavailable, _dtype_name, _torch, compile_kernel
+from . import ops as _ops
+from .tensors import KernelUnavailable, _dtype_name, _torch
 
 
 class _Fallback(Exception):
     """Internal: the kernel does not apply to this call (the message says why)."""
+
+
+class _Recording(_Fallback):
+    """Internal: :func:`swin_opt.torch.warmup` is recording configurations; run the original."""
 
 
 @dataclasses.dataclass
@@ -34,15 +35,30 @@ class _Patch:
     attr = "forward"  # the method replaced on the instance
 
     def __init__(self, module, name: str, options: _Options):
+        self._setup(name, options, self.attr in module.__dict__, module.__dict__.get(self.attr))
+
+    @classmethod
+    def _restore(cls, name: str, options: _Options, had_instance_attr: bool, saved_attr):
+        """The patch of an unpickled / deep-copied module (built without reading it)."""
+        self = cls.__new__(cls)
+        self._setup(name, options, had_instance_attr, saved_attr)
+        return self
+
+    def _setup(self, name, options, had_instance_attr, saved_attr):
         self.name = name
         self.options = options
         self.kernel_calls = 0
         self.fallback_calls = 0
         self.fallback_reasons: "collections.Counter" = collections.Counter()
-        self.had_instance_attr = self.attr in module.__dict__
-        self.saved_attr = module.__dict__.get(self.attr)
+        self.had_instance_attr = had_instance_attr
+        self.saved_attr = saved_attr
         self._checked_index = set()
-        self._warned = False
+        self.compiled_fallback_reasons: set = set()
+        # Calls made by torch.compile'd code are counted in tensors (a Python
+        # int attribute would be guarded by dynamo and force a recompile).
+        torch = _torch()
+        self._compiled_counts = torch.zeros(2, dtype=torch.int64)  # [kernel, fallback]
+        _ops.register()
 
     # -- helpers shared by the adapters -------------------------------------- #
     def original(self, module):
@@ -51,29 +67,29 @@ class _Patch:
         return getattr(type(module), self.attr).__get__(module, type(module))
 
     def kernel(self, window, heads, head_dim, scale, dtype, **config):
-        opts = dict(self.options.compile_options)
+        """The kernel for this configuration, as an :class:`ops.KernelCall` (called like a
+        :class:`swin_opt.Kernel`, through the ``swin_opt::`` custom ops), or _Fallback."""
         default = head_dim ** -0.5
         if scale is not None and abs(float(scale) - default) <= 1e-7 * default:
             scale = None  # the kernel's default; no need for a separate build
-        try:
-            return compile_kernel(window, heads, head_dim,
-                                  scale=None if scale is None else float(scale),
-                                  dtype=dtype, **config, **opts)
-        except (_compiler.CompileError, _compiler.SwinAotNotFoundError, NotImplementedError,
-                ValueError) as exc:
-            if not self._warned:
-                self._warned = True
-                warnings.warn(f"swin_opt: {self.framework} module {self.name or '<root>'} runs "
-                              f"its original forward: {exc}", stacklevel=4)
-            raise _Fallback(f"no kernel: {exc}") from None
+        spec = _ops.resolve_spec(
+            tuple(int(w) for w in window), int(heads), int(head_dim),
+            None if scale is None else float(scale), dtype, _items(config),
+            _items(self.options.compile_options))
+        if spec.error is not None:
+            raise _Fallback(spec.error)
+        if spec.pending:
+            raise _Recording("recording kernel configurations")
+        return _ops.KernelCall(spec)
 
     def common_checks(self, torch, module, x) -> str:
-        """Return the dtype name for the kernel or raise _Fallback."""
+        """Return the dtype name for the kernel or raise _Fallback.
+
+        Only Python and tensor metadata: dynamo traces this (``torch.compile``
+        keeps the kernel).  Scripting and ``torch.jit.trace`` use the original
+        forward."""
         if torch.jit.is_scripting() or torch.jit.is_tracing():
             raise _Fallback("scripting/tracing")
-        compiler_mod = getattr(torch, "compiler", None)
-        if compiler_mod is not None and getattr(compiler_mod, "is_compiling", lambda: False)():
-            raise _Fallback("torch.compile")
         if module.training:
             raise _Fallback("training mode")
         if torch.is_grad_enabled() and (x.requires_grad or
@@ -92,12 +108,13 @@ class _Patch:
         if tuple(table.shape) != (_ref.table_rows(window), heads):
             raise _Fallback(f"bias table shape {tuple(table.shape)} does not match window "
                             f"{window} and {heads} heads")
-        if window not in self._checked_index:
-            if index is not None:
-                want = _ref.relative_index(window).reshape(-1)
-                got = index.detach().to("cpu").reshape(-1).numpy()
-                if got.shape != want.shape or not np.array_equal(got, want):
-                    raise _Fallback("relative_position_index is not Swin's standard index")
+        if _torch().compiler.is_compiling():
+            # dynamo: checked once at trace time on the real buffer (a constant of the graph)
+            if index is not None and not _ops.index_ok(index, window):
+                raise _Fallback("relative_position_index is not Swin's standard index")
+        elif window not in self._checked_index:
+            if index is not None and not _ops.index_ok(index, window):
+                raise _Fallback("relative_position_index is not Swin's standard index")
             self._checked_index.add(window)
         t = table.detach()
         if t.dtype != dtype:
@@ -147,26 +164,65 @@ class _Patch:
     # -- dispatch ------------------------------------------------------------- #
     def __call__(self, module, *args, **kwargs):
         torch = _torch()
+        compiling = torch.compiler.is_compiling()
         try:
             out = self.run(torch, module, *args, **kwargs)
+        except _Recording:
+            return self.original(module)(*args, **kwargs)
         except _Fallback as why:
             reason = str(why)
-            self.fallback_calls += 1
-            self.fallback_reasons[reason] += 1
             if not self.options.fallback:
                 raise KernelUnavailable(f"swin_opt: {self.framework} module {self.name or '<root>'}"
                                         f" cannot use the kernel: {reason}") from None
+            if compiling:
+                _note_reason(self, reason)  # at trace time
+                if not torch.compiler.is_exporting():
+                    self._compiled_counts[1].add_(1)
+            else:
+                self.fallback_calls += 1
+                self.fallback_reasons[reason] += 1
             return self.original(module)(*args, **kwargs)
-        self.kernel_calls += 1
+        if compiling:
+            if not torch.compiler.is_exporting():
+                self._compiled_counts[0].add_(1)
+        else:
+            self.kernel_calls += 1
         return out
 
     def run(self, torch, module, *args, **kwargs):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def stats(self) -> dict:
+        """Counts: eager calls plus those of torch.compile'd code (whose fallback reasons
+        are those seen while compiling)."""
+        compiled_kernel, compiled_fallback = (int(n) for n in self._compiled_counts.tolist())
         return {"name": self.name, "framework": self.framework, "method": self.attr,
-                "kernel_calls": self.kernel_calls, "fallback_calls": self.fallback_calls,
-                "fallback_reasons": dict(self.fallback_reasons)}
+                "kernel_calls": self.kernel_calls + compiled_kernel,
+                "fallback_calls": self.fallback_calls + compiled_fallback,
+                "fallback_reasons": dict(self.fallback_reasons),
+                "compiled_fallback_reasons": sorted(self.compiled_fallback_reasons)}
+
+
+def _items(mapping) -> tuple:
+    """``mapping`` as sorted ``(name, value)`` pairs of plain (hashable) Python values."""
+    return tuple(sorted((k, _freeze(v)) for k, v in mapping.items()))
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, bool) or v is None or isinstance(v, (str, float)):
+        return v
+    if isinstance(v, int):
+        return int(v)
+    return str(v)  # e.g. a Path (cache_dir)
+
+
+def _note_reason(patch, reason: str) -> None:
+    """Record a fallback reason seen while torch.compile traces.  Marked
+    ``assume_constant_result`` (ops.register): runs at trace time only, and
+    dynamo does not guard on the set it fills."""
+    patch.compiled_fallback_reasons.add(reason)
 
 def _qkv_windows(torch, qkv, b, n, heads, head_dim):
     """``[B_, N, 3*A]`` fused qkv -> three contiguous ``[B_, heads, N, head_dim]`` views (one copy)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import sys
-import types
 import warnings
 import weakref
 from typing import List, Optional
@@ -20,33 +19,45 @@ from .transformers_patches import _HFAttention, _HFSelfAttention, _is_hf_swinv2
 _COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
 
 
-_patches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _FRAMEWORKS = ("timm", "torchvision", "transformers")
 
 
-def _dispatch_forward(self, *args, **kwargs):
-    patch = _patches.get(self, {}).get("forward")
-    if patch is None:  # e.g. a deep copy of a patched module: behave like the original
-        return type(self).forward(self, *args, **kwargs)
-    return patch(self, *args, **kwargs)
+class _Dispatch:
+    """The instance attribute a patch installs (``module.forward`` / ``module._attn`` /
+    ``module._shifted_window_attn``): calls the patch with the module, like a bound
+    method.
+
+    It is the record of the patch too (:func:`patch_stats`, :func:`restore_attention`
+    find patches by it), so a copy of the module carries its patch: ``copy.deepcopy``
+    and ``torch.save``/``torch.load(weights_only=False)`` re-create it (with fresh
+    statistics) through :meth:`__reduce__`."""
+
+    def __init__(self, module, patch: _Patch):
+        self.module = module
+        self.patch = patch
+
+    def __call__(self, *args, **kwargs):
+        return self.patch(self.module, *args, **kwargs)
+
+    def __reduce__(self):
+        p = self.patch
+        return (_repatch, (self.module, type(p), p.name, p.options, p.had_instance_attr,
+                           p.saved_attr))
+
+    def __repr__(self) -> str:
+        return f"<swin_opt patch of {type(self.module).__name__}.{self.patch.attr}>"
 
 
-def _dispatch_attn(self, *args, **kwargs):
-    patch = _patches.get(self, {}).get("_attn")
-    if patch is None:
-        return type(self)._attn(self, *args, **kwargs)
-    return patch(self, *args, **kwargs)
+def _repatch(module, patch_type, name, options, had_instance_attr, saved_attr):
+    """Unpickling / deep copy of a :class:`_Dispatch` (the module may not have its state
+    yet: the patch is rebuilt without reading it)."""
+    return _Dispatch(module, patch_type._restore(name, options, had_instance_attr, saved_attr))
 
 
-def _dispatch_shifted_window_attn(self, *args, **kwargs):
-    patch = _patches.get(self, {}).get("_shifted_window_attn")
-    if patch is None:
-        return type(self)._shifted_window_attn(self, *args, **kwargs)
-    return patch(self, *args, **kwargs)
+def _dispatchers(module) -> dict:
+    """``{attr: _Dispatch}`` of the patches installed on ``module``."""
+    return {k: v for k, v in vars(module).items() if isinstance(v, _Dispatch)}
 
-
-_DISPATCH = {"forward": _dispatch_forward, "_attn": _dispatch_attn,
-             "_shifted_window_attn": _dispatch_shifted_window_attn}
 
 #: token-layout patches of blocks whose attention module is patched too (window layout,
 #: where the block's patch falls back); installed with layout="auto" only, not counted
@@ -220,7 +231,7 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
             _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
             if patch_type not in _BLOCK_PATCHES:
                 count += 1
-    patched = {id(m) for _, m in model.named_modules() if _patches.get(m)}
+    patched = {id(m) for _, m in model.named_modules() if _dispatchers(m)}
     for name, module in model.named_modules():
         if id(module) in patched:
             continue
@@ -305,23 +316,21 @@ def unpatched(model) -> List[dict]:
     out = []
     for name, module in model.named_modules():
         entry = _skipped.get(module)
-        if entry is not None and not _patches.get(module):
+        if entry is not None and not _dispatchers(module):
             out.append(dict(entry, name=name))
     return out
 
 
 def _unpatched(module, attr):
     """Remove an existing swin_opt patch of ``attr`` (so the saved original is the real one)."""
-    entry = _patches.get(module, {})
-    old = entry.pop(attr, None)
+    old = _dispatchers(module).get(attr)
     if old is not None:
-        _uninstall_attr(module, old)
+        _uninstall_attr(module, old.patch)
     return module
 
 
 def _install(module, patch: _Patch) -> None:
-    _patches.setdefault(module, {})[patch.attr] = patch
-    object.__setattr__(module, patch.attr, types.MethodType(_DISPATCH[patch.attr], module))
+    object.__setattr__(module, patch.attr, _Dispatch(module, patch))
 
 
 def _uninstall_attr(module, patch: _Patch) -> None:
@@ -335,11 +344,8 @@ def restore_attention(model) -> int:
     """Undo :func:`swap_attention` on ``model``; returns the number of attention layers restored."""
     count = 0
     for _, module in model.named_modules():
-        entry = _patches.pop(module, None)
-        if not entry:
-            continue
-        for attr, patch in entry.items():
-            _uninstall_attr(module, patch)
+        for attr, dispatch in _dispatchers(module).items():
+            _uninstall_attr(module, dispatch.patch)
             if attr == "forward":
                 count += 1
     return count
@@ -350,6 +356,6 @@ def patch_stats(model) -> List[dict]:
     fallback_calls and fallback_reasons (reason -> count)."""
     out = []
     for _, module in model.named_modules():
-        for patch in _patches.get(module, {}).values():
-            out.append(patch.stats())
+        for dispatch in _dispatchers(module).values():
+            out.append(dispatch.patch.stats())
     return out

@@ -1,0 +1,274 @@
+"""The kernels as PyTorch operators: ``torch.ops.swin_opt.window_attention`` and
+``torch.ops.swin_opt.window_attention_packed``.
+
+Schemas::
+
+    swin_opt::window_attention(Tensor q, Tensor k, Tensor v, Tensor? table,
+                               Tensor? pad_qkv, str config) -> Tensor
+    swin_opt::window_attention_packed(Tensor qkv, Tensor? table, Tensor? pad_qkv,
+                                      str config) -> Tensor
+
+``config`` names the kernel: a canonical JSON object of the arguments of
+:func:`swin_opt.torch.compile_kernel` (window, heads, head_dim and the
+compile options; see :func:`kernel_key`).  It is resolved at run time to a
+compiled kernel through the in-process cache (compiling it, through the
+on-disk cache, the first time a process sees it), so graphs captured by
+``torch.compile``/``torch.export`` hold a string, never a pointer.
+
+Each op has a fake (meta) implementation giving the output's shape and dtype
+(window layout ``[num_windows, N, C]``, token layout ``[batch, L, C]``) and an
+autograd registration that refuses to differentiate: calling an op on
+tensors that require grad with grad mode on raises at once (there is no
+backward yet), so a graph is never cut silently.
+
+The functions :func:`resolve_spec`, :func:`index_ok` and
+:func:`swin_opt.torch.masks.constant_match` are marked for dynamo with
+``torch.compiler.assume_constant_result``: while ``torch.compile`` traces a
+patched module they run once, eagerly, on the real module buffers (the data
+dependent checks, the kernel build), and their results are constants of the
+graph.  Like every such assumption, a change of the buffers' *contents*
+after compiling is not seen (call ``torch.compiler.reset()``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import warnings
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+from .. import compiler as _compiler
+from .tensors import _torch, compile_kernel
+
+log = logging.getLogger("swin_opt")
+
+_lock = threading.Lock()
+_registered = False
+_kernels: Dict[str, Any] = {}  # config string -> Kernel
+
+
+class KernelSpec(NamedTuple):
+    """What the patches know of a kernel before calling it (all Python constants,
+    so that dynamo can treat it as one)."""
+
+    key: str  # the op's config string
+    window: Tuple[int, ...]  # after Swin's small-map rule
+    shift: Optional[Tuple[int, ...]]
+    resolution: Optional[Tuple[int, ...]]
+    layout: str
+    packed_qkv: bool
+    windows_per_image: Optional[int]
+    dtype: str  # f32 / f16 / bf16
+    error: Optional[str]  # why there is no kernel (None: there is one)
+    pending: bool  # recorded for a later (concurrent) build; not built yet
+
+
+# --------------------------------------------------------------------------- #
+# Kernel identification
+# --------------------------------------------------------------------------- #
+def _plain(v):
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return int(v)
+    if isinstance(v, float):
+        return float(v)
+    return str(v)
+
+
+def kernel_key(window, heads: int, head_dim: int, **options) -> str:
+    """The op's ``config`` string for ``compile_kernel(window, heads, head_dim, **options)``."""
+    spec = {"window": _plain(tuple(window)), "heads": int(heads), "head_dim": int(head_dim),
+            "options": {k: _plain(v) for k, v in options.items() if v is not None}}
+    if "cache_dir" in spec["options"]:
+        spec["options"]["cache_dir"] = str(options["cache_dir"])
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def _parse_key(key: str) -> tuple:
+    try:
+        spec = json.loads(key)
+        opts = dict(spec["options"])
+        for name in ("resolution", "shift", "window"):
+            if isinstance(opts.get(name), list):
+                opts[name] = tuple(opts[name])
+        return tuple(spec["window"]), spec["heads"], spec["head_dim"], opts
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"swin_opt: malformed kernel configuration {key!r}: {exc}") from None
+
+
+def kernel_for(key: str):
+    """The compiled :class:`swin_opt.Kernel` a config string names (compiled on first use)."""
+    kern = _kernels.get(key)
+    if kern is None:
+        window, heads, head_dim, opts = _parse_key(key)
+        kern = compile_kernel(window, heads, head_dim, **opts)
+        with _lock:
+            kern = _kernels.setdefault(key, kern)
+    return kern
+
+
+# Recording (warmup): the keys seen while recording, built later all at once.
+_recording: Optional[Dict[str, None]] = None
+_specs: Dict[tuple, KernelSpec] = {}
+_warned: set = set()
+
+
+def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> KernelSpec:
+    """The :class:`KernelSpec` of a kernel configuration; builds the kernel (once per
+    process) unless :func:`swin_opt.torch.warmup` is recording.
+
+    ``config`` and ``options`` are sorted ``(name, value)`` tuples (the
+    configuration and :func:`swap_attention`'s compile options).  Never
+    raises: a configuration without a kernel gives a spec with ``error`` set.
+    Marked ``assume_constant_result``: dynamo runs it at trace time only.
+    """
+    memo = (window, heads, head_dim, scale, dtype, config, options)
+    spec = _specs.get(memo)
+    if spec is not None and not (spec.pending and _recording is None):
+        if spec.pending and _recording is not None:
+            _recording.setdefault(spec.key, None)
+        return spec
+    kwargs = dict(config)
+    kwargs.update(options)
+    kwargs["scale"] = scale
+    kwargs["dtype"] = dtype
+    known = {k: v for k, v in kwargs.items() if k != "cache_dir"}
+    try:
+        cfg = _compiler.make_config(window, heads, head_dim, **known)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        return _remember(memo, _error_spec(f"no kernel: {exc}"))
+    key = kernel_key(window, heads, head_dim, **kwargs)
+    pending = False
+    error = None
+    if _recording is not None and key not in _kernels:
+        _recording.setdefault(key, None)
+        pending = True
+    else:
+        try:
+            kernel_for(key)
+        except (_compiler.CompileError, _compiler.SwinAotNotFoundError, NotImplementedError,
+                ValueError, OSError) as exc:
+            error = f"no kernel: {exc}"
+            if error not in _warned:
+                _warned.add(error)
+                warnings.warn(f"swin_opt: modules needing {_compiler.describe(cfg)} run their "
+                              f"original forward: {exc}", stacklevel=2)
+    spec = KernelSpec(key=key, window=cfg.window, shift=cfg.shift, resolution=cfg.resolution,
+                      layout=cfg.layout, packed_qkv=cfg.packed_qkv,
+                      windows_per_image=cfg.windows_per_image, dtype=cfg.dtype, error=error,
+                      pending=pending)
+    return _remember(memo, spec)
+
+
+def _error_spec(error: str) -> KernelSpec:
+    return KernelSpec("", (), None, None, "windows", False, None, "f32", error, False)
+
+
+def _remember(memo, spec: KernelSpec) -> KernelSpec:
+    with _lock:
+        _specs[memo] = spec
+    return spec
+
+
+def index_ok(index, window) -> bool:
+    """Whether ``index`` is Swin's standard relative position index for ``window``."""
+    import numpy as np
+
+    from .. import reference as _ref
+
+    want = _ref.relative_index(tuple(window)).reshape(-1)
+    got = index.detach().to("cpu").reshape(-1).numpy()
+    return bool(got.shape == want.shape and np.array_equal(got, want))
+
+
+# --------------------------------------------------------------------------- #
+# The operators
+# --------------------------------------------------------------------------- #
+class KernelCall:
+    """What :meth:`_Patch.kernel` returns: called like the kernel
+    (``kern(q, k, v, table)``, ``kern(qkv, table, pad_qkv=...)``), dispatching
+    through the custom ops.  ``config`` is the :class:`KernelSpec`."""
+
+    def __init__(self, spec: KernelSpec):
+        self.config = spec
+        self.key = spec.key
+
+    def __call__(self, q, k=None, v=None, table=None, pad_qkv=None):
+        ops = _torch().ops.swin_opt
+        if self.config.packed_qkv:
+            if v is not None or table is not None:
+                raise TypeError("a packed_qkv kernel is called as kern(qkv, table, pad_qkv=...)")
+            return ops.window_attention_packed(q, k, pad_qkv, self.key)
+        return ops.window_attention(q, k, v, table, pad_qkv, self.key)
+
+
+def _no_grad_error(name):
+    def setup_context(ctx, inputs, output):
+        raise RuntimeError(
+            f"swin_opt::{name} has no backward: its inputs require grad, and using the kernel "
+            "would cut the autograd graph. Run under torch.no_grad() / torch.inference_mode(), "
+            "or let the patched module fall back to its original forward (it does in training "
+            "mode and when autograd needs its parameters)")
+
+    def backward(ctx, grad):  # pragma: no cover - setup_context raises first
+        raise RuntimeError(f"swin_opt::{name} has no backward")
+
+    return setup_context, backward
+
+
+def _run(kern, given: list, pad_qkv):
+    args = [None if t is None else t.contiguous() for t in given]
+    if pad_qkv is not None:
+        pad_qkv = pad_qkv.float().contiguous()
+    if kern.config.layout == "tokens":
+        return kern(*args, pad_qkv=pad_qkv)
+    return kern(*args)
+
+
+def register() -> None:
+    """Define the ``swin_opt::`` operators (once per process; needs torch)."""
+    global _registered
+    if _registered:
+        return
+    with _lock:
+        if _registered:
+            return
+        torch = _torch()
+        from . import masks, patching
+
+        @torch.library.custom_op("swin_opt::window_attention", mutates_args=(), schema=(
+            "(Tensor q, Tensor k, Tensor v, Tensor? table, Tensor? pad_qkv, str config) "
+            "-> Tensor"))
+        def window_attention(q, k, v, table, pad_qkv, config):
+            kern = kernel_for(config)
+            return _run(kern, [q, k, v, table], pad_qkv)
+
+        @window_attention.register_fake
+        def _(q, k, v, table, pad_qkv, config):
+            if q.dim() == 4:  # window layout [nW, heads, N, d] -> [nW, N, heads * d]
+                return q.new_empty((q.shape[0], q.shape[2], q.shape[1] * q.shape[3]))
+            return q.new_empty(q.shape)  # token layout [B, L, C]
+
+        @torch.library.custom_op("swin_opt::window_attention_packed", mutates_args=(), schema=(
+            "(Tensor qkv, Tensor? table, Tensor? pad_qkv, str config) -> Tensor"))
+        def window_attention_packed(qkv, table, pad_qkv, config):
+            kern = kernel_for(config)
+            return _run(kern, [qkv, table], pad_qkv)
+
+        @window_attention_packed.register_fake
+        def _(qkv, table, pad_qkv, config):  # [B, L, 3, heads, d] -> [B, L, heads * d]
+            return qkv.new_empty((qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4]))
+
+        for op, name in ((window_attention, "window_attention"),
+                         (window_attention_packed, "window_attention_packed")):
+            setup, backward = _no_grad_error(name)
+            op.register_autograd(backward, setup_context=setup)
+
+        # run at trace time only under torch.compile; their results are graph constants
+        for fn in (resolve_spec, index_ok, masks.constant_match, patching._note_reason):
+            torch.compiler.assume_constant_result(fn)
+        _registered = True
