@@ -8,7 +8,9 @@ Examples::
         --target=nvptx --emit=ptx --chip=sm_90 -o /tmp/gpu/
     python -m swin_opt verify --window=7,7 --heads=3 --head-dim=32 --dtype=f16
     python -m swin_opt bench --window=7,7 --heads=3 --head-dim=32 --batch=8
-    python -m swin_opt cache --clear
+    python -m swin_opt cache list
+    python -m swin_opt cache prune --older-than=30 --max-size=2G
+    python -m swin_opt cache clear
 
 Usage errors (a bad option value, an unreadable --table) exit with status 2
 like argparse's own; a configuration swin-aot rejects, a failed build or a
@@ -208,12 +210,82 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _size(text: str) -> int:
+    """A size in bytes: ``123``, ``500K``, ``20M``, ``1.5G`` (powers of 1024; a
+    trailing ``B``/``iB`` is accepted)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = 1
+    if t and t[-1] in "KMGT":
+        scale = 1024 ** ("KMGT".index(t[-1]) + 1)
+        t = t[:-1]
+    try:
+        value = float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 500M or 2G, got {text!r}") \
+            from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"size must not be negative, got {text!r}")
+    return int(value * scale)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.1f}G"  # pragma: no cover
+
+
+def _age(seconds: float) -> str:
+    days = seconds / 86400
+    if days >= 1:
+        return f"{days:.1f}d"
+    return f"{seconds / 3600:.1f}h" if seconds >= 3600 else f"{seconds / 60:.0f}m"
+
+
 def cmd_cache(args) -> int:
-    if args.clear:
-        print(f"removed {compiler.clear_cache()} kernels from {compiler.get_cache_dir()}")
+    root = Path(args.dir) if args.dir else compiler.get_cache_dir()
+    action = "clear" if args.clear else args.action
+    if action != "prune" and (args.older_than is not None or args.max_size is not None):
+        raise _UsageError("--older-than / --max-size go with `cache prune`")
+    if action == "clear":
+        print(f"removed {compiler.clear_cache(root)} kernels from {root}")
+    elif action == "list":
+        entries = compiler.cache_entries(root)
+        now = time.time()
+        for e in entries:
+            print(f"{_human(e.size):>8}  {_age(now - e.last_used):>6} ago  {e.key}  "
+                  f"{e.description}")
+        print(f"{len(entries)} kernels, {_human(sum(e.size for e in entries))} in {root}")
+    elif action == "prune":
+        if args.older_than is None and args.max_size is None:
+            raise _UsageError("cache prune needs --older-than DAYS and/or --max-size SIZE")
+        removed = compiler.prune_cache(root, older_than_days=args.older_than,
+                                       max_size=args.max_size, dry_run=args.dry_run)
+        verb = "would remove" if args.dry_run else "removed"
+        for e in removed:
+            print(f"{verb} {e.key} ({_human(e.size)}): {e.description}")
+        left = compiler.cache_entries(root) if not args.dry_run else \
+            [e for e in compiler.cache_entries(root) if e not in removed]
+        print(f"{verb} {len(removed)} kernels ({_human(sum(e.size for e in removed))}); "
+              f"{len(left)} left ({_human(sum(e.size for e in left))}) in {root}")
     else:
-        print(compiler.get_cache_dir())
+        print(root)
     return 0
+
+
+class _UsageError(Exception):
+    """A bad combination of options (exit status 2, like argparse's own errors)."""
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of days, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,8 +315,21 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--warmup", type=_at_least(0), default=3)
         p.set_defaults(func=func)
 
-    p = sub.add_parser("cache", help="print the cache directory or clear it")
-    p.add_argument("--clear", action="store_true")
+    p = sub.add_parser("cache", help="the kernel cache: print its directory, list, prune, clear",
+                       description="dir (default): print the cache directory; list: every "
+                                   "kernel with its size, last use and configuration; prune: "
+                                   "remove kernels unused for --older-than DAYS, then the "
+                                   "least recently used until at most --max-size remains; "
+                                   "clear: remove every kernel")
+    p.add_argument("action", nargs="?", default="dir", choices=["dir", "list", "prune", "clear"])
+    p.add_argument("--clear", action="store_true", help="same as `cache clear`")
+    p.add_argument("--older-than", type=_days, metavar="DAYS",
+                   help="prune: remove kernels not used for DAYS days")
+    p.add_argument("--max-size", type=_size, metavar="SIZE",
+                   help="prune: keep at most SIZE (e.g. 500M, 2G) of the most recently used")
+    p.add_argument("--dry-run", action="store_true", help="prune: only say what would go")
+    p.add_argument("--dir", help="the cache directory (default: $SWIN_OPT_CACHE_DIR, "
+                                 "else $XDG_CACHE_HOME/swin_opt, else ~/.cache/swin_opt)")
     p.set_defaults(func=cmd_cache)
     return parser
 
@@ -259,6 +344,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             parser.error(f"argument --table: cannot read {args.table}: {exc}")
     try:
         return args.func(args)
+    except _UsageError as exc:
+        parser.error(str(exc))
     except (ValueError, TypeError, NotImplementedError, compiler.CompileError,
             compiler.SwinAotNotFoundError) as exc:
         print(f"swin_opt: error: {exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import math
 import numbers
 import os
@@ -56,6 +57,8 @@ __all__ = [
     "make_config",
     "get_cache_dir",
     "clear_cache",
+    "cache_entries",
+    "prune_cache",
     "describe",
     "normalize_dtype",
     "float32_to_bf16_bits",
@@ -91,6 +94,7 @@ _DTYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 _STORAGE = _abi.STORAGE
 _CLI_PADDING = {"pad_then_shift": "pad-then-shift", "shift_then_pad": "shift-then-pad"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_log = logging.getLogger("swin_opt")
 
 
 class SwinAotNotFoundError(FileNotFoundError):
@@ -480,6 +484,93 @@ def clear_cache(directory: Optional[os.PathLike] = None) -> int:
     return removed
 
 
+@dataclasses.dataclass(frozen=True)
+class CacheEntry:
+    """One cached kernel directory (see :func:`cache_entries`)."""
+
+    path: Path
+    size: int  # bytes, all files
+    last_used: float  # seconds since the epoch: build, or last compile() that found it
+    description: str  # the configuration (describe()) and --emit, from its metadata
+
+    @property
+    def key(self) -> str:
+        return self.path.name
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for f in path.rglob("*"):
+        try:
+            if f.is_file() and not f.is_symlink():
+                total += f.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def cache_entries(directory: Optional[os.PathLike] = None) -> list:
+    """The kernels in the cache (``directory`` or :func:`get_cache_dir`) as
+    :class:`CacheEntry`, least recently used first.  Entries being built
+    (``.build-*``) are not listed."""
+    root = Path(directory) if directory is not None else get_cache_dir()
+    if not root.is_dir():
+        return []
+    out = []
+    for entry in root.iterdir():
+        if not (entry.is_dir() and entry.name.startswith("k-")):
+            continue
+        meta = entry / _META_FILE
+        try:
+            last = meta.stat().st_mtime
+        except OSError:
+            last = entry.stat().st_mtime
+        try:
+            info = json.loads(meta.read_text())
+            cfg = dict(info["config"])
+            for name in ("window", "resolution", "shift"):
+                if isinstance(cfg.get(name), list):
+                    cfg[name] = tuple(cfg[name])
+            desc = f"{describe(KernelConfig(**cfg))} emit={info.get('emit', '?')}"
+        except (OSError, ValueError, KeyError, TypeError):
+            desc = "(incomplete: no readable metadata)"
+        out.append(CacheEntry(entry, _dir_size(entry), last, desc))
+    return sorted(out, key=lambda e: (e.last_used, e.key))
+
+
+def prune_cache(directory: Optional[os.PathLike] = None, *, older_than_days: Optional[float] = None,
+                max_size: Optional[int] = None, dry_run: bool = False) -> list:
+    """Delete cached kernels not used for ``older_than_days`` days, then the least
+    recently used ones until the cache holds at most ``max_size`` bytes.  Returns the
+    removed :class:`CacheEntry` list (what would be removed with ``dry_run``).
+    Kernels already loaded in a process keep working."""
+    entries = cache_entries(directory)
+    removed = []
+    if older_than_days is not None:
+        limit = time.time() - older_than_days * 86400.0
+        removed = [e for e in entries if e.last_used < limit]
+    if max_size is not None:
+        kept = [e for e in entries if e not in removed]
+        total = sum(e.size for e in kept)
+        for e in kept:  # least recently used first
+            if total <= max_size:
+                break
+            removed.append(e)
+            total -= e.size
+    if not dry_run:
+        for e in removed:
+            shutil.rmtree(e.path, ignore_errors=True)
+    return removed
+
+
+def _touch(path: Path) -> None:
+    """Mark a cache entry as used (its metadata's mtime) for :func:`prune_cache`."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
 @functools.lru_cache(maxsize=None)
 def _host_cpu() -> str:
     """A fingerprint of this machine's CPU (model and feature flags)."""
@@ -613,6 +704,8 @@ def _build(info: _ToolInfo, cfg: KernelConfig, emit: str, table_bytes: Optional[
         meta = {"config": dataclasses.asdict(cfg), "emit": emit, "command": cmd,
                 "tool_version": info.version,
                 "build_seconds": round(time.perf_counter() - start, 3)}
+        _log.info("swin_opt: built %s (--emit=%s) in %.1f s", describe(cfg), emit,
+                  meta["build_seconds"])
         (tmp / _META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         try:
             os.rename(tmp, final)  # atomic publish
@@ -759,6 +852,8 @@ def compile(  # noqa: A001 - the public name is part of the API
     final = root / f"k-{_cache_key(cfg, emit, table_bytes, info)[:40]}"
     if not (final / _META_FILE).is_file():
         _build(info, cfg, emit, table_bytes, root, final)
+    else:
+        _touch(final / _META_FILE)
     art = Artifacts.in_directory(cfg, emit, final)
     if emit == "so":
         return Kernel(cfg, art.library, art.header, baked, abi=art.load_abi(), artifacts=art)
