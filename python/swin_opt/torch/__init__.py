@@ -52,12 +52,38 @@ kernel on ``s_h q/|q|`` and ``k/|k|`` with the table their ``cpb_mlp`` gives
 
 Patched modules fall back to their original forward (or raise, with
 ``fallback=False``) whenever the kernel does not apply: training mode,
-autograd (run under :func:`torch.no_grad` / :func:`torch.inference_mode`),
-non-CPU tensors, dtypes other than float32/float16/bfloat16, scripting /
-tracing / ``torch.compile``, a mask that is not a Swin shift mask, requested
-attention probabilities or head masks (transformers).  :func:`patch_stats`
-reports how often each module used the kernel and why it fell back;
-:func:`restore_attention` undoes the patch.
+autograd (run under :func:`torch.no_grad` / :func:`torch.inference_mode`;
+the kernels have no backward), non-CPU tensors, dtypes other than
+float32/float16/bfloat16, ``torch.jit.script`` / ``torch.jit.trace``, a mask
+that is not a Swin shift mask, requested attention probabilities or head
+masks (transformers).  :func:`patch_stats` reports how often each module used
+the kernel and why it fell back; :func:`restore_attention` undoes the patch.
+
+torch.compile and torch.export
+------------------------------
+The patches call the kernels through the custom operators
+``torch.ops.swin_opt.window_attention`` / ``window_attention_packed`` (see
+:mod:`.ops`), which name their kernel by a configuration string and have
+fake implementations, so ``torch.compile`` (inductor) keeps them in its graph
+and ``torch.export.export(..., strict=True)`` exports them.  Dynamo traces
+the patches without graph breaks: their data-dependent checks (shift-mask
+identification, the relative position index) and the kernel builds run once,
+at trace time, on the real buffers (``assume_constant_result``); changing a
+mask buffer's contents after compiling is not seen.  Non-strict export sees
+fake buffers, cannot identify masks and exports the original attention there.
+
+Copies
+------
+``copy.deepcopy`` and ``torch.save`` / ``torch.load(weights_only=False)`` of a
+swapped model give a swapped model (its patches re-created, statistics
+reset; loading needs :mod:`swin_opt` importable).
+
+Kernel builds
+-------------
+Each distinct configuration is built by ``swin-aot`` on first use (about
+1-3 s; a line on stderr when ``$SWIN_OPT_PROGRESS=1`` or stderr is a
+terminal).  :func:`warmup` builds all of a model's kernels ahead of time,
+concurrently.
 
 The kernels run on the calling thread's GNU OpenMP team: in a PyTorch
 process that is torch's own intra-op pool (``torch.set_num_threads``), so
@@ -66,8 +92,9 @@ kernels and torch's operators never compete for the cores.
 Modules: :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
 mask identification), :mod:`.patching` (the patch base and shared q/k/v
 preparation), :mod:`.windows` (window-layout calls), :mod:`.timm_patches`,
-:mod:`.torchvision_patches`, :mod:`.transformers_patches` (one per framework)
-and :mod:`.swap` (the model entry points).
+:mod:`.torchvision_patches`, :mod:`.transformers_patches` (one per framework),
+:mod:`.swap` (the model entry points), :mod:`.ops` (the custom operators) and
+:mod:`.warmup`.
 """
 
 from __future__ import annotations
@@ -75,6 +102,7 @@ from __future__ import annotations
 from .masks import NO_MASK, match_shift_mask
 from .swap import patch_stats, restore_attention, swap_attention, unpatched
 from .tensors import KernelUnavailable, attention, compile_kernel
+from .warmup import build_kernels, warmup
 
 __all__ = [
     "attention",
@@ -86,4 +114,6 @@ __all__ = [
     "unpatched",
     "KernelUnavailable",
     "NO_MASK",
+    "warmup",
+    "build_kernels",
 ]

@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
+import time
 import warnings
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
@@ -113,6 +115,9 @@ def kernel_for(key: str):
 
 # Recording (warmup): the keys seen while recording, built later all at once.
 _recording: Optional[Dict[str, None]] = None
+#: > 0 while a recording patch runs its original forward: the modules nested in
+#: it (timm's WindowAttention in a block) are not run by the swapped model.
+_muted = 0
 _specs: Dict[tuple, KernelSpec] = {}
 _warned: set = set()
 
@@ -129,7 +134,7 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     memo = (window, heads, head_dim, scale, dtype, config, options)
     spec = _specs.get(memo)
     if spec is not None and not (spec.pending and _recording is None):
-        if spec.pending and _recording is not None:
+        if spec.pending and _recording is not None and not _muted:
             _recording.setdefault(spec.key, None)
         return spec
     kwargs = dict(config)
@@ -145,11 +150,12 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     pending = False
     error = None
     if _recording is not None and key not in _kernels:
-        _recording.setdefault(key, None)
+        if not _muted:
+            _recording.setdefault(key, None)
         pending = True
     else:
         try:
-            kernel_for(key)
+            _kernel_first_use(key, cfg)
         except (_compiler.CompileError, _compiler.SwinAotNotFoundError, NotImplementedError,
                 ValueError, OSError) as exc:
             error = f"no kernel: {exc}"
@@ -162,6 +168,30 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
                       windows_per_image=cfg.windows_per_image, dtype=cfg.dtype, error=error,
                       pending=pending)
     return _remember(memo, spec)
+
+
+def _kernel_first_use(key: str, cfg) -> None:
+    """:func:`kernel_for` from a patched module's call, with a progress line on stderr
+    when this process has not loaded the kernel yet (see :mod:`.warmup`)."""
+    if key in _kernels:
+        return
+    from .warmup import progress_enabled
+
+    show = progress_enabled()
+    start = time.perf_counter()
+    if show:
+        sys.stderr.write(f"swin_opt: kernel for {_compiler.describe(cfg)} (first use; "
+                         "swin_opt.torch.warmup builds them all at once) ...")
+        sys.stderr.flush()
+    ok = False
+    try:
+        kernel_for(key)
+        ok = True
+    finally:
+        if show:
+            sys.stderr.write(f" {'ready' if ok else 'failed'} in "
+                             f"{time.perf_counter() - start:.1f} s\n")
+            sys.stderr.flush()
 
 
 def _error_spec(error: str) -> KernelSpec:

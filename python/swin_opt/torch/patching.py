@@ -9,7 +9,6 @@ import dataclasses
 import math
 from typing import Any, Dict
 
-from .. import reference as _ref
 from .masks import NO_MASK, _matcher
 from . import ops as _ops
 from .tensors import KernelUnavailable, _dtype_name, _torch
@@ -105,7 +104,10 @@ class _Patch:
     def table(self, table, window, heads, index, dtype):
         """The bias table as a contiguous tensor of ``dtype``, after checking the index once."""
         window = tuple(int(w) for w in window)
-        if tuple(table.shape) != (_ref.table_rows(window), heads):
+        rows = 1
+        for w in window:  # _ref.table_rows, in a form dynamo traces (no math.prod(genexpr))
+            rows *= 2 * w - 1
+        if tuple(table.shape) != (rows, heads):
             raise _Fallback(f"bias table shape {tuple(table.shape)} does not match window "
                             f"{window} and {heads} heads")
         if _torch().compiler.is_compiling():
@@ -168,7 +170,11 @@ class _Patch:
         try:
             out = self.run(torch, module, *args, **kwargs)
         except _Recording:
-            return self.original(module)(*args, **kwargs)
+            _ops._muted += 1  # the modules inside the original forward are not needed
+            try:
+                return self.original(module)(*args, **kwargs)
+            finally:
+                _ops._muted -= 1
         except _Fallback as why:
             reason = str(why)
             if not self.options.fallback:
@@ -213,8 +219,8 @@ def _freeze(v):
         return tuple(_freeze(x) for x in v)
     if isinstance(v, bool) or v is None or isinstance(v, (str, float)):
         return v
-    if isinstance(v, int):
-        return int(v)
+    if isinstance(v, int) or isinstance(v, _torch().SymInt):
+        return int(v)  # a SymInt (dynamic shape) is specialised: kernels are per shape
     return str(v)  # e.g. a Path (cache_dir)
 
 

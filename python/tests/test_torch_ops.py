@@ -1,0 +1,277 @@
+"""The kernels as a torch operator (swin_opt.torch.ops) and a swapped model's
+everyday behaviour: torch.compile / torch.export keep the kernel, tracing and
+scripting do not break, autograd is never cut silently, copies and checkpoints
+stay swapped, warmup builds kernels concurrently.
+
+One small random timm Swin (56x56 input, window 7, two stages: three kernel
+configurations) serves every model test; one torch.compile and one strict
+torch.export of it are the slow parts (~20 s together).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+
+import numpy as np
+import pytest
+
+from swin_opt import reference as ref
+from swin_opt import torch as st
+
+RTOL = 1e-4
+N_LAYERS = 4
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def opts(aot_path, kernel_cache):
+    return {"cache_dir": kernel_cache}
+
+
+@pytest.fixture(scope="module")
+def ops(torch):
+    from swin_opt.torch import ops
+
+    ops.register()
+    return ops
+
+
+def _sharpen(torch, model, seed=0):
+    """Weights with larger variances than timm's init (see test_torch.py)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "relative_position_bias_table" in name:
+                p.copy_(torch.randn(p.shape, generator=gen))
+            elif p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * (2.0 / p.shape[1] ** 0.5))
+            elif "bias" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    return model
+
+
+@pytest.fixture
+def timm_model(torch):
+    swin = pytest.importorskip("timm.models.swin_transformer")
+    torch.manual_seed(0)
+    model = swin.SwinTransformer(img_size=56, patch_size=4, window_size=7, embed_dim=32,
+                                 depths=(2, 2), num_heads=(2, 4), num_classes=10)
+    return _sharpen(torch, model).eval()
+
+
+@pytest.fixture(scope="module")
+def img(torch):
+    return torch.randn(2, 3, 56, 56, generator=torch.Generator().manual_seed(1))
+
+
+def _rel_err(got, want):
+    return ((got - want).abs().max() / want.abs().max()).item()
+
+
+def _kernel_calls(model):
+    return sum(s["kernel_calls"] for s in st.patch_stats(model))
+
+
+def _fallbacks(model):
+    return sum(s["fallback_calls"] for s in st.patch_stats(model))
+
+
+# --------------------------------------------------------------------------- #
+# The operator
+# --------------------------------------------------------------------------- #
+def _qkv(torch, shape, heads, window, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(shape, generator=gen) for _ in range(3))
+    return q, k, v, torch.randn((ref.table_rows(window), heads), generator=gen)
+
+
+@pytest.mark.aot
+def test_op_window_layout(torch, ops, kernel_cache):
+    window = (4, 4)
+    key = ops.kernel_key(window, 2, 8, resolution=(8, 8), shift=(2, 2), dtype="float32",
+                         cache_dir=kernel_cache)
+    q, k, v, table = _qkv(torch, (8, 2, 16, 8), 2, window)
+    out = torch.ops.swin_opt.window_attention(q, k, v, table, None, key)
+    assert out.shape == (8, 16, 16)
+    bias = ref.lookup(table.numpy(), window)
+    want = ref.window_attention(q.numpy(), k.numpy(), v.numpy(), bias,
+                                ref.shift_mask((8, 8), window, 2))
+    assert np.abs(out.numpy() - want).max() <= 1e-5 * max(1, np.abs(want).max())
+    # the op names its kernel by the string alone: a process that has not built it
+    # (here: the in-process caches emptied) resolves it again at run time
+    ops._kernels.clear()
+    again = torch.ops.swin_opt.window_attention(q, k, v, table, None, key)
+    assert torch.equal(again, out)
+    # non-contiguous inputs are made contiguous by the op (inductor may pass any strides)
+    qt = q.transpose(2, 3).contiguous().transpose(2, 3)
+    assert torch.equal(torch.ops.swin_opt.window_attention(qt, k, v, table, None, key), out)
+    # the fake implementation gives the shape and dtype without running anything
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fq, fk, fv, ft = (mode.from_tensor(t) for t in (q, k, v, table))
+        fake = torch.ops.swin_opt.window_attention(fq, fk, fv, ft, None, key)
+    assert fake.shape == out.shape and fake.dtype == out.dtype
+    torch.library.opcheck(torch.ops.swin_opt.window_attention.default,
+                          (q, k, v, table, None, key))
+
+
+@pytest.mark.aot
+def test_op_packed_tokens(torch, ops, kernel_cache):
+    window, heads, d = (4, 4), 2, 8
+    key = ops.kernel_key(window, heads, d, resolution=(8, 12), shift=(2, 2), layout="tokens",
+                         packed_qkv=True, dtype="float32", cache_dir=kernel_cache)
+    gen = torch.Generator().manual_seed(3)
+    qkv = torch.randn(2, 96, 3, heads, d, generator=gen)
+    table = torch.randn(ref.table_rows(window), heads, generator=gen)
+    out = torch.ops.swin_opt.window_attention_packed(qkv, table, None, key)
+    assert out.shape == (2, 96, heads * d)
+    kern = ops.kernel_for(key)
+    assert torch.equal(out, kern(qkv, table))
+    torch.library.opcheck(torch.ops.swin_opt.window_attention_packed.default,
+                          (qkv, table, None, key))
+
+
+@pytest.mark.aot
+def test_op_refuses_to_cut_the_graph(torch, ops, kernel_cache):
+    window = (4, 4)
+    key = ops.kernel_key(window, 2, 8, dtype="float32", cache_dir=kernel_cache)
+    q, k, v, table = _qkv(torch, (4, 2, 16, 8), 2, window)
+    q.requires_grad_()
+    with pytest.raises(RuntimeError, match="has no backward"):
+        torch.ops.swin_opt.window_attention(q, k, v, table, None, key)
+    with torch.no_grad():  # fine without autograd
+        torch.ops.swin_opt.window_attention(q, k, v, table, None, key)
+
+
+def test_op_malformed_config(torch, ops):
+    q = torch.zeros(1, 1, 4, 2)
+    with pytest.raises(ValueError, match="malformed kernel configuration"):
+        torch.ops.swin_opt.window_attention(q, q, q, None, None, "not json")
+
+
+# --------------------------------------------------------------------------- #
+# A swapped model
+# --------------------------------------------------------------------------- #
+@pytest.mark.aot
+def test_grad_falls_back_and_keeps_gradients(torch, timm_model, img, opts):
+    ref_model = copy.deepcopy(timm_model).train()
+    assert st.swap_attention(timm_model, **opts) == N_LAYERS
+    timm_model.train()
+    x1, x2 = img.clone().requires_grad_(), img.clone().requires_grad_()
+    ref_model(x1).square().sum().backward()
+    timm_model(x2).square().sum().backward()
+    # each block's _attn, then its WindowAttention.forward, run the original
+    assert _kernel_calls(timm_model) == 0 and _fallbacks(timm_model) == 2 * N_LAYERS
+    assert torch.allclose(x1.grad, x2.grad, rtol=1e-4, atol=1e-6)
+    for (name, p), q in zip(ref_model.named_parameters(), timm_model.parameters()):
+        assert q.grad is not None and torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-6), name
+    # eval mode with grad enabled: parameters require grad, so still the original
+    timm_model.eval()
+    timm_model(img)
+    reasons = {r for s in st.patch_stats(timm_model) for r in s["fallback_reasons"]}
+    assert reasons == {"training mode", "autograd enabled (use torch.no_grad()/inference_mode())"}
+
+
+@pytest.mark.aot
+def test_torch_compile_keeps_the_kernel(torch, timm_model, img, opts):
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        want = timm_model(img)
+    assert st.swap_attention(timm_model, **opts) == N_LAYERS
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    compiled = torch.compile(timm_model)
+    with torch.inference_mode():
+        got = compiled(img)
+        assert _kernel_calls(timm_model) == N_LAYERS
+        got2 = compiled(img)
+    assert _kernel_calls(timm_model) == 2 * N_LAYERS and _fallbacks(timm_model) == 0
+    assert _rel_err(got, want) <= RTOL and torch.equal(got, got2)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
+
+
+@pytest.mark.aot
+def test_torch_export_strict_keeps_the_kernel(torch, timm_model, img, opts):
+    with torch.inference_mode():
+        want = timm_model(img)
+    st.swap_attention(timm_model, **opts)
+    with torch.no_grad():  # with grad enabled, the parameters would need a backward
+        ep = torch.export.export(timm_model, (img,), strict=True)
+    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert "swin_opt.window_attention_packed.default" in targets
+    with torch.inference_mode():
+        got = ep.module()(img)
+    assert _rel_err(got, want) <= RTOL
+
+
+@pytest.mark.aot
+def test_jit_trace_and_script_do_not_break(torch, timm_model, img, opts):
+    with torch.inference_mode():
+        want = timm_model(img)
+    st.swap_attention(timm_model, **opts)
+    with torch.no_grad():
+        traced = torch.jit.trace(timm_model, img, check_trace=False)
+        assert _rel_err(traced(img), want) <= RTOL
+    assert {r for s in st.patch_stats(timm_model) for r in s["fallback_reasons"]} == \
+        {"scripting/tracing"}
+    # scripting compiles the class's methods from source: the instance patch is not
+    # involved, and scripting behaves as for the unpatched model
+    lin = torch.nn.Linear(4, 4)
+    try:
+        torch.jit.script(copy.deepcopy(timm_model).eval())
+    except Exception as exc:  # timm's Swin is not scriptable; the error must not be ours
+        assert "swin_opt" not in repr(exc)
+    assert torch.jit.script(lin) is not None
+
+
+@pytest.mark.aot
+def test_save_load_and_deepcopy(torch, timm_model, img, opts):
+    with torch.inference_mode():
+        want = timm_model(img)
+    st.swap_attention(timm_model, **opts)
+    buf = io.BytesIO()
+    torch.save(timm_model, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    dup = copy.deepcopy(timm_model)
+    for model in (loaded, dup):
+        assert len(st.patch_stats(model)) == len(st.patch_stats(timm_model))
+        with torch.inference_mode():
+            assert _rel_err(model(img), want) <= RTOL
+        assert _kernel_calls(model) == N_LAYERS
+    assert _kernel_calls(timm_model) == 0  # the copies' calls are their own
+    # the copies are independent: restoring one leaves the others patched
+    assert st.restore_attention(dup) == N_LAYERS
+    assert st.patch_stats(dup) == [] and len(st.patch_stats(loaded)) == 2 * N_LAYERS
+    # and the state dict is unaffected by the patch
+    assert set(loaded.state_dict()) == set(timm_model.state_dict())
+
+
+@pytest.mark.aot
+def test_warmup_builds_concurrently(torch, timm_model, img, tmp_path, capfd, ops):
+    with torch.inference_mode():
+        want = timm_model(img)
+    st.swap_attention(timm_model, cache_dir=tmp_path)  # a fresh cache: real builds
+    n = st.warmup(timm_model, tuple(img.shape), workers=2, progress=True)
+    assert n == 3  # (14x14, shift 0), (14x14, shift 3), (7x7, no shift)
+    err = capfd.readouterr().err
+    assert "swin_opt: building kernels 3/3" in err
+    assert _kernel_calls(timm_model) == 0 and _fallbacks(timm_model) == 0  # a dry run
+    built = dict(ops._kernels)
+    with torch.inference_mode():
+        got = timm_model(img)
+    assert _rel_err(got, want) <= RTOL
+    assert _kernel_calls(timm_model) == N_LAYERS
+    assert ops._kernels == built  # nothing left to build at the first real call
+    assert st.warmup(timm_model, img, progress=False) == 0
+    assert "swin_opt" not in capfd.readouterr().err
