@@ -4,9 +4,10 @@
 Without it, each distinct kernel configuration is built by ``swin-aot`` the
 first time a patched module meets it, one after the other, during the first
 forward (about 1-3 s each; ``swin_base_patch4_window12_384`` needs 12 s).
-:func:`warmup` runs one dry forward that only *records* the configurations
-(the patched modules run their original forward meanwhile), then builds the
-missing ones in a thread pool of ``swin-aot`` processes.
+:func:`warmup` runs one dry forward of a single item that only *records* the
+configurations (the patched modules run their original forward meanwhile)
+and builds each one, as soon as it is met, in a thread pool of ``swin-aot``
+processes (so the builds overlap each other and the dry forward).
 
 Progress: one line on stderr, rewritten in place, when ``progress=True``;
 the default is ``$SWIN_OPT_PROGRESS`` (``1``/``0``), else whether stderr is
@@ -21,7 +22,7 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, List, Optional
 
 from . import ops as _ops
@@ -44,15 +45,16 @@ def progress_enabled(progress: Optional[bool] = None) -> bool:
 
 
 @contextlib.contextmanager
-def recording():
+def recording(on_key=None):
     """Within the block, patched modules record the kernel configurations they need
-    (and run their original forward) instead of building kernels.  Yields the list
-    of recorded config strings (filled when the block exits)."""
+    (and run their original forward) instead of building kernels; ``on_key(key)`` is
+    called for each new one as it is met.  Yields the list of recorded config
+    strings (filled when the block exits)."""
     keys: List[str] = []
     with _ops._lock:
         if _ops._recording is not None:
             raise RuntimeError("swin_opt: warmup is already recording in this process")
-        _ops._recording = {}
+        _ops._recording = _Recorder(on_key)
     try:
         yield keys
     finally:
@@ -61,53 +63,94 @@ def recording():
             _ops._recording = None
 
 
+class _Recorder(dict):
+    """The ordered set of recorded keys, calling ``on_key`` for each new one."""
+
+    def __init__(self, on_key):
+        super().__init__()
+        self._on_key = on_key
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            super().__setitem__(key, default)
+            if self._on_key is not None:
+                self._on_key(key)
+        return default
+
+
+class _Builder:
+    """Builds kernels in a thread pool of ``swin-aot`` processes as keys are submitted,
+    with a progress line on stderr."""
+
+    def __init__(self, workers: Optional[int], progress: Optional[bool]):
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.show = progress_enabled(progress)
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="swin-aot")
+        self.futures = {}
+        self.lock = threading.Lock()
+        self.done = self.failed = 0
+        self.start = time.perf_counter()
+
+    def submit(self, key: str) -> None:
+        if key in _ops._kernels or key in self.futures:
+            return
+        fut = self.pool.submit(self._one, key)
+        with self.lock:
+            self.futures[key] = fut
+        self._line()
+
+    def _one(self, key):
+        t = time.perf_counter()
+        try:
+            _ops.kernel_for(key)
+            log.info("swin_opt: kernel ready (%.1f s): %s", time.perf_counter() - t, key)
+        except Exception as exc:  # reported again, as a fallback, on first use
+            log.warning("swin_opt: kernel build failed: %s: %s", key, exc)
+            with self.lock:
+                self.failed += 1
+        with self.lock:
+            self.done += 1
+        self._line()
+
+    def _line(self, final=False):
+        if not self.show:
+            return
+        with self.lock:
+            text = (f"swin_opt: building kernels {self.done}/{len(self.futures)} "
+                    f"({self.workers} parallel, {time.perf_counter() - self.start:.1f} s)")
+            if self.failed:
+                text += f", {self.failed} failed"
+            sys.stderr.write("\r" + text + ("\n" if final else ""))
+            sys.stderr.flush()
+
+    def wait(self) -> int:
+        self.pool.shutdown(wait=True)
+        if self.futures:
+            self._line(final=True)
+        return len(self.futures)
+
+
 def build_kernels(keys: Iterable[str], *, workers: Optional[int] = None,
                   progress: Optional[bool] = None) -> int:
     """Build (or load from the disk cache) the kernels named by ``keys`` (op config
     strings) concurrently; returns how many were not loaded in this process yet.
     Errors are not raised here: a configuration that fails to build is reported
     (warning) when a module first needs it, and that module falls back."""
-    todo = [k for k in dict.fromkeys(keys) if k not in _ops._kernels]
-    if not todo:
-        return 0
-    show = progress_enabled(progress)
-    workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
-    start = time.perf_counter()
-    done = 0
-    failed = 0
-    lock = threading.Lock()
+    builder = _Builder(workers, progress)
+    for key in keys:
+        builder.submit(key)
+    return builder.wait()
 
-    def line(final=False):
-        text = (f"swin_opt: building kernels {done}/{len(todo)} ({workers} parallel, "
-                f"{time.perf_counter() - start:.1f} s)")
-        if failed:
-            text += f", {failed} failed"
-        sys.stderr.write("\r" + text + ("\n" if final else ""))
-        sys.stderr.flush()
 
-    def one(key):
-        t = time.perf_counter()
-        _ops.kernel_for(key)
-        return time.perf_counter() - t
-
-    if show:
-        line()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="swin-aot") as pool:
-        futures = {pool.submit(one, key): key for key in todo}
-        for fut in as_completed(futures):
-            with lock:
-                done += 1
-                try:
-                    secs = fut.result()
-                    log.info("swin_opt: kernel ready (%.1f s): %s", secs, futures[fut])
-                except Exception as exc:  # reported again, as a fallback, on first use
-                    failed += 1
-                    log.warning("swin_opt: kernel build failed: %s: %s", futures[fut], exc)
-                if show:
-                    line()
-    if show:
-        line(final=True)
-    return len(todo)
+def _first_item(torch, example):
+    """Kernel configurations do not depend on the batch: dry-run one item of it."""
+    if isinstance(example, torch.Tensor):
+        return example[:1] if example.dim() >= 1 and example.shape[0] > 1 else example
+    if isinstance(example, dict):
+        return {k: _first_item(torch, v) for k, v in example.items()}
+    if isinstance(example, (tuple, list)):
+        return type(example)(_first_item(torch, v) for v in example)
+    return example
 
 
 def warmup(model, example, *, workers: Optional[int] = None,
@@ -116,26 +159,32 @@ def warmup(model, example, *, workers: Optional[int] = None,
 
     ``example``: an input tensor, a tuple/list of positional inputs, a dict of
     keyword inputs, or an input *shape* (a tuple of ints: a random tensor of
-    the model's parameter dtype is made).  One dry forward under
-    :func:`torch.inference_mode` records the configurations (the patched
-    modules run their original forward during it), then the missing kernels
-    are built by ``workers`` (default: CPU count) ``swin-aot`` processes at
-    once.  Returns the number of kernels built or loaded.  Run it once per
-    input shape (kernels are per feature-map size); calls after it find
-    every kernel ready.
+    the model's parameter dtype is made).  One dry forward of a single item
+    (the batch does not change the kernels) under :func:`torch.inference_mode`
+    records the configurations; the patched modules run their original
+    forward during it, while the kernels met so far are built by ``workers``
+    (default: CPU count) ``swin-aot`` processes at once.  Returns the number
+    of kernels built or loaded from the disk cache.  Run it once per input
+    size (kernels are per feature-map size); calls after it find every
+    kernel ready.
     """
     torch = _torch()
     if isinstance(example, (tuple, list)) and example and all(
             isinstance(d, int) and not isinstance(d, bool) for d in example):
         param = next(iter(model.parameters()), None)
         dtype = param.dtype if param is not None and param.is_floating_point() else None
-        example = torch.randn(tuple(example), dtype=dtype)
-    with recording() as keys:
-        with torch.inference_mode():
-            if isinstance(example, dict):
-                model(**example)
-            elif isinstance(example, (tuple, list)):
-                model(*example)
-            else:
-                model(example)
-    return build_kernels(keys, workers=workers, progress=progress)
+        example = torch.randn((1,) + tuple(example)[1:], dtype=dtype)
+    example = _first_item(torch, example)
+    builder = _Builder(workers, progress)
+    try:
+        with recording(on_key=builder.submit):
+            with torch.inference_mode():
+                if isinstance(example, dict):
+                    model(**example)
+                elif isinstance(example, (tuple, list)):
+                    model(*example)
+                else:
+                    model(example)
+    finally:
+        n = builder.wait()
+    return n
