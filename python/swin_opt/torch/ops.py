@@ -51,8 +51,10 @@ _kernels: Dict[str, Any] = {}  # config string -> Kernel
 
 
 class KernelSpec(NamedTuple):
-    """What the patches know of a kernel before calling it (all Python constants,
-    so that dynamo can treat it as one)."""
+    """What the patches know of a kernel before calling it: ``kern.config`` of a
+    :class:`KernelCall`, with the fields of :class:`swin_opt.KernelConfig` the
+    patches read.  All Python constants (dynamo keeps it as one; it cannot read
+    the properties of a frozen dataclass)."""
 
     key: str  # the op's config string
     window: Tuple[int, ...]  # after Swin's small-map rule
@@ -64,6 +66,15 @@ class KernelSpec(NamedTuple):
     dtype: str  # f32 / f16 / bf16
     error: Optional[str]  # why there is no kernel (None: there is one)
     pending: bool  # recorded for a later (concurrent) build; not built yet
+    # the other KernelConfig fields and properties, as plain values
+    heads: int = 0
+    head_dim: int = 0
+    scale: Optional[float] = None
+    padding: Optional[str] = None
+    padded_resolution: Optional[Tuple[int, ...]] = None
+    tokens_per_window: int = 0
+    table_rows: int = 0
+    channels: int = 0
 
 
 # --------------------------------------------------------------------------- #
@@ -166,7 +177,10 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     spec = KernelSpec(key=key, window=cfg.window, shift=cfg.shift, resolution=cfg.resolution,
                       layout=cfg.layout, packed_qkv=cfg.packed_qkv,
                       windows_per_image=cfg.windows_per_image, dtype=cfg.dtype, error=error,
-                      pending=pending)
+                      pending=pending, heads=cfg.heads, head_dim=cfg.head_dim, scale=cfg.scale,
+                      padding=cfg.padding, padded_resolution=cfg.padded_resolution,
+                      tokens_per_window=cfg.tokens_per_window, table_rows=cfg.table_rows,
+                      channels=cfg.channels)
     return _remember(memo, spec)
 
 
