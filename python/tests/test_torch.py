@@ -38,10 +38,11 @@ def test_public_names_import_without_torch():
     import importlib.util
 
     for name in ("tensors", "masks", "patching", "timm_patches", "torchvision_patches",
-                 "transformers_patches", "swap"):
+                 "transformers_patches", "swap", "ops", "warmup"):
         importlib.import_module(f"swin_opt.torch.{name}")
     for name in ("attention", "compile_kernel", "match_shift_mask", "swap_attention",
-                 "restore_attention", "patch_stats", "KernelUnavailable", "NO_MASK"):
+                 "restore_attention", "patch_stats", "KernelUnavailable", "NO_MASK",
+                 "warmup", "build_kernels"):
         assert hasattr(st, name) and name in st.__all__
     if importlib.util.find_spec("torch") is None:
         with pytest.raises(ImportError, match="needs PyTorch"):

@@ -275,3 +275,20 @@ def test_warmup_builds_concurrently(torch, timm_model, img, tmp_path, capfd, ops
     assert ops._kernels == built  # nothing left to build at the first real call
     assert st.warmup(timm_model, img, progress=False) == 0
     assert "swin_opt" not in capfd.readouterr().err
+
+
+@pytest.mark.aot
+def test_torch_export_non_strict_falls_back(torch, timm_model, img, opts):
+    """Non-strict export runs the patches on fake tensors: the original attention is
+    exported (and says why), never a failure."""
+    with torch.inference_mode():
+        want = timm_model(img)
+    st.swap_attention(timm_model, **opts)
+    with torch.no_grad():
+        ep = torch.export.export(timm_model, (img,), strict=False)
+    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert not any(t.startswith("swin_opt.") for t in targets)
+    reasons = {r for s in st.patch_stats(timm_model) for r in s["compiled_fallback_reasons"]}
+    assert reasons == {"non-strict torch.export (use strict=True to export the kernel)"}
+    with torch.inference_mode():
+        assert _rel_err(ep.module()(img), want) <= RTOL

@@ -89,6 +89,10 @@ class _Patch:
         forward."""
         if torch.jit.is_scripting() or torch.jit.is_tracing():
             raise _Fallback("scripting/tracing")
+        if torch.compiler.is_compiling() and not torch.compiler.is_dynamo_compiling():
+            # non-strict torch.export runs this code on fake tensors: the data-dependent
+            # checks (shift mask, relative index) cannot be done
+            raise _Fallback("non-strict torch.export (use strict=True to export the kernel)")
         if module.training:
             raise _Fallback("training mode")
         if torch.is_grad_enabled() and (x.requires_grad or
