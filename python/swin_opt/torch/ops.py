@@ -33,7 +33,6 @@ after compiling is not seen (call ``torch.compiler.reset()``).
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import threading
 import time
@@ -42,8 +41,6 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from .. import compiler as _compiler
 from .tensors import _torch, compile_kernel
-
-log = logging.getLogger("swin_opt")
 
 _lock = threading.Lock()
 _registered = False
