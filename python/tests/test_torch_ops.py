@@ -291,3 +291,22 @@ def test_torch_export_non_strict_falls_back(torch, timm_model, img, opts):
     assert reasons == {"non-strict torch.export (use strict=True to export the kernel)"}
     with torch.inference_mode():
         assert _rel_err(ep.module()(img), want) <= RTOL
+
+
+@pytest.mark.aot
+def test_deepcopy_keeps_patch_state_of_subclasses(torch, opts):
+    """Patch types with their own state (timm swinv2_cr's per-window pairs) are rebuilt
+    by their own __init__ on copies."""
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    model = timm.create_model("swinv2_cr_tiny_224", img_size=(40, 40), embed_dim=16,
+                              depths=(2, 2), num_heads=(2, 4), window_size=4,
+                              num_classes=10).eval()
+    x = torch.randn(2, 3, 40, 40, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        want = model(x)
+    st.swap_attention(model, **opts)
+    dup = copy.deepcopy(model)
+    with torch.inference_mode():
+        assert _rel_err(dup(x), want) <= RTOL
+    assert _kernel_calls(dup) == N_LAYERS and _fallbacks(dup) == 0

@@ -279,7 +279,7 @@ def register() -> None:
         if _registered:
             return
         torch = _torch()
-        from . import masks, patching
+        from . import masks, patching, timm_patches, torchvision_patches
 
         @torch.library.custom_op("swin_opt::window_attention", mutates_args=(), schema=(
             "(Tensor q, Tensor k, Tensor v, Tensor? table, Tensor? pad_qkv, str config) "
@@ -310,6 +310,7 @@ def register() -> None:
             op.register_autograd(backward, setup_context=setup)
 
         # run at trace time only under torch.compile; their results are graph constants
-        for fn in (resolve_spec, index_ok, masks.constant_match, patching._note_reason):
+        for fn in (resolve_spec, index_ok, masks.constant_match, patching._note_reason,
+                   timm_patches._cr_pairs, torchvision_patches._checked_sub_rows):
             torch.compiler.assume_constant_result(fn)
         _registered = True

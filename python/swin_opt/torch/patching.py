@@ -18,6 +18,10 @@ class _Fallback(Exception):
     """Internal: the kernel does not apply to this call (the message says why)."""
 
 
+class _StandIn:
+    """An object without attributes, for :meth:`_Patch._restore`."""
+
+
 class _Recording(_Fallback):
     """Internal: :func:`swin_opt.torch.warmup` is recording configurations; run the original."""
 
@@ -38,9 +42,11 @@ class _Patch:
 
     @classmethod
     def _restore(cls, name: str, options: _Options, had_instance_attr: bool, saved_attr):
-        """The patch of an unpickled / deep-copied module (built without reading it)."""
-        self = cls.__new__(cls)
-        self._setup(name, options, had_instance_attr, saved_attr)
+        """The patch of an unpickled / deep-copied module, built by the patch type's own
+        ``__init__`` on a stand-in (the module has no state yet while it is unpickled)."""
+        self = cls(_StandIn(), name, options)
+        self.had_instance_attr = had_instance_attr
+        self.saved_attr = saved_attr
         return self
 
     def _setup(self, name, options, had_instance_attr, saved_attr):

@@ -95,23 +95,37 @@ def _cr_table(patch, torch, m, window, heads, dtype):
     """The ``[T, heads]`` bias table of a swinv2_cr ``WindowMultiHeadAttention`` ``m``:
     its meta MLP run on one pair of each relative position (``patch._pairs`` caches the
     pairs per window, or False when the buffer is not a function of the relative
-    position)."""
+    position; under torch.compile they are a constant of the graph)."""
     coords = m.relative_coordinates_log
-    pairs = patch._pairs.get(window)
-    if pairs is None:
-        n = window[0] * window[1]
-        index = _ref.relative_index(window).reshape(-1)
-        # one (i, j) pair per relative position: the first in row-major order
-        first = np.full(_ref.table_rows(window), -1, dtype=np.int64)
-        order = np.arange(index.size)[::-1]
-        first[index[order]] = order
-        pairs = torch.from_numpy(first)
-        got = coords.detach().to("cpu")
-        ok = tuple(got.shape) == (n * n, 2) and torch.equal(got, got[pairs][index])
-        pairs = patch._pairs[window] = pairs if ok else False
+    if torch.compiler.is_compiling():
+        found = _cr_pairs(coords, window)  # run once, at trace time (ops.register)
+        pairs = False if found is None else torch.tensor(found, dtype=torch.int64)
+    else:
+        pairs = patch._pairs.get(window)
+        if pairs is None:
+            found = _cr_pairs(coords, window)
+            pairs = False if found is None else torch.tensor(found, dtype=torch.int64)
+            patch._pairs[window] = pairs
     if pairs is False:
         raise _Fallback("relative_coordinates_log is not a function of the relative position")
     return patch.table(m.meta_mlp(coords[pairs]), window, heads, None, dtype)
+
+
+def _cr_pairs(coords, window):
+    """One ``(i, j)`` pair index per relative position (the first in row-major order) as
+    a tuple, or None when ``coords`` is not a function of Swin's relative index.
+    NumPy on the buffer's data: marked ``assume_constant_result`` by ops.register."""
+    import torch
+
+    n = window[0] * window[1]
+    index = _ref.relative_index(window).reshape(-1)
+    first = np.full(_ref.table_rows(window), -1, dtype=np.int64)
+    order = np.arange(index.size)[::-1]
+    first[index[order]] = order
+    pairs = torch.from_numpy(first)
+    got = coords.detach().to("cpu")
+    ok = tuple(got.shape) == (n * n, 2) and torch.equal(got, got[pairs][index])
+    return tuple(int(i) for i in first) if ok else None
 
 
 class _TimmCrAttention(_Patch):

@@ -75,6 +75,20 @@ def _sub_table_rows(full, window):
     return rows.reshape(-1)
 
 
+def _checked_sub_rows(index, full, window):
+    """:func:`_sub_table_rows` as a tuple when ``index[:n, :n]`` is the smaller window's
+    relative position index in those rows, else None.  NumPy on the buffer's data:
+    marked ``assume_constant_result`` by ops.register."""
+    rows = _sub_table_rows(full, window)
+    n = math.prod(window)
+    if tuple(index.shape) != (math.prod(full),) * 2:
+        return None
+    got = index[:n, :n].detach().to("cpu").numpy()
+    if not np.array_equal(got, rows[_ref.relative_index(window)]):
+        return None
+    return tuple(int(r) for r in rows)
+
+
 class _TorchvisionAttention3d(_Patch):
     """``torchvision.models.video.swin_transformer.ShiftedWindowAttention3d.forward(x)``,
     x ``[B, T, H, W, C]`` (Video Swin): a packed-qkv token-layout kernel with 3-D
@@ -102,21 +116,18 @@ class _TorchvisionAttention3d(_Patch):
         if window == full:
             return self.table(m.relative_position_bias_table, window, heads,
                               getattr(m, "relative_position_index", None), dtype)
-        rows = self._sub_rows.get(window)
-        if rows is None:
-            rows = _sub_table_rows(full, window)
-            n = math.prod(window)
-            index = m.relative_position_index
-            ok = tuple(index.shape) == (math.prod(full),) * 2
-            if ok:
-                got = index[:n, :n].detach().to("cpu").numpy()
-                ok = np.array_equal(got, rows[_ref.relative_index(window)])
-            rows = self._sub_rows[window] = rows if ok else False
+        compiling = torch.compiler.is_compiling()
+        rows = None if compiling else self._sub_rows.get(window)
+        if rows is None:  # under torch.compile: a constant of the graph (ops.register)
+            found = _checked_sub_rows(m.relative_position_index, full, window)
+            rows = False if found is None else torch.tensor(found, dtype=torch.int64)
+            if not compiling:
+                self._sub_rows[window] = rows
         if rows is False:
             raise _Fallback(f"window {full} shrunk to {window}: torchvision's bias "
                             "(relative_position_index[:n, :n] of the full window) is not a "
                             "relative position bias of the smaller window")
-        table = m.relative_position_bias_table.detach()[torch.from_numpy(rows)]
+        table = m.relative_position_bias_table.detach()[rows]
         return self.table(table, window, heads, None, dtype)
 
     def run(self, torch, m, x):
