@@ -279,7 +279,7 @@ def register() -> None:
         if _registered:
             return
         torch = _torch()
-        from . import masks, patching, timm_patches, torchvision_patches
+        from . import masks, patching, timm_patches, torchvision_patches, windows
 
         @torch.library.custom_op("swin_opt::window_attention", mutates_args=(), schema=(
             "(Tensor q, Tensor k, Tensor v, Tensor? table, Tensor? pad_qkv, str config) "
@@ -311,6 +311,7 @@ def register() -> None:
 
         # run at trace time only under torch.compile; their results are graph constants
         for fn in (resolve_spec, index_ok, masks.constant_match, patching._note_reason,
-                   timm_patches._cr_pairs, torchvision_patches._checked_sub_rows):
+                   timm_patches._cr_pairs, torchvision_patches._checked_sub_rows,
+                   windows._constant_virtual_match, windows._region_labels):
             torch.compiler.assume_constant_result(fn)
         _registered = True

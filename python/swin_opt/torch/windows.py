@@ -118,22 +118,40 @@ def match_window_mask(torch, mask, window):
         res, shift = result
         grid = (res[0] // window[0], res[1] // window[1])
         return WindowMask(tuple(res), tuple(shift), grid, grid, (0, 0))
-    virtual = _virtual.match(torch, mask, window)
+    if torch.compiler.is_compiling():  # at trace time only (ops.register)
+        virtual = _constant_virtual_match(mask, window)
+    else:
+        virtual = _virtual.match(torch, mask, window)
     if virtual is None:
         raise _Fallback("mask is not a Swin shift mask this kernel reproduces")
     return virtual
 
 
-def _region_onehot(torch, wm: WindowMask, window, dtype):
-    """``[grid windows, N, 9]``: one-hot of each token's shift region (Swin's labels)."""
+def _constant_virtual_match(mask, window):
+    """``_virtual.match`` for torch.compile: marked ``assume_constant_result`` by
+    ops.register (run once at trace time on the real mask; a graph constant)."""
+    return _virtual.match(sys.modules["torch"], mask, tuple(window))
+
+
+def _region_labels(resolution, shift, grid, window) -> tuple:
+    """Swin's shift-region label of each token, ``[grid windows][N]`` as nested tuples
+    (NumPy; marked ``assume_constant_result`` by ops.register, so plain tuples in)."""
     labels = []
-    for r, w, s in zip(wm.resolution, window, wm.shift):
+    for r, w, s in zip(resolution, window, shift):
         x = np.arange(r)
         labels.append((x >= r - w).astype(np.int64) + (x >= r - s) if s else np.zeros(r, np.int64))
     img = labels[0][:, None] * 3 + labels[1][None, :]
-    gh, gw = wm.grid
+    gh, gw = grid
     win = img.reshape(gh, window[0], gw, window[1]).transpose(0, 2, 1, 3).reshape(gh * gw, -1)
-    return torch.nn.functional.one_hot(torch.from_numpy(win), 9).to(dtype)
+    return tuple(tuple(int(v) for v in row) for row in win)
+
+
+def _region_onehot(torch, wm: WindowMask, window, dtype):
+    """``[grid windows, N, 9]``: one-hot of each token's shift region (Swin's labels)."""
+    labels = _region_labels(tuple(wm.resolution), tuple(wm.shift), tuple(wm.grid),
+                            tuple(window))
+    win = torch.tensor(labels, dtype=torch.int64)
+    return torch.nn.functional.one_hot(win, 9).to(dtype)
 
 
 def run_windows(patch, torch, q, k, v, table, window, scale, dtype, mask, *,
