@@ -19,7 +19,10 @@ shapes, made back to back outside the model (``alone``). Their ratio is the
 cost of running inside the model (threads, caches, first touches).
 
 ``--compile`` adds ``torch.compile`` (inductor) of the original and of the
-swapped model, timed alternately in the same way.
+swapped model, timed alternately in the same way. ``--openvino`` adds the
+original converted by OpenVINO (``openvino.convert_model``, f32, the same
+threads), the strongest whole-model CPU runtime installed here, timed in the
+same rounds.
 
 Needs torch, and timm / torchvision / transformers for their rows (a missing
 one is skipped), and ``swin-aot`` (``$SWIN_AOT`` or ``build/bin/swin-aot``).
@@ -142,8 +145,24 @@ def relative_error(torch, got, want) -> float:
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
+def openvino_forward(torch, model, x, threads: int):
+    """``model`` converted and compiled by OpenVINO for the CPU (f32, ``threads``),
+    as a function of no arguments on ``x``, or None without openvino."""
+    try:
+        import openvino
+    except ImportError:
+        return None
+    converted = openvino.convert_model(model, example_input=x)
+    compiled = openvino.Core().compile_model(
+        converted, "CPU", {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
+                           "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    inputs = {0: x.numpy()}
+    return lambda: request.infer(inputs)[0]
+
+
 def bench_model(torch, name: str, batch: int, repeat: int, compile_too: bool,
-                clock: KernelClock) -> dict:
+                clock: KernelClock, openvino_too: bool = False) -> dict:
     from swin_opt.torch import patch_stats, swap_attention
 
     torch.manual_seed(0)
@@ -164,6 +183,13 @@ def bench_model(torch, name: str, batch: int, repeat: int, compile_too: bool,
         kernel_calls = sum(s["kernel_calls"] for s in patch_stats(swapped))
         row["kernel_calls_per_forward"] = kernel_calls
         fns = {"original": lambda: original(x), "swapped": lambda: swapped(x)}
+        if openvino_too:
+            ov = openvino_forward(torch, original, x, torch.get_num_threads())
+            if ov is not None:
+                ov_out = torch.from_numpy(ov())
+                row["openvino_rel_error"] = relative_error(
+                    torch, ov_out.reshape(want.shape), want)
+                fns["openvino"] = ov
         times = alternate(torch, fns, repeat)
         row.update({f"{k}_ms": v * 1e3 for k, v in times.items()})
         row["speedup"] = times["original"] / times["swapped"]
@@ -203,6 +229,9 @@ def print_table(rows: List[dict], compile_too: bool) -> None:
             f"{'kernels':>10}{'alone':>9}{'ratio':>7}")
     if compile_too:
         head += f"{'compiled':>11}{'+swapped':>11}{'speed-up':>10}"
+    openvino = any("openvino_ms" in r for r in rows)
+    if openvino:
+        head += f"{'OpenVINO':>10}"
     print(head)
     print(f"{'':<13}{'':>6}{'ms':>11}{'ms':>11}{'':>10}{'in model':>10}{'ms':>9}")
     for r in rows:
@@ -212,6 +241,8 @@ def print_table(rows: List[dict], compile_too: bool) -> None:
         if compile_too:
             line += (f"{r['compiled_original_ms']:>11.1f}{r['compiled_swapped_ms']:>11.1f}"
                      f"{r['compiled_speedup']:>9.2f}x")
+        if openvino:
+            line += f"{r.get('openvino_ms', float('nan')):>10.1f}"
         print(line)
 
 
@@ -224,6 +255,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--repeat", type=int, default=6, help="alternating rounds (best of)")
     p.add_argument("--compile", action="store_true", help="also time torch.compile (inductor)")
+    p.add_argument("--openvino", action="store_true",
+                   help="also time the original converted by OpenVINO (when installed)")
     p.add_argument("--json", type=Path, help="write the rows to this file")
     return p.parse_args(argv)
 
@@ -253,7 +286,8 @@ def main(argv=None) -> int:
                 print(f"skipping {name}: {exc}", file=sys.stderr)
                 continue
             for batch in args.batch:
-                rows.append(bench_model(torch, name, batch, args.repeat, args.compile, clock))
+                rows.append(bench_model(torch, name, batch, args.repeat, args.compile, clock,
+                                        args.openvino))
                 print(f"  {name} batch {batch}: {rows[-1]['speedup']:.2f}x", file=sys.stderr)
     finally:
         clock.uninstall()
