@@ -95,6 +95,9 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(arith::createArithExpandOpsPass(expand));
   pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
+  // What has no LLVM intrinsic (math.erf of an imported GELU, tan, ...)
+  // calls libm, which the kernels link anyway.
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

@@ -45,3 +45,19 @@ func.func @attention_3d_f16(%q: tensor<?x1x18x8xf16>, %t: tensor<75x1xf16>) -> t
          bias(%b : tensor<1x18x18xf16>) mask(%m : tensor<8x18x18xf16>) -> tensor<?x18x8xf16>
   return %0 : tensor<?x18x8xf16>
 }
+
+// Element-wise math without an LLVM intrinsic (GELU's erf in an imported
+// model) becomes a libm call.
+// LLVM-LABEL: define {{.*}} @gelu_erf(
+// LLVM: call float @erff(float
+func.func @gelu_erf(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %init = tensor.empty() : tensor<4x8xf32>
+  %0 = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.erf %in : f32
+    linalg.yield %e : f32
+  } -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
