@@ -37,12 +37,11 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-import swin_opt  # noqa: E402
 from swin_opt.compiler import Kernel  # noqa: E402
 
 TOLERANCE = 1e-4

@@ -450,3 +450,38 @@ def test_transformers_model(torch, hf, opts, img, window):
         model = hf.SwinForImageClassification(config)
     _sharpen(torch, model)
     _compare_model(torch, model, torch.randn(2, 3, img, img), 4, opts)
+
+
+# --------------------------------------------------------------------------- #
+# The projections around the kernels (oneDNN for float32 in eager mode)
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", [(37, 24), (3, 41, 24)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_projection_matches_linear(torch, dtype, shape, with_bias):
+    from swin_opt.torch.patching import _linear, _project
+
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(0)
+    layer = torch.nn.Linear(24, 56, bias=with_bias).to(dt)
+    x = torch.randn(*shape, generator=gen).to(dt)
+    with torch.inference_mode():
+        want = torch.nn.functional.linear(x, layer.weight, layer.bias)
+        for got in (_linear(torch, x, layer.weight, layer.bias), _project(torch, layer, x)):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            tol = 1e-5 if dtype == "float32" else 2e-2
+            assert (got - want).abs().max().item() <= tol * want.abs().max().item()
+
+
+def test_projection_calls_other_modules(torch):
+    """A projection that is not a plain nn.Linear (quantized, LoRA, ...) is called as is."""
+    from swin_opt.torch.patching import _project
+
+    class Doubling(torch.nn.Linear):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    layer = Doubling(8, 8)
+    x = torch.randn(4, 8)
+    with torch.inference_mode():
+        assert torch.equal(_project(torch, layer, x), layer(x))

@@ -9,8 +9,8 @@ import numpy as np
 
 from .. import reference as _ref
 from .masks import NO_MASK, _matcher
-from .patching import (_Fallback, _Patch, _cosine_qk, _packed_inputs, _pad_rows, _qkv_packed,
-                       _qkv_windows)
+from .patching import (_Fallback, _Patch, _cosine_qk, _linear, _packed_inputs, _pad_rows,
+                       _project, _qkv_packed, _qkv_windows)
 from .windows import run_windows
 
 
@@ -39,12 +39,12 @@ class _TimmAttention(_Patch):
             raise _Fallback(f"{n} tokens per window, window is {window}")
         table, scale, qkv_bias, logit_scale = self.attention_core(
             torch, m, window, heads, x.dtype, _timm_qkv_bias(torch, m), getattr(m, "scale", None))
-        qkv = torch.nn.functional.linear(x, m.qkv.weight, qkv_bias)
+        qkv = _linear(torch, x, m.qkv.weight, qkv_bias)
         q, k, v = _qkv_windows(torch, qkv, b, n, heads, head_dim)
         _cosine_qk(torch, q, k, logit_scale, head_axis=1)
         # run_windows also takes the masks of always_partition's one-window maps
         out = run_windows(self, torch, q, k, v, table, window, scale, dtype, mask)
-        return m.proj_drop(m.proj(out))
+        return m.proj_drop(_project(torch, m.proj, out))
 
 
 class _TimmBlock(_Patch):
@@ -86,7 +86,7 @@ class _TimmBlock(_Patch):
         qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
                                       heads, head_dim, logit_scale)
         out = kern(qkv, table, pad_qkv=pad_qkv)
-        out = attn.proj_drop(attn.proj(out))
+        out = attn.proj_drop(_project(torch, attn.proj, out))
         return out.view(b, h, w, -1)
 
 
@@ -167,10 +167,10 @@ class _TimmCrAttention(_Patch):
         if n != window[0] * window[1]:
             raise _Fallback(f"{n} tokens per window, window is {window}")
         table = self._table(torch, m, window, heads, x.dtype)
-        q, k, v = _qkv_windows(torch, m.qkv(x), b, n, heads, head_dim)
+        q, k, v = _qkv_windows(torch, _project(torch, m.qkv, x), b, n, heads, head_dim)
         _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
         out = run_windows(self, torch, q, k, v, table, window, 1.0, dtype, mask)
-        return m.proj_drop(m.proj(out))
+        return m.proj_drop(_project(torch, m.proj, out))
 
 
 class _TimmCrBlock(_Patch):
@@ -225,4 +225,4 @@ class _TimmCrBlock(_Patch):
         per_head = pad_qkv.view(3, heads, head_dim)
         _cosine_qk(torch, per_head[0], per_head[1], attn.logit_scale, head_axis=0)
         out = kern(qkv, table, pad_qkv=pad_qkv)
-        return attn.proj_drop(attn.proj(out)).view(b, h, w, c)
+        return attn.proj_drop(_project(torch, attn.proj, out)).view(b, h, w, c)

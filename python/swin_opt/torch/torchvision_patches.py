@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from .. import reference as _ref
-from .patching import _Fallback, _Patch, _cosine_qk, _packed_inputs, _qkv_windows
+from .patching import (_Fallback, _Patch, _cosine_qk, _linear, _packed_inputs,
+                       _qkv_windows)
 
 
 class _TorchvisionAttention(_Patch):
@@ -41,7 +42,7 @@ class _TorchvisionAttention(_Patch):
                 qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), m.qkv.weight,
                                               qkv_bias, heads, head_dim, logit_scale)
                 out = kern(qkv, table, pad_qkv=pad_qkv)
-                return F.linear(out, m.proj.weight, m.proj.bias).view(b, h, w, c)
+                return _linear(torch, out, m.proj.weight, m.proj.bias).view(b, h, w, c)
         # window layout: pad, roll and partition in torch exactly as torchvision does
         xp = F.pad(x, (0, 0, 0, pad_w - w, 0, pad_h - h))
         if any(shift):
@@ -54,10 +55,10 @@ class _TorchvisionAttention(_Patch):
         kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg)
         if kern.config.window != window or (any(shift) and kern.config.shift != shift):
             raise _Fallback("kernel configuration differs from torchvision's")
-        q, k, v = _qkv_windows(torch, F.linear(xw, m.qkv.weight, qkv_bias), xw.shape[0], n,
+        q, k, v = _qkv_windows(torch, _linear(torch, xw, m.qkv.weight, qkv_bias), xw.shape[0], n,
                                heads, head_dim)
         _cosine_qk(torch, q, k, logit_scale, head_axis=1)
-        out = F.linear(kern(q, k, v, table), m.proj.weight, m.proj.bias)
+        out = _linear(torch, kern(q, k, v, table), m.proj.weight, m.proj.bias)
         out = out.view(b, nh, nw, window[0], window[1], c).permute(0, 1, 3, 2, 4, 5)
         out = out.reshape(b, pad_h, pad_w, c)
         if any(shift):
@@ -131,7 +132,6 @@ class _TorchvisionAttention3d(_Patch):
         return self.table(table, window, heads, None, dtype)
 
     def run(self, torch, m, x):
-        F = torch.nn.functional
         dtype = self.common_checks(torch, m, x)
         if x.dim() != 5:
             raise _Fallback("expected [B, T, H, W, C]")
@@ -153,4 +153,4 @@ class _TorchvisionAttention3d(_Patch):
         qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, t * h * w, c), m.qkv.weight,
                                       m.qkv.bias, heads, head_dim, None)
         out = kern(qkv, table, pad_qkv=pad_qkv)
-        return F.linear(out, m.proj.weight, m.proj.bias).view(b, t, h, w, c)
+        return _linear(torch, out, m.proj.weight, m.proj.bias).view(b, t, h, w, c)

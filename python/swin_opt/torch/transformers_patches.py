@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from .patching import _Fallback, _Patch, _cosine_qk, _heads_first
+from .patching import _Fallback, _Patch, _cosine_qk, _heads_first, _project
 from .windows import run_windows
 
 #: Attention classes of transformers that add the shift mask to the scores twice
@@ -32,7 +32,7 @@ class _HFAttention(_Patch):
                             rpb.relative_position_bias_table,
                             getattr(rpb, "relative_position_index", None),
                             (m.q_proj, m.k_proj, m.v_proj))
-        return m.o_proj(out), None
+        return _project(torch, m.o_proj, out), None
 
 
 def _hf_attention(patch, torch, m, hidden_states, attention_mask, window_size, heads, head_dim,
@@ -50,7 +50,8 @@ def _hf_attention(patch, torch, m, hidden_states, attention_mask, window_size, h
         table = m.continuous_position_bias_mlp(m.relative_coords_table).reshape(-1, heads)
         table = 16.0 * torch.sigmoid(table)
     table = patch.table(table, window, heads, index, hidden_states.dtype)
-    q, k, v = (_heads_first(p(hidden_states), b, n, heads, head_dim) for p in projections)
+    q, k, v = (_heads_first(_project(torch, p, hidden_states), b, n, heads, head_dim)
+               for p in projections)
     if cpb:
         _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
         scale = 1.0
