@@ -137,6 +137,21 @@ def test_op_packed_tokens(torch, ops, kernel_cache):
                           (qkv, table, None, key))
 
 
+def test_op_linear(torch, ops):
+    """swin_opt::linear (the oneDNN projections, opaque to inductor) is F.linear's numbers."""
+    ops.register()
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("torch built without oneDNN")
+    gen = torch.Generator().manual_seed(4)
+    x, w, b = (torch.randn(*s, generator=gen) for s in ((3, 5, 24), (40, 24), (40,)))
+    with torch.no_grad():
+        out = torch.ops.swin_opt.linear(x, w, b)
+        want = torch.nn.functional.linear(x, w, b)
+    assert out.shape == (3, 5, 40)
+    assert (out - want).abs().max().item() <= 1e-5 * want.abs().max().item()
+    torch.library.opcheck(torch.ops.swin_opt.linear.default, (x, w, None))
+
+
 @pytest.mark.aot
 def test_op_refuses_to_cut_the_graph(torch, ops, kernel_cache):
     window = (4, 4)

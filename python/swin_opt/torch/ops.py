@@ -1,5 +1,6 @@
 """The kernels as PyTorch operators: ``torch.ops.swin_opt.window_attention`` and
-``torch.ops.swin_opt.window_attention_packed``.
+``torch.ops.swin_opt.window_attention_packed``, and the oneDNN projections
+around them, ``torch.ops.swin_opt.linear``.
 
 Schemas::
 
@@ -7,6 +8,7 @@ Schemas::
                                Tensor? pad_qkv, str config) -> Tensor
     swin_opt::window_attention_packed(Tensor qkv, Tensor? table, Tensor? pad_qkv,
                                       str config) -> Tensor
+    swin_opt::linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor
 
 ``config`` names the kernel: a canonical JSON object of the arguments of
 :func:`swin_opt.torch.compile_kernel` (window, heads, head_dim and the
@@ -304,8 +306,20 @@ def register() -> None:
         def _(qkv, table, pad_qkv, config):  # [B, L, 3, heads, d] -> [B, L, heads * d]
             return qkv.new_empty((qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4]))
 
+        @torch.library.custom_op("swin_opt::linear", mutates_args=(), schema=(
+            "(Tensor x, Tensor weight, Tensor? bias) -> Tensor"))
+        def linear(x, weight, bias):
+            """``x @ weightᵀ + bias`` through oneDNN, opaque to inductor (see
+            :func:`swin_opt.torch.patching._linear`)."""
+            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+        @linear.register_fake
+        def _(x, weight, bias):
+            return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
         for op, name in ((window_attention, "window_attention"),
-                         (window_attention_packed, "window_attention_packed")):
+                         (window_attention_packed, "window_attention_packed"),
+                         (linear, "linear")):
             setup, backward = _no_grad_error(name)
             op.register_autograd(backward, setup_context=setup)
 

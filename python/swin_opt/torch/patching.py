@@ -248,12 +248,16 @@ def _linear(torch, x, weight, bias=None):
     (``torch.ops.mkldnn._linear_pointwise``): on the projections of a Swin
     block it runs 2.2-2.5x faster than ``F.linear``'s MKL ``addmm`` on AMD
     EPYC (about 480 against 190 GFLOP/s on 2 cores, the same numbers to
-    rounding), and no slower elsewhere. Everything else, and every call
-    while ``torch.compile`` traces (inductor picks its own GEMMs), is
-    ``F.linear``. ``SWIN_OPT_ONEDNN=0`` turns the oneDNN path off.
+    rounding), and no slower elsewhere. While ``torch.compile`` traces, the
+    same call is wrapped in the custom op ``swin_opt::linear``, which
+    inductor calls as it is (it lowers ``mkldnn._linear_pointwise`` itself
+    only for frozen, constant weights). Everything else is ``F.linear``;
+    ``SWIN_OPT_ONEDNN=0`` turns the oneDNN path off.
     """
     if (_onednn_linear(torch) and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and x.device.type == "cpu" and not _compiling(torch)):
+            and x.device.type == "cpu"):
+        if _compiling(torch):
+            return torch.ops.swin_opt.linear(x, weight, bias)
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return torch.nn.functional.linear(x, weight, bias)
 
