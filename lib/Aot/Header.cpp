@@ -21,6 +21,24 @@ static std::string joinExtents(ArrayRef<int64_t> values, StringRef separator) {
       separator);
 }
 
+/// Who runs a CPU kernel's items, for the header's comment.
+static std::string cpuThreadsComment(ThreadRuntime runtime) {
+  switch (runtime) {
+  case ThreadRuntime::None:
+    return " * Runs on the calling thread.\n";
+  case ThreadRuntime::GnuOpenMP:
+    return " * Splits its (window, head) items over the calling thread's "
+           "OpenMP "
+           "team\n * (GNU libgomp, the runtime PyTorch uses): OMP_NUM_THREADS "
+           "or\n"
+           " * omp_set_num_threads sets its size.\n";
+  case ThreadRuntime::LlvmOpenMP:
+    return " * Runs on all cores through OpenMP (LLVM libomp); OMP_NUM_THREADS "
+           "sets\n * the number of threads.\n";
+  }
+  llvm_unreachable("unknown thread runtime");
+}
+
 void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   KernelAbi abi = getKernelAbi(config);
   std::string upper = llvm::StringRef(config.name).upper();
@@ -109,8 +127,7 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
                                   "head)), else a thread per query row.\n"
                                 : "a thread per query row (no m16n8k16 "
                                   "tensor cores\n * on this chip).\n")
-             : std::string(" * Runs on all cores through OpenMP; "
-                           "OMP_NUM_THREADS sets the number of threads.\n"))
+             : cpuThreadsComment(config.threadRuntime()))
      << " */\n"
      << "#ifndef " << upper << "_H\n#define " << upper << "_H\n\n"
      << "#include <stdint.h>\n"
