@@ -47,6 +47,42 @@ class _TimmAttention(_Patch):
         return m.proj_drop(_project(torch, m.proj, out))
 
 
+def _block_input(x):
+    """``(B, H, W, C)`` of a timm block's feature map."""
+    if x.dim() != 4:
+        raise _Fallback("expected [B, H, W, C]")
+    return x.shape
+
+
+def _block_window(blk):
+    """The window of a timm block (Swin, SwinV2 or SwinV2-CR), the same as its attention's."""
+    window = tuple(int(s) for s in blk.window_size)
+    if window != tuple(int(s) for s in blk.attn.window_size):
+        raise _Fallback("block and attention window sizes differ")
+    return window
+
+
+def _block_kernel(patch, blk, resolution, window, heads, head_dim, scale, dtype):
+    """The packed-qkv token-layout kernel of a timm block (shift, then pad) on a map
+    of ``resolution``, after checking that the mask timm stored for the block is the
+    shift mask the kernel builds and that Swin's small-map rule keeps the window."""
+    shift = tuple(int(s) for s in blk.shift_size)
+    padded = tuple(-(-r // s) * s for r, s in zip(resolution, window))
+    if not getattr(blk, "dynamic_mask", False):
+        # timm applies its stored mask; make sure it is the one the kernel builds
+        mask = getattr(blk, "attn_mask", None)
+        want = NO_MASK if not any(shift) else (padded, shift)
+        got = NO_MASK if mask is None else _matcher.match(mask, window)
+        if got != want:
+            raise _Fallback("stored attn_mask does not match the block's resolution/shift")
+    kern = patch.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
+                        resolution=resolution, shift=shift, packed_qkv=True,
+                        padding="shift_then_pad" if padded != tuple(resolution) else None)
+    if tuple(kern.config.window) != window or tuple(kern.config.shift) != shift:
+        raise _Fallback("Swin's small-map rule changes this block's window")
+    return kern
+
+
 class _TimmBlock(_Patch):
     """``SwinTransformerBlock._attn(x)`` of timm's swin_transformer and (SwinV2)
     swin_transformer_v2 (token layout)."""
@@ -57,32 +93,15 @@ class _TimmBlock(_Patch):
     def run(self, torch, blk, x):
         attn = blk.attn
         dtype = self.common_checks(torch, blk, x)
-        if x.dim() != 4:
-            raise _Fallback("expected [B, H, W, C]")
-        b, h, w, c = x.shape
-        window = tuple(int(s) for s in blk.window_size)
-        shift = tuple(int(s) for s in blk.shift_size)
-        if window != tuple(attn.window_size):
-            raise _Fallback("block and attention window sizes differ")
-        padded = tuple(-(-r // s) * s for r, s in zip((h, w), window))
-        if not getattr(blk, "dynamic_mask", False):
-            # timm applies its stored mask; make sure it is the one the kernel builds
-            mask = getattr(blk, "attn_mask", None)
-            want = NO_MASK if not any(shift) else (padded, shift)
-            got = NO_MASK if mask is None else _matcher.match(mask, window)
-            if got != want:
-                raise _Fallback("stored attn_mask does not match the block's resolution/shift")
+        b, h, w, c = _block_input(x)
+        window = _block_window(blk)
         heads = attn.num_heads
         attn_dim = attn.qkv.out_features // 3
         head_dim = attn_dim // heads
         table, scale, qkv_bias, logit_scale = self.attention_core(
             torch, attn, window, heads, x.dtype, _timm_qkv_bias(torch, attn),
             getattr(attn, "scale", None))
-        kern = self.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
-                           resolution=(h, w), shift=shift, packed_qkv=True,
-                           padding="shift_then_pad" if padded != (h, w) else None)
-        if kern.config.window != window or kern.config.shift != shift:
-            raise _Fallback("Swin's small-map rule changes this block's window")
+        kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, scale, dtype)
         qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
                                       heads, head_dim, logit_scale)
         out = kern(qkv, table, pad_qkv=pad_qkv)
@@ -196,28 +215,12 @@ class _TimmCrBlock(_Patch):
     def run(self, torch, blk, x):
         attn = blk.attn
         dtype = self.common_checks(torch, blk, x)
-        if x.dim() != 4:
-            raise _Fallback("expected [B, H, W, C]")
-        b, h, w, c = x.shape
-        window = tuple(int(s) for s in blk.window_size)
-        shift = tuple(int(s) for s in blk.shift_size)
-        if window != tuple(int(s) for s in attn.window_size):
-            raise _Fallback("block and attention window sizes differ")
-        padded = tuple(-(-r // s) * s for r, s in zip((h, w), window))
-        if not getattr(blk, "dynamic_mask", False):
-            mask = getattr(blk, "attn_mask", None)
-            want = NO_MASK if not any(shift) else (padded, shift)
-            got = NO_MASK if mask is None else _matcher.match(mask, window)
-            if got != want:
-                raise _Fallback("stored attn_mask does not match the block's resolution/shift")
+        b, h, w, c = _block_input(x)
+        window = _block_window(blk)
         heads = attn.num_heads
         head_dim = c // heads
         table = _cr_table(self, torch, attn, window, heads, x.dtype)
-        kern = self.kernel(window, heads, head_dim, 1.0, dtype, layout="tokens",
-                           resolution=(h, w), shift=shift, packed_qkv=True,
-                           padding="shift_then_pad" if padded != (h, w) else None)
-        if tuple(kern.config.window) != window or tuple(kern.config.shift) != shift:
-            raise _Fallback("Swin's small-map rule changes this block's window")
+        kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, 1.0, dtype)
         qkv = _qkv_packed(torch, x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias,
                           heads, head_dim)
         _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], attn.logit_scale, head_axis=2)
