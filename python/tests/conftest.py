@@ -112,3 +112,15 @@ def fake_aot(tmp_path_factory) -> Path:
     )
     wrapper.chmod(0o755)
     return wrapper
+
+
+@pytest.fixture(scope="module")
+def torch():
+    """The torch module (the test skips without it)."""
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def opts(aot_path, kernel_cache):
+    """Compile options for swap_attention: a per-module kernel cache."""
+    return {"cache_dir": kernel_cache}

@@ -16,7 +16,6 @@ above the tolerance.
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -24,6 +23,7 @@ import pytest
 
 from swin_opt import reference as ref
 from swin_opt import torch as st
+from torch_weights import sharpen as _sharpen
 
 RTOL = 1e-4
 
@@ -89,36 +89,6 @@ def test_match_shift_mask_rejects():
 # --------------------------------------------------------------------------- #
 # Fixtures
 # --------------------------------------------------------------------------- #
-@pytest.fixture(scope="module")
-def torch():
-    return pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="module")
-def opts(aot_path, kernel_cache):
-    """compile options for swap_attention: a per-module kernel cache."""
-    return {"cache_dir": kernel_cache}
-
-
-def _sharpen(torch, model, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "relative_position_bias_table" in name:
-                p.copy_(torch.randn(p.shape, generator=gen))
-            elif name.endswith("logit_scale"):  # SwinV2: s_h = exp(.) in [2, 200], clamped at 100
-                p.copy_(torch.empty(p.shape).uniform_(math.log(2), math.log(200), generator=gen))
-            elif p.dim() == 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * (2.0 / p.shape[1] ** 0.5))
-            elif "bias" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-            elif p.dim() == 1 and name.endswith("weight") and not p.any():
-                # timm's SwinV2 zero-inits the post-norms of the residual
-                # branches: the attention would not reach the output at all
-                p.fill_(1.0)
-    return model
-
-
 def _logits(y):
     return getattr(y, "logits", y)
 

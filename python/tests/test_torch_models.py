@@ -35,35 +35,9 @@ from unittest import mock
 import pytest
 
 from swin_opt import torch as st
+from torch_weights import sharpen as _sharpen
 
 RTOL = 1e-4
-
-
-@pytest.fixture(scope="module")
-def torch():
-    return pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="module")
-def opts(aot_path, kernel_cache):
-    return {"cache_dir": kernel_cache}
-
-
-def _sharpen(torch, model, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "relative_position_bias_table" in name:
-                p.copy_(torch.randn(p.shape, generator=gen))
-            elif name.endswith("logit_scale"):  # s_h = exp(.) in [2, 200], clamped at 100
-                p.copy_(torch.empty(p.shape).uniform_(math.log(2), math.log(200), generator=gen))
-            elif p.dim() == 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * (2.0 / p.shape[1] ** 0.5))
-            elif "bias" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-            elif p.dim() == 1 and name.endswith("weight") and not p.any():
-                p.fill_(1.0)  # zero-initialised post-norms would hide the attention
-    return model.eval()
 
 
 def _tensor(y):

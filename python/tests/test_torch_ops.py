@@ -18,19 +18,10 @@ import pytest
 
 from swin_opt import reference as ref
 from swin_opt import torch as st
+from torch_weights import sharpen as _sharpen
 
 RTOL = 1e-4
 N_LAYERS = 4
-
-
-@pytest.fixture(scope="module")
-def torch():
-    return pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="module")
-def opts(aot_path, kernel_cache):
-    return {"cache_dir": kernel_cache}
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +30,6 @@ def ops(torch):
 
     ops.register()
     return ops
-
-
-def _sharpen(torch, model, seed=0):
-    """Weights with larger variances than timm's init (see test_torch.py)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "relative_position_bias_table" in name:
-                p.copy_(torch.randn(p.shape, generator=gen))
-            elif p.dim() == 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * (2.0 / p.shape[1] ** 0.5))
-            elif "bias" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    return model
 
 
 @pytest.fixture
