@@ -256,7 +256,7 @@ def _linear(torch, x, weight, bias=None):
     """
     if (_onednn_linear(torch) and x.dtype == torch.float32 and weight.dtype == torch.float32
             and x.device.type == "cpu"):
-        if _compiling(torch):
+        if torch.compiler.is_compiling():
             return torch.ops.swin_opt.linear(x, weight, bias)
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return torch.nn.functional.linear(x, weight, bias)
@@ -279,11 +279,6 @@ def _onednn_linear(torch) -> bool:
                    and torch.backends.mkldnn.is_available()
                    and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
     return _ONEDNN
-
-
-def _compiling(torch) -> bool:
-    compiler_mod = getattr(torch, "compiler", None)
-    return compiler_mod is not None and compiler_mod.is_compiling()
 
 
 def _qkv_windows(torch, qkv, b, n, heads, head_dim):
