@@ -50,6 +50,10 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context,
 
 //===--- CPU: entry point and code generation ---------------------------===//
 
+/// The module's function that sums the threads' partial table gradients
+/// (`--grad`): `NAME_backward_sum_tables`.
+std::string getTableGradientSumName(const KernelConfig &config);
+
 /// Lowers the module of buildKernelModule to the LLVM dialect and adds the
 /// C entry point of the ABI (EntryPoint.cpp); every other function becomes
 /// internal.

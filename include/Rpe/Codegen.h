@@ -62,10 +62,12 @@ struct FusedKernelOptions {
   unsigned smVersion = kMmaM16N8K16MinSmVersion;
 };
 
-/// Replaces the bufferized `op` by its kernel, built where the op is.
-/// Fails, with an error on the op, when the options ask for a kernel the op
-/// cannot have.
-LogicalResult emitFusedKernel(RewriterBase &rewriter, FusedWindowAttentionOp op,
+/// Replaces the bufferized `op` (a fused attention or its gradient) by its
+/// kernel, built where the op is. Fails, with an error on the op, when the
+/// options ask for a kernel the op cannot have. The gradient has one
+/// kernel, the CPU tiles form: `strategy` chooses among the forward's.
+LogicalResult emitFusedKernel(RewriterBase &rewriter,
+                              FusedAttentionOpInterface op,
                               const FusedKernelOptions &options);
 
 } // namespace mlir::rpe

@@ -12,6 +12,8 @@
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "Rpe/RpeInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "Rpe/RpeOps.h.inc"
 

@@ -5,6 +5,7 @@
 
 include "Rpe/RpeAttrs.td"
 include "Rpe/RpeDialect.td"
+include "Rpe/RpeInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
@@ -293,6 +294,7 @@ def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
 
 def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
     DestinationStyleOpInterface,
+    Rpe_FusedAttentionOpInterface,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DeclareOpInterfaceMethods<BufferizableOpInterface,
         ["bufferizesToMemoryRead", "bufferizesToMemoryWrite",
@@ -400,21 +402,90 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
   }];
   let extraClassDeclaration = [{
     MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
-    ShapedType getQueryType() { return cast<ShapedType>(getQuery().getType()); }
-    int64_t getNumHeads() {
-      return cast<ShapedType>(getTable().getType()).getDimSize(1);
-    }
-    int64_t getNumTokens();
-    int64_t getHeadDim();
-    /// q, k, v and the destination are token-layout feature maps.
-    bool hasTokenLayout() { return getImage().has_value(); }
-    /// The shifted-window mask applies: a non-zero shift.
-    bool hasShiftMask();
-    bool isShiftThenPad() {
-      return getPadding() == PaddingOrder::ShiftThenPad;
-    }
-    bool hasMergedHeadsResult() {
-      return cast<ShapedType>(getInit().getType()).getRank() == 3;
+    ::mlir::Value getAttentionOutput() { return getInit(); }
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// rpe.fused_window_attention_grad
+//===----------------------------------------------------------------------===//
+
+def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
+    Rpe_FusedAttentionOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Gradients of a fused window attention: q, k, v and the "
+                "compact table";
+  let description = [{
+    The backward of `rpe.fused_window_attention` with the same attributes
+    and layouts: given the forward's operands, its output `out` and the
+    output's gradient `dout` (both in the output's layout), it writes the
+    gradients of q, k, v (in their layout) and of the compact table:
+
+    ```
+    P       = softmax_j(S),  S[i, j] = scale q_i · k_j + table[idx(i, j), h]
+                                        (+ mask_value between regions)
+    D_i     = dout_i · out_i
+    dS[i,j] = P[i, j] (dout_i · v_j - D_i)
+    dq_i    = scale sum_j dS[i, j] k_j      dv_j = sum_i P[i, j] dout_i
+    dk_j    = scale sum_i dS[i, j] q_i
+    dtable[t, h] = sum over windows and (i, j) with idx(i, j) = t of dS[i, j]
+    ```
+
+    `dtable` is overwritten with the sum over every window of the operands.
+    The mask is a constant and has no gradient. In the token layout the
+    shift, padding and partition are addressing, and so is their adjoint:
+    every image token is one window token, whose gradient row it receives;
+    padded tokens are zeros (no padding values) and get no gradient. With
+    `packed_qkv`, q, k, v are one `[batch, L, 3C]` map and so are dq, dk,
+    dv.
+
+    P is recomputed from q, k and the table (a window's scores fit in
+    cache), so the forward saves nothing but its output. The op is on
+    buffers only: it is built by `swin-aot --grad` and lowered by
+    `rpe-lower-fused-attention` (CPU tiles kernel).
+
+    Example:
+
+    ```mlir
+    rpe.fused_window_attention_grad
+        ins(%q, %k, %v, %table, %out, %dout
+            : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>,
+              memref<?x3x49x32xf32>, memref<169x3xf32>,
+              memref<?x49x96xf32>, memref<?x49x96xf32>)
+        outs(%dq, %dk, %dv, %dtable
+             : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>,
+               memref<?x3x49x32xf32>, memref<169x3xf32>)
+        {window = array<i64: 7, 7>, scale = 0.1767767 : f32,
+         resolution = array<i64: 56, 56>, shift = array<i64: 3, 3>}
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$query, AnyMemRef:$key, AnyMemRef:$value,
+                       AnyMemRef:$table, AnyMemRef:$out, AnyMemRef:$dout,
+                       AnyMemRef:$dquery, AnyMemRef:$dkey, AnyMemRef:$dvalue,
+                       AnyMemRef:$dtable,
+                       DenseI64ArrayAttr:$window, F32Attr:$scale,
+                       OptionalAttr<DenseI64ArrayAttr>:$resolution,
+                       OptionalAttr<DenseI64ArrayAttr>:$shift,
+                       DefaultValuedAttr<F64Attr,
+                           "::mlir::rpe::kSwinMaskValue">:$mask_value,
+                       OptionalAttr<DenseI64ArrayAttr>:$image,
+                       Rpe_DefaultPaddingOrder:$padding,
+                       UnitAttr:$packed_qkv);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `,` $table `,` $out `,` $dout `:`
+      type($query) `,` type($key) `,` type($value) `,` type($table) `,`
+      type($out) `,` type($dout) `)`
+    `outs` `(` $dquery `,` $dkey `,` $dvalue `,` $dtable `:` type($dquery) `,`
+      type($dkey) `,` type($dvalue) `,` type($dtable) `)`
+    attr-dict
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::Value getAttentionOutput() { return getOut(); }
+    /// Padded tokens are zeros: the gradient of padding rows is not
+    /// computed, so the op takes none.
+    ::mlir::OperandRange getPaddingValues() {
+      return getOperation()->getOperands().take_front(0);
     }
   }];
   let hasVerifier = 1;

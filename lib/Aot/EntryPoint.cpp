@@ -10,6 +10,12 @@
 // OpenMP team, each thread on its share of the items, or on the calling
 // thread alone for every item. Every other function becomes internal.
 //
+// With --grad, NAME_backward calls the gradient's kernel the same way. The
+// items add to one table gradient: on a team, each thread writes its own
+// (in a buffer the entry point allocates: one [T, heads] per thread), and
+// after a barrier the team sums them into dtable, each thread a range of
+// its entries, in a fixed order: no atomics, the same sums on every call.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Rpe/Aot.h"
@@ -48,8 +54,8 @@ namespace {
 class EntryPointBuilder {
 public:
   EntryPointBuilder(ModuleOp module, const KernelConfig &config,
-                    LLVM::LLVMFuncOp kernel)
-      : module(module), config(config), abi(getKernelAbi(config)),
+                    Direction direction, LLVM::LLVMFuncOp kernel)
+      : module(module), config(config), abi(getKernelAbi(config, direction)),
         kernel(kernel), b(module.getContext()), loc(kernel.getLoc()) {
     b.setInsertionPointToEnd(module.getBody());
     ptr = LLVM::LLVMPointerType::get(module.getContext());
@@ -78,12 +84,26 @@ private:
   /// new block of valid arguments.
   void checkArguments(Block *entry);
   /// Calls the kernel on the ABI arguments `arguments`; for a kernel of
-  /// rpe-item-range, on the items [begin, end).
-  void callKernel(ValueRange arguments, Value begin, Value end);
+  /// rpe-item-range, on the items [begin, end); with `tableGradient`
+  /// writing the table's gradient there instead of to dtable.
+  void callKernel(ValueRange arguments, Value begin, Value end,
+                  Value tableGradient = Value());
   /// `GOMP_parallel(worker, &arguments, 0, 0)`: the team of the calling
   /// thread (its OMP_NUM_THREADS, or torch.set_num_threads in PyTorch)
-  /// splits the items evenly.
+  /// splits the items evenly. Backward: the threads' partial table
+  /// gradients are summed by the team; nothing runs, and 2 is returned,
+  /// when their buffer cannot be allocated.
   void runOnTeam(ValueRange arguments);
+  /// [t q + min(t, r), ...): the first of `total` things thread `thread`
+  /// of `threads` takes, q = total / threads, r = total % threads.
+  Value firstOfShare(Value total, Value threads, Value thread);
+  /// Backward, in the worker: dtable[e] = sum of the `threads` partial
+  /// gradients at `partials`, for this thread's share of the entries.
+  void sumTableGradients(ValueRange arguments, Value partials, Value thread,
+                         Value threads);
+  int64_t tableEntries() const {
+    return config.numTableRows() * config.heads;
+  }
 
   ModuleOp module;
   const KernelConfig &config;
@@ -141,12 +161,14 @@ void EntryPointBuilder::checkArguments(Block *entry) {
 }
 
 void EntryPointBuilder::callKernel(ValueRange arguments, Value begin,
-                                   Value end) {
+                                   Value end, Value tableGradient) {
   Value count = arguments[abi.countIndex()];
   SmallVector<Value> args;
   for (const AbiArgument *operand : abi.kernelOperands()) {
     Value buffer =
         arguments[abi.argumentOfKernelOperand(*operand->kernelOperand)];
+    if (operand->role == ArgumentRole::TableGradient && tableGradient)
+      buffer = tableGradient;
     if (operand->role == ArgumentRole::Padding) {
       // A NULL pad_qkv means zeros: a constant passed instead.
       Value isNull =
@@ -162,23 +184,83 @@ void EntryPointBuilder::callKernel(ValueRange arguments, Value begin,
   LLVM::CallOp::create(b, loc, kernel, args);
 }
 
+Value EntryPointBuilder::firstOfShare(Value total, Value threads,
+                                      Value thread) {
+  Value q = LLVM::UDivOp::create(b, loc, total, threads);
+  Value r = LLVM::URemOp::create(b, loc, total, threads);
+  Value below = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ult, thread, r);
+  return LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, thread, q),
+                             select(below, thread, r));
+}
+
+void EntryPointBuilder::sumTableGradients(ValueRange arguments, Value partials,
+                                          Value thread, Value threads) {
+  auto sum =
+      module.lookupSymbol<LLVM::LLVMFuncOp>(getTableGradientSumName(config));
+  Value entries = constant(i64, tableEntries());
+  Value next = LLVM::AddOp::create(b, loc, thread, constant(i64, 1));
+  SmallVector<Value> args;
+  // partials: memref<threads x entries>, dtable: memref<entries>.
+  appendDescriptor(b, loc, partials, threads, {kDynamicExtent, tableEntries()},
+                   args);
+  Value dtable;
+  for (auto [i, argument] : llvm::enumerate(abi.arguments))
+    if (argument.role == ArgumentRole::TableGradient)
+      dtable = arguments[i];
+  appendDescriptor(b, loc, dtable, Value(), {tableEntries()}, args);
+  args.push_back(firstOfShare(entries, threads, thread));
+  args.push_back(firstOfShare(entries, threads, next));
+  LLVM::CallOp::create(b, loc, sum, args);
+}
+
 void EntryPointBuilder::runOnTeam(ValueRange arguments) {
   MLIRContext *context = module.getContext();
-  SmallVector<Type> fields(arguments.getTypes());
-  auto frame = LLVM::LLVMStructType::getLiteral(context, fields);
-
-  // The caller stores its arguments in a frame on its stack ...
-  Value address = LLVM::AllocaOp::create(b, loc, ptr, frame, constant(i64, 1));
-  for (auto [i, argument] : llvm::enumerate(arguments)) {
-    Value field =
-        LLVM::GEPOp::create(b, loc, ptr, frame, address,
-                            ArrayRef<LLVM::GEPArg>{0, static_cast<int32_t>(i)});
-    LLVM::StoreOp::create(b, loc, argument, field);
-  }
+  bool backward = abi.direction == Direction::Backward;
   auto voidType = LLVM::LLVMVoidType::get(context);
   auto parallel = declare("GOMP_parallel", voidType, {ptr, ptr, i32, i32});
   auto threadNum = declare("omp_get_thread_num", i32, {});
   auto numThreads = declare("omp_get_num_threads", i32, {});
+  auto toI64 = [&](Value v) {
+    return LLVM::SExtOp::create(b, loc, i64, v).getResult();
+  };
+
+  // Backward: a [T, heads] table gradient per thread of a team of at most
+  // omp_get_max_threads() threads (the team is asked for that many).
+  SmallVector<Value> fields(arguments);
+  Value teamSize = constant(i32, 0), partials;
+  if (backward) {
+    auto maxThreads = declare("omp_get_max_threads", i32, {});
+    auto malloc = declare("malloc", ptr, {i64});
+    teamSize = LLVM::CallOp::create(b, loc, maxThreads, ValueRange{})
+                   .getResult();
+    Value bytes = LLVM::MulOp::create(b, loc, toI64(teamSize),
+                                      constant(i64, tableEntries() * 4));
+    partials = LLVM::CallOp::create(b, loc, malloc, ValueRange{bytes})
+                   .getResult();
+    Block *current = b.getInsertionBlock();
+    Value isNull =
+        LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, partials,
+                             LLVM::ZeroOp::create(b, loc, ptr));
+    Region &body = *current->getParent();
+    Block *failed = b.createBlock(&body);
+    LLVM::ReturnOp::create(b, loc, ValueRange{constant(i32, 2)});
+    Block *allocated = b.createBlock(&body);
+    b.setInsertionPointToEnd(current);
+    LLVM::CondBrOp::create(b, loc, isNull, failed, allocated);
+    b.setInsertionPointToStart(allocated);
+    fields.push_back(partials);
+  }
+  SmallVector<Type> fieldTypes(ValueRange(fields).getTypes());
+  auto frame = LLVM::LLVMStructType::getLiteral(context, fieldTypes);
+
+  // The caller stores its arguments in a frame on its stack ...
+  Value address = LLVM::AllocaOp::create(b, loc, ptr, frame, constant(i64, 1));
+  for (auto [i, field] : llvm::enumerate(fields)) {
+    Value slot =
+        LLVM::GEPOp::create(b, loc, ptr, frame, address,
+                            ArrayRef<LLVM::GEPArg>{0, static_cast<int32_t>(i)});
+    LLVM::StoreOp::create(b, loc, field, slot);
+  }
 
   // ... which each thread of the team reads in the worker.
   LLVM::LLVMFuncOp worker;
@@ -186,45 +268,51 @@ void EntryPointBuilder::runOnTeam(ValueRange arguments) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToEnd(module.getBody());
     worker = LLVM::LLVMFuncOp::create(
-        b, loc, config.name + "_worker",
+        b, loc, abi.name + "_worker",
         LLVM::LLVMFunctionType::get(voidType, {ptr}), LLVM::Linkage::Internal);
     Block *body = worker.addEntryBlock(b);
     b.setInsertionPointToStart(body);
     SmallVector<Value> loaded;
-    for (auto [i, type] : llvm::enumerate(fields)) {
-      Value field = LLVM::GEPOp::create(
+    for (auto [i, type] : llvm::enumerate(fieldTypes)) {
+      Value slot = LLVM::GEPOp::create(
           b, loc, ptr, frame, body->getArgument(0),
           ArrayRef<LLVM::GEPArg>{0, static_cast<int32_t>(i)});
-      loaded.push_back(LLVM::LoadOp::create(b, loc, type, field));
+      loaded.push_back(LLVM::LoadOp::create(b, loc, type, slot));
     }
-    // Thread t of n takes items [t q + min(t, r), (t + 1) q + min(t + 1, r))
-    // of the windows x heads, q = items / n, r = items % n.
+    // Thread t of n takes its even share of the windows x heads.
     Value items = itemsOf(loaded[abi.countIndex()]);
     auto call = [&](LLVM::LLVMFuncOp f) {
-      Value v = LLVM::CallOp::create(b, loc, f, ValueRange{}).getResult();
-      return LLVM::SExtOp::create(b, loc, i64, v).getResult();
+      return toI64(LLVM::CallOp::create(b, loc, f, ValueRange{}).getResult());
     };
     Value t = call(threadNum), n = call(numThreads);
-    Value q = LLVM::UDivOp::create(b, loc, items, n);
-    Value r = LLVM::URemOp::create(b, loc, items, n);
-    auto firstItem = [&](Value thread) -> Value {
-      Value below =
-          LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ult, thread, r);
-      return LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, thread, q),
-                                 select(below, thread, r));
-    };
     Value next = LLVM::AddOp::create(b, loc, t, constant(i64, 1));
-    callKernel(loaded, firstItem(t), firstItem(next));
+    Value begin = firstOfShare(items, n, t), end = firstOfShare(items, n, next);
+    if (!backward) {
+      callKernel(loaded, begin, end);
+    } else {
+      Value teamPartials = loaded.back();
+      Value own = LLVM::GEPOp::create(
+          b, loc, ptr, b.getF32Type(), teamPartials,
+          ValueRange{LLVM::MulOp::create(b, loc, t,
+                                         constant(i64, tableEntries()))});
+      callKernel(loaded, begin, end, own);
+      // Every partial is written before any is summed.
+      LLVM::CallOp::create(b, loc, declare("GOMP_barrier", voidType, {}),
+                           ValueRange{});
+      sumTableGradients(loaded, teamPartials, t, n);
+    }
     LLVM::ReturnOp::create(b, loc, ValueRange{});
   }
   Value function = LLVM::AddressOfOp::create(b, loc, worker);
-  LLVM::CallOp::create(
-      b, loc, parallel,
-      ValueRange{function, address, constant(i32, 0), constant(i32, 0)});
+  LLVM::CallOp::create(b, loc, parallel,
+                       ValueRange{function, address, teamSize, constant(i32, 0)});
+  if (backward)
+    LLVM::CallOp::create(b, loc, declare("free", voidType, {ptr}),
+                         ValueRange{partials});
 }
 
 LogicalResult EntryPointBuilder::build() {
-  if (config.isPadded()) {
+  if (config.isPadded() && abi.direction == Direction::Forward) {
     auto arrayType =
         LLVM::LLVMArrayType::get(b.getF32Type(), 3 * config.channels());
     zeroPadding = LLVM::GlobalOp::create(
@@ -238,7 +326,7 @@ LogicalResult EntryPointBuilder::build() {
   for (const AbiArgument &argument : abi.arguments)
     params.push_back(argument.role == ArgumentRole::Count ? i64 : ptr);
   auto entryPoint = LLVM::LLVMFuncOp::create(
-      b, loc, config.name, LLVM::LLVMFunctionType::get(i32, params));
+      b, loc, abi.name, LLVM::LLVMFunctionType::get(i32, params));
   Block *entry = entryPoint.addEntryBlock(b);
   checkArguments(entry);
 
@@ -267,15 +355,23 @@ LogicalResult EntryPointBuilder::build() {
   return success();
 }
 
-static LogicalResult emitEntryPoint(ModuleOp module,
-                                    const KernelConfig &config) {
-  auto kernel = module.lookupSymbol<LLVM::LLVMFuncOp>(config.name + "_kernel");
-  if (!kernel)
-    return module.emitError("lowered kernel function not found");
+static LogicalResult emitEntryPoints(ModuleOp module,
+                                     const KernelConfig &config) {
   for (auto func : module.getOps<LLVM::LLVMFuncOp>())
     if (!func.isExternal())
       func.setLinkage(LLVM::Linkage::Internal);
-  return EntryPointBuilder(module, config, kernel).build();
+  SmallVector<Direction, 2> directions = {Direction::Forward};
+  if (config.grad)
+    directions.push_back(Direction::Backward);
+  for (Direction direction : directions) {
+    std::string name = getEntryPointName(config, direction);
+    auto kernel = module.lookupSymbol<LLVM::LLVMFuncOp>(name + "_kernel");
+    if (!kernel)
+      return module.emitError("lowered kernel function not found");
+    if (failed(EntryPointBuilder(module, config, direction, kernel).build()))
+      return failure();
+  }
+  return success();
 }
 
 LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
@@ -298,5 +394,5 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   buildCpuPipeline(pm, options);
   if (failed(pm.run(module)))
     return failure();
-  return emitEntryPoint(module, config);
+  return emitEntryPoints(module, config);
 }

@@ -5,6 +5,14 @@
 //   packed qkv:     int NAME(qkv, table, out, int64_t batch, pad_qkv)
 //   nvptx:          the same on CUdeviceptr, plus CUstream stream
 //
+// and with --grad (CPU, f32; padding tokens are zeros):
+//
+//   windows layout: int NAME_backward(q, k, v, table, out, dout,
+//                                     dq, dk, dv, dtable, int64_t num_windows)
+//   token layout:   the same on maps, int64_t batch
+//   packed qkv:     int NAME_backward(qkv, table, out, dout, dqkv, dtable,
+//                                     int64_t batch)
+//
 // The kernel function of the rpe module takes the buffers it reads in the
 // order q, k, v (or qkv), [table], [pad_qkv], out: a baked table and the
 // padding rows of a map that needs none are not passed.
@@ -34,14 +42,29 @@ StringRef mlir::rpe::stringifyArgumentRole(ArgumentRole role) {
     return "count";
   case ArgumentRole::Stream:
     return "stream";
+  case ArgumentRole::OutputGradient:
+    return "output_gradient";
+  case ArgumentRole::InputGradient:
+    return "input_gradient";
+  case ArgumentRole::TableGradient:
+    return "table_gradient";
   }
   llvm_unreachable("unknown argument role");
 }
 
-KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config) {
+std::string mlir::rpe::getEntryPointName(const KernelConfig &config,
+                                         Direction direction) {
+  return direction == Direction::Forward ? config.name
+                                         : config.name + "_backward";
+}
+
+KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config,
+                                  Direction direction) {
   KernelAbi abi;
-  abi.name = config.name;
+  abi.name = getEntryPointName(config, direction);
   abi.target = config.target;
+  abi.direction = direction;
+  bool backward = direction == Direction::Backward;
   if (!config.hasTokenLayout() && config.isShifted())
     abi.countMultiple = config.windowsPerImage();
   int64_t h = config.heads, n = config.numTokens(), d = config.headDim;
@@ -64,25 +87,39 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config) {
   };
 
   SmallVector<int64_t> mapShape = {dyn, config.tokensPerImage(), c};
-  if (config.packedQkv) {
-    buffer("qkv", ArgumentRole::Input, {dyn, config.tokensPerImage(), 3, h, d})
-        .flatShape = {dyn, config.tokensPerImage(), 3 * c};
-  } else {
+  // q, k, v (or qkv), or their gradients, named with `prefix`.
+  auto inputs = [&](StringRef prefix, ArgumentRole role) {
+    if (config.packedQkv) {
+      buffer((prefix + "qkv").str(), role,
+             {dyn, config.tokensPerImage(), 3, h, d})
+          .flatShape = {dyn, config.tokensPerImage(), 3 * c};
+      return;
+    }
     SmallVector<int64_t> shape =
         tokens ? mapShape : SmallVector<int64_t>{dyn, h, n, d};
     for (StringRef name : {"q", "k", "v"})
-      buffer(name, ArgumentRole::Input, shape);
-  }
+      buffer((prefix + name).str(), role, shape);
+  };
+  SmallVector<int64_t> outShape =
+      tokens ? mapShape : SmallVector<int64_t>{dyn, n, c};
+  inputs("", ArgumentRole::Input);
   buffer("table", ArgumentRole::Table, {config.numTableRows(), h},
          /*passed=*/!config.table)
       .nullable = config.table.has_value();
-  buffer("out", ArgumentRole::Output,
-         tokens ? mapShape : SmallVector<int64_t>{dyn, n, c});
+  buffer("out", ArgumentRole::Output, outShape).written = !backward;
+  if (backward) {
+    buffer("dout", ArgumentRole::OutputGradient, outShape);
+    inputs("d", ArgumentRole::InputGradient);
+    buffer("dtable", ArgumentRole::TableGradient, {config.numTableRows(), h});
+    for (AbiArgument &argument : abi.arguments)
+      argument.written = argument.role == ArgumentRole::InputGradient ||
+                         argument.role == ArgumentRole::TableGradient;
+  }
   AbiArgument count;
   count.name = tokens ? "batch" : "num_windows";
   count.role = ArgumentRole::Count;
   abi.arguments.push_back(count);
-  if (tokens) {
+  if (tokens && !backward) {
     AbiArgument &pad = buffer("pad_qkv", ArgumentRole::Padding, {3, c},
                               /*passed=*/config.isPadded());
     pad.nullable = true;
@@ -93,10 +130,14 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config) {
       pad.element = ElementKind::F32;
   }
   // The kernel function takes what it reads in the order inputs, table,
-  // padding, output.
+  // padding, output (forward) or inputs, table, out, dout, the input
+  // gradients, dtable (backward): the C order, without what it does not
+  // read.
   unsigned next = 0;
-  for (ArgumentRole role : {ArgumentRole::Input, ArgumentRole::Table,
-                            ArgumentRole::Padding, ArgumentRole::Output})
+  for (ArgumentRole role :
+       {ArgumentRole::Input, ArgumentRole::Table, ArgumentRole::Padding,
+        ArgumentRole::Output, ArgumentRole::OutputGradient,
+        ArgumentRole::InputGradient, ArgumentRole::TableGradient})
     for (AbiArgument &argument : abi.arguments)
       if (argument.role == role && argument.kernelOperand)
         argument.kernelOperand = next++;
@@ -170,15 +211,8 @@ std::string KernelAbi::cDeclaration() const {
   return declaration + ")";
 }
 
-void mlir::rpe::writeAbiDescription(const KernelConfig &config,
-                                    llvm::raw_ostream &os) {
-  KernelAbi abi = getKernelAbi(config);
-  auto extents = [](ArrayRef<int64_t> values) {
-    llvm::json::Array array;
-    for (int64_t v : values)
-      array.push_back(v);
-    return array;
-  };
+/// The JSON description of `abi`'s arguments.
+static llvm::json::Array describeArguments(const KernelAbi &abi) {
   llvm::json::Array arguments;
   for (const AbiArgument &argument : abi.arguments) {
     llvm::json::Object object{{"name", argument.name},
@@ -198,6 +232,18 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
     }
     arguments.push_back(std::move(object));
   }
+  return arguments;
+}
+
+void mlir::rpe::writeAbiDescription(const KernelConfig &config,
+                                    llvm::raw_ostream &os) {
+  KernelAbi abi = getKernelAbi(config);
+  auto extents = [](ArrayRef<int64_t> values) {
+    llvm::json::Array array;
+    for (int64_t v : values)
+      array.push_back(v);
+    return array;
+  };
   llvm::json::Object description{
       {"format", "swin-opt-kernel-abi"},
       {"version", kKernelAbiVersion},
@@ -219,7 +265,12 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
       {"baked_table", config.table.has_value()},
       {"count_multiple", abi.countMultiple},
       {"returns", "int32"},
-      {"arguments", std::move(arguments)}};
+      {"arguments", describeArguments(abi)}};
+  if (config.grad)
+    description["backward"] = llvm::json::Object{
+        {"name", getEntryPointName(config, Direction::Backward)},
+        {"arguments",
+         describeArguments(getKernelAbi(config, Direction::Backward))}};
   if (config.hasTokenLayout())
     description["tokens_per_image"] = config.tokensPerImage();
   if (config.isGpu())

@@ -139,6 +139,17 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
         "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "
         "a GPU block",
         config.numTokens()));
+  if (config.grad) {
+    // The gradient kernel is the CPU tiles form on f32 operands.
+    if (config.isGpu())
+      return configError("--grad: the backward kernel is CPU-only; "
+                         "--target=nvptx has none");
+    if (config.elementKind != ElementKind::F32)
+      return configError("--grad needs --dtype=f32, got " +
+                         stringifyElementKind(config.elementKind));
+    if (!config.fuse)
+      return configError("--grad has no unfused form; drop --unfused");
+  }
   auto isIdentifierChar = [](char c) { return llvm::isAlnum(c) || c == '_'; };
   if (config.name.empty() || llvm::isDigit(config.name[0]) ||
       !llvm::all_of(config.name, isIdentifierChar))

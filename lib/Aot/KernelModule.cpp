@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -93,12 +94,140 @@ static Value createTableConstant(OpBuilder &b, Location loc,
                                    DenseElementsAttr::get(type, values));
 }
 
+/// `func @NAME_backward_kernel(<the backward ABI's buffers>)`: the gradient
+/// op on them as they are (it exists on buffers only); a baked table is a
+/// constant global.
+static void buildBackwardKernel(OpBuilder &b, ModuleOp module,
+                                const KernelConfig &config) {
+  MLIRContext &context = *b.getContext();
+  Location loc = NameLoc::get(b.getStringAttr(config.name + "_backward"));
+  KernelAbi abi = getKernelAbi(config, Direction::Backward);
+  SmallVector<const AbiArgument *> operands = abi.kernelOperands();
+  SmallVector<Type> argTypes;
+  for (const AbiArgument *operand : operands)
+    argTypes.push_back(getKernelOperandType(context, *operand));
+  auto func = func::FuncOp::create(b, loc, abi.name + "_kernel",
+                                   b.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+
+  SmallVector<Value> inputs, gradients;
+  Value table, out, dout, dtable;
+  for (auto [argument, value] : llvm::zip(operands, entry->getArguments())) {
+    switch (argument->role) {
+    case ArgumentRole::Input:
+      inputs.push_back(value);
+      break;
+    case ArgumentRole::InputGradient:
+      gradients.push_back(value);
+      break;
+    case ArgumentRole::Table:
+      table = value;
+      break;
+    case ArgumentRole::Output:
+      out = value;
+      break;
+    case ArgumentRole::OutputGradient:
+      dout = value;
+      break;
+    case ArgumentRole::TableGradient:
+      dtable = value;
+      break;
+    default:
+      llvm_unreachable("not an operand of the backward kernel");
+    }
+  }
+  if (config.table) {
+    auto tensorType = RankedTensorType::get(
+        {config.numTableRows(), config.heads}, b.getF32Type());
+    auto type = MemRefType::get(tensorType.getShape(), b.getF32Type());
+    {
+      OpBuilder::InsertionGuard moduleGuard(b);
+      b.setInsertionPoint(func);
+      memref::GlobalOp::create(
+          b, loc, config.name + "_backward_table", b.getStringAttr("private"),
+          type,
+          DenseElementsAttr::get(tensorType, ArrayRef<float>(*config.table)),
+          /*constant=*/true, b.getI64IntegerAttr(64));
+    }
+    table = memref::GetGlobalOp::create(b, loc, type,
+                                        config.name + "_backward_table");
+  }
+  // Packed: q, k, v are one map, and so are their gradients.
+  if (inputs.size() == 1) {
+    inputs.assign(3, inputs.front());
+    gradients.assign(3, gradients.front());
+  }
+  bool tokens = config.hasTokenLayout();
+  DenseI64ArrayAttr resolution, shift, image;
+  if (config.hasResolution()) {
+    resolution = b.getDenseI64ArrayAttr(config.paddedResolution());
+    shift = b.getDenseI64ArrayAttr(config.shift);
+  }
+  if (tokens)
+    image = b.getDenseI64ArrayAttr(config.resolution);
+  FusedWindowAttentionGradOp::create(
+      b, loc, inputs[0], inputs[1], inputs[2], table, out, dout, gradients[0],
+      gradients[1], gradients[2], dtable,
+      b.getDenseI64ArrayAttr(config.window),
+      b.getF32FloatAttr(config.effectiveScale()), resolution, shift,
+      b.getF64FloatAttr(kSwinMaskValue), image,
+      PaddingOrderAttr::get(&context, config.padding),
+      config.packedQkv ? b.getUnitAttr() : nullptr);
+  func::ReturnOp::create(b, loc);
+}
+
+/// `func @NAME_backward_sum_tables(%partials: memref<?xTHxf32>,
+/// %dtable: memref<THxf32>, %begin, %end)`: dtable[e] = sum_p
+/// partials[p, e] for e in [begin, end). The entry point's threads each
+/// write a partial table gradient, then sum a range of its entries.
+static void buildTableGradientSum(OpBuilder &b, ModuleOp module,
+                                  const KernelConfig &config) {
+  Location loc = NameLoc::get(b.getStringAttr(config.name + "_backward"));
+  int64_t entries = config.numTableRows() * config.heads;
+  Type f32 = b.getF32Type(), index = b.getIndexType();
+  auto partialsType = MemRefType::get({ShapedType::kDynamic, entries}, f32);
+  auto tableType = MemRefType::get({entries}, f32);
+  auto func = func::FuncOp::create(
+      b, loc, getTableGradientSumName(config),
+      b.getFunctionType({partialsType, tableType, index, index}, {}));
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  Value partials = entry->getArgument(0), dtable = entry->getArgument(1);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value count = memref::DimOp::create(b, loc, partials, 0);
+  Value initial = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+  scf::ForOp::create(
+      b, loc, entry->getArgument(2), entry->getArgument(3), one, ValueRange{},
+      [&](OpBuilder &nb, Location nloc, Value e, ValueRange) {
+        auto sum = scf::ForOp::create(
+            nb, nloc, zero, count, one, ValueRange{initial},
+            [&](OpBuilder &ib, Location iloc, Value p, ValueRange acc) {
+              Value partial = memref::LoadOp::create(ib, iloc, partials,
+                                                     ValueRange{p, e});
+              Value next = arith::AddFOp::create(ib, iloc, acc[0], partial);
+              scf::YieldOp::create(ib, iloc, next);
+            });
+        memref::StoreOp::create(nb, nloc, sum.getResult(0), dtable, e);
+        scf::YieldOp::create(nb, nloc);
+      });
+  func::ReturnOp::create(b, loc);
+}
+
+std::string mlir::rpe::getTableGradientSumName(const KernelConfig &config) {
+  return config.name + "_backward_sum_tables";
+}
+
 OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
                                                    const KernelConfig &config) {
   context
       .loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
                    func::FuncDialect, linalg::LinalgDialect,
-                   memref::MemRefDialect, RpeDialect, tensor::TensorDialect>();
+                   memref::MemRefDialect, RpeDialect, scf::SCFDialect,
+                   tensor::TensorDialect>();
   OpBuilder b(&context);
   Location loc = NameLoc::get(b.getStringAttr(config.name));
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
@@ -216,5 +345,10 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
                                                     out, /*restrict=*/true,
                                                     /*writable=*/true);
   func::ReturnOp::create(b, loc);
+  if (config.grad) {
+    b.setInsertionPointToEnd(module->getBody());
+    buildBackwardKernel(b, *module, config);
+    buildTableGradientSum(b, *module, config);
+  }
   return module;
 }

@@ -36,11 +36,24 @@ mlir::rpe::symbolizeKernelStrategy(StringRef name) {
 }
 
 LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
-                                         FusedWindowAttentionOp op,
+                                         FusedAttentionOpInterface op,
                                          const FusedKernelOptions &options) {
-  if (op.getNumResults() != 0)
+  if (op->getNumResults() != 0)
     return op.emitOpError("must be bufferized before its kernel is emitted");
   bool gpu = options.target == KernelTarget::Gpu;
+  if (isa<FusedWindowAttentionGradOp>(op)) {
+    if (gpu)
+      return op.emitOpError("has a CPU kernel only; it cannot be lowered for "
+                            "the GPU");
+    KernelGeometry geometry(op, options.vectorWidth, options.scoreBlockBytes);
+    rewriter.setInsertionPoint(op);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    if (failed(FusedKernelEmitter(b, op, geometry)
+                   .emitBackward()))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
   if (options.strategy == KernelStrategy::Tiles && gpu)
     return op.emitOpError(
         "the tiles kernel runs on the CPU; the GPU takes rows or warps");
@@ -55,7 +68,7 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
   if (options.strategy == KernelStrategy::Warps &&
       hasMmaM16N8K16(options.smVersion)) {
     FailureOr<std::optional<WarpTileShape>> shape = getWarpTileShape(
-        op, WarpTileOptions{options.keyBlock, options.warpsPerBlock});
+        cast<FusedWindowAttentionOp>(op), WarpTileOptions{options.keyBlock, options.warpsPerBlock});
     if (failed(shape))
       return failure();
     warpShape = *shape;

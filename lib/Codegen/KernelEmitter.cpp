@@ -75,12 +75,15 @@ FusedKernelEmitter::Row FusedKernelEmitter::inputRow(Input which, Value w,
 }
 
 FusedKernelEmitter::Row
-FusedKernelEmitter::outputRow(Value w, Value h, Value token, Value discard) {
+FusedKernelEmitter::outputRow(Value w, Value h, Value token, Value discard,
+                              Value flat) {
+  if (!flat)
+    flat = flatOutput;
   RowAddress address = outputAddress(w, h, token);
   if (!address.valid)
-    return {flatOutput, address.offset};
+    return {flat, address.offset};
   // Padding tokens are cropped: their rows go to a scratch row.
-  return {arith::SelectOp::create(b, address.valid, flatOutput, discard),
+  return {arith::SelectOp::create(b, address.valid, flat, discard),
           arith::SelectOp::create(b, address.valid, address.offset, index(0))};
 }
 
@@ -237,7 +240,7 @@ scf::ParallelOp FusedKernelEmitter::createItemLoop(Value items) {
 void FusedKernelEmitter::emitOperandViews(bool withPaddingRows) {
   for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
     flatInputs.push_back(flatten(b, b.getLoc(), input));
-  flatOutput = flatten(b, b.getLoc(), op.getInit());
+  flatOutput = flatten(b, b.getLoc(), op.getAttentionOutput());
   if (withPaddingRows)
     for (Value pad : op.getPaddingValues())
       paddingRows.push_back(flatten(b, b.getLoc(), pad));

@@ -66,7 +66,7 @@ struct KernelGeometry {
   SmallVector<int64_t> tableStrides;
   int64_t center; // (T - 1) / 2
 
-  KernelGeometry(FusedWindowAttentionOp op, int64_t width,
+  KernelGeometry(FusedAttentionOpInterface op, int64_t width,
                  int64_t scoreBlockBytes)
       : window(op.getWindow()), heads(op.getNumHeads()),
         tokens(op.getNumTokens()), headDim(op.getHeadDim()),
@@ -132,7 +132,7 @@ using Fragment = SmallVector<Value, 8>;
 /// step of the algorithm is one method.
 class FusedKernelEmitter {
 public:
-  FusedKernelEmitter(ImplicitLocOpBuilder &b, FusedWindowAttentionOp op,
+  FusedKernelEmitter(ImplicitLocOpBuilder &b, FusedAttentionOpInterface op,
                      const KernelGeometry &g)
       : b(b), op(op), g(g), f32(b.getF32Type()),
         vecType(VectorType::get({g.lanes}, b.getF32Type())),
@@ -153,6 +153,12 @@ public:
   /// scratch is allocated as `emit`'s is.
   LogicalResult emitWarpTiles(const WarpTileShape &shape, bool gpuLaunch,
                               bool hoistScratch);
+  /// The gradient's CPU kernel (BackwardKernel.cpp), for an
+  /// rpe.fused_window_attention_grad op: the forward's tiles, recomputed,
+  /// and the products of the backward on the same micro-kernels. Its item
+  /// loop is sequential (the items add to one table gradient); its scratch
+  /// is allocated once.
+  LogicalResult emitBackward();
 
 private:
   //===--- small builders ---------------------------------------------===//
@@ -249,7 +255,10 @@ private:
   /// Flat views and, for the token layout, padding rows; once per call.
   void emitFlatViews();
   Row inputRow(Input which, Value w, Value h, Value token);
-  Row outputRow(Value w, Value h, Value token, Value discard);
+  /// Row `token` of (w, h) in the output's layout, in `flat` (default: the
+  /// output's view); padding tokens get `discard`.
+  Row outputRow(Value w, Value h, Value token, Value discard,
+                Value flat = Value());
   Value loadElement(Row row, Value e) {
     return toF32(memref::LoadOp::create(b, row.memref, add(row.offset, e)));
   }
@@ -330,27 +339,49 @@ private:
                       Value w, Value h, Value first, Value count, int64_t total,
                       Value dest, Value destBase);
 
+  //===--- the gradient (BackwardKernel.cpp) ------------------------------===//
+  struct BackwardScratch;
+  /// Row `token` of (w, h) in the gradient of q, k or v: the input's
+  /// address in the gradient's buffer; padding tokens write `discard`.
+  Row gradientRow(Input which, Value w, Value h, Value token, Value discard);
+  void emitBackwardItem(Value w, Value h, Value image, Value rtab,
+                        Value labels, Value tableGradient,
+                        const BackwardScratch &scratch);
+  void emitScoreGradients(Value w, Value h, const BackwardScratch &scratch,
+                          Value qb, Value rows);
+  void accumulateTableGradient(Value h, Value tableGradient, Value gradients,
+                               Value qb, Value rows);
+  void storeTableGradient(Value tableGradient);
+
   //===--- the steps --------------------------------------------------===//
   Value emitReversedTables();
-  Value emitPackValues(Value w, Value h, Value scratch);
+  Value emitPackRows(function_ref<Row(Value)> row, Value scratch);
   Value emitRegionLabels();
-  void emitPackKeys(Value w, Value h, Value kt);
+  void emitPackTransposed(Input which, Value w, Value h, Value kt,
+                          double scale);
   void zeroExtraKeyColumns(Value kt);
-  void emitScores(Value w, Value h, Value kt, Value scores, Value qb,
-                  Value rows);
+  void emitScores(function_ref<Row(Value)> leftRow, Value kt, Value scores,
+                  Value qb, Value rows);
+  void emitRowCombination(
+      Value rows, Value count, function_ref<Value(Value, Value)> coefficient,
+      Value matrix, Value base,
+      function_ref<void(Value, int64_t, int64_t, Value)> finish);
   void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
                        Value scores, Value invSums, Value qb, Value rows);
   void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,
                   Value valueBase, Value discard, Value qb, Value rows);
 
   ImplicitLocOpBuilder &b;
-  FusedWindowAttentionOp op;
+  FusedAttentionOpInterface op;
   const KernelGeometry &g;
   Type f32;
   VectorType vecType, computeType;
   /// 1-D views of q, k, v, out; padding value rows (token layout).
   SmallVector<Value, 3> flatInputs, paddingRows;
   Value flatOutput;
+  /// The gradient's 1-D views of dq, dk, dv and of dout.
+  SmallVector<Value, 3> flatGradients;
+  Value flatOutputGradient;
   std::optional<FeatureMap> featureMap;
 };
 

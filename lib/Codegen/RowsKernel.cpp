@@ -99,7 +99,8 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
       op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
   emitOperandViews();
 
-  Value scale = arith::ConstantOp::create(b, op.getScaleAttr());
+  Value scale = arith::ConstantOp::create(
+      b, b.getF32FloatAttr(op.getScale().convertToDouble()));
   RowAddress queryRow = rowAddress(w, h, i);
   SmallVector<Value> query;
   for (int64_t e = 0; e < g.headDim; ++e)
@@ -159,7 +160,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
 
   // out_i = acc / l, in the output's layout; padding tokens are cropped.
   auto storeRow = [&](Value offset) {
-    Type element = getElementTypeOrSelf(op.getInit().getType());
+    Type element = getElementTypeOrSelf(op.getAttentionOutput().getType());
     for (int64_t e = 0; e < g.headDim; ++e) {
       Value value = arith::DivFOp::create(b, state.acc[e], state.l);
       if (!element.isF32())

@@ -146,12 +146,14 @@ static void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
   }
 }
 
-/// Kt[e, j'] = scale * k[w, h, j, e]; padding columns are zero. With 8
-/// lanes and whole vectors of head channels, 8 keys x 8 channels at a time,
+/// Kt[e, j'] = scale * x[w, h, j, e] for the rows x of `which` (the keys,
+/// or the values for the gradient); padding columns are zero. With 8 lanes
+/// and whole vectors of head channels, 8 keys x 8 channels at a time,
 /// transposed in registers; else one element at a time.
-void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
-  Value scale = arith::ConstantOp::create(
-      b, b.getF32FloatAttr(op.getScale().convertToDouble() * kLog2E));
+void FusedKernelEmitter::emitPackTransposed(Input which, Value w, Value h,
+                                            Value kt, double scaleFactor) {
+  Value scale =
+      arith::ConstantOp::create(b, b.getF32FloatAttr(scaleFactor));
   if (g.lanes == 8 && g.headDim % 8 == 0) {
     Value scaleVector = broadcast(scale);
     Value zeros = splat(0.0);
@@ -164,7 +166,7 @@ void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
           int64_t x = v * 8 + lane;
           keys.push_back(x < g.rowLength
                              ? std::optional<Row>(inputRow(
-                                   Input::Key, w, h,
+                                   which, w, h,
                                    add(mulConst(r, g.rowLength), index(x))))
                              : std::nullopt);
         }
@@ -193,7 +195,7 @@ void FusedKernelEmitter::emitPackKeys(Value w, Value h, Value kt) {
   }
   forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
     Value jp = paddedPosition(j);
-    Row key = inputRow(Input::Key, w, h, j);
+    Row key = inputRow(which, w, h, j);
     forLoop(index(0), index(g.headDim), 1, {}, [&](Value e, ValueRange) {
       Value scaled = arith::MulFOp::create(b, loadElement(key, e), scale);
       memref::StoreOp::create(b, scaled, kt, ValueRange{e, jp});
@@ -238,11 +240,12 @@ void FusedKernelEmitter::zeroExtraKeyColumns(Value kt) {
     return SmallVector<Value>{};
   });
 }
-/// S[lr, :] = q[w, h, qb + lr, :] · Kt for the rows of one query block: an
-/// outer-product micro-kernel over blocks of `mr` rows x `nc` vectors of
-/// accumulators, reduced over e.
-void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
-                                    Value qb, Value rows) {
+/// S[lr, :] = x_(qb + lr) · Kt for the rows of one query block, x_i the
+/// row `leftRow(i)` (q's, or dout's for the gradient): an outer-product
+/// micro-kernel over blocks of `mr` rows x `nc` vectors of accumulators,
+/// reduced over e.
+void FusedKernelEmitter::emitScores(function_ref<Row(Value)> leftRow, Value kt,
+                                    Value scores, Value qb, Value rows) {
   // Registers: mr * nc accumulators and mr broadcasts (the key vectors are
   // memory operands). AVX2 (16): 2 x 7 for N' = 56, else 3 x 4; AVX-512
   // (32): up to 8 vectors, as many rows as fit.
@@ -259,7 +262,7 @@ void FusedKernelEmitter::emitScores(Value w, Value h, Value kt, Value scores,
     Value i = add(qb, lr);
     SmallVector<Row> queries;
     for (int64_t m = 0; m < mr; ++m)
-      queries.push_back(inputRow(Input::Query, w, h, add(i, index(m))));
+      queries.push_back(leftRow(add(i, index(m))));
     for (int64_t c0 = 0; c0 < g.computeKeyVectors; c0 += chunk) {
       int64_t nc = std::min(chunk, g.computeKeyVectors - c0);
       SmallVector<Value> init(mr * nc, splat(0.0, computeType));
@@ -441,19 +444,21 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
   });
 }
 
-/// Copies the value rows of (w, h) into contiguous f32 scratch, [N, d]:
-/// the token layout's rows are scattered over the map (and some are
-/// padding), while the output micro-kernel streams them in order.
-Value FusedKernelEmitter::emitPackValues(Value w, Value h, Value scratch) {
+/// Copies the rows `row(j)` of the window's tokens into contiguous f32
+/// scratch, [N, d]: the token layout's rows are scattered over the map (and
+/// some are padding), while the micro-kernels stream them in order.
+Value FusedKernelEmitter::emitPackRows(function_ref<Row(Value)> row,
+                                       Value scratch) {
   int64_t width = g.computeLanes;
   int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
   forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
-    Row row = inputRow(Input::Value, w, h, j);
+    Row source = row(j);
     Value base = mulConst(j, g.headDim);
     for (int64_t c = 0; c < g.valueVectors; ++c) {
       int64_t lanes = c == g.valueVectors - 1 ? tailLanes : width;
-      Value values = loadVector(row.memref, {add(row.offset, index(c * width))},
-                                lanes, width);
+      Value values =
+          loadVector(source.memref, {add(source.offset, index(c * width))},
+                     lanes, width);
       storeVector(values, scratch, {add(base, index(c * width))}, lanes, width);
     }
     return SmallVector<Value>{};
@@ -461,21 +466,21 @@ Value FusedKernelEmitter::emitPackValues(Value w, Value h, Value scratch) {
   return scratch;
 }
 
-/// out[w, i, h*d + e] = (sum_j P[i, j'] * v[w, h, j, e]) / l_i: micro-kernel
-/// over blocks of `mr` rows x `nc` vectors of head channels, reduced over
-/// the (unpadded) keys. Value row j is at `values[valueBase + j * d]`.
-void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
-                                    Value invSums, Value values,
-                                    Value valueBase, Value discard, Value qb,
-                                    Value rows) {
-  // Registers: mr * nc accumulators and mr broadcasts.
+/// C[r, :] = sum_{x < count} coefficient(r, x) * B_x for the `rows` rows r,
+/// B_x the f32 row of d channels at `matrix[base + x * d]`: a micro-kernel
+/// over blocks of `mr` rows x `nc` vectors of head channels (mr * nc
+/// accumulators and mr broadcast coefficients in registers), reduced over
+/// x. `finish(r, c, lanes, acc)` consumes vector c (`lanes` valid) of row r.
+void FusedKernelEmitter::emitRowCombination(
+    Value rows, Value count, function_ref<Value(Value, Value)> coefficient,
+    Value matrix, Value base,
+    function_ref<void(Value, int64_t, int64_t, Value)> finish) {
   int64_t chunk = std::min<int64_t>(g.valueVectors, 4);
   int64_t blockRows = std::min<int64_t>(g.registers == 16 ? 4 : 8,
                                         (g.registers - 2) / (chunk + 1));
   int64_t width = g.computeLanes;
   int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
-  forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
-    Value i = add(qb, lr);
+  forRowBlocks(rows, blockRows, [&](Value r0, int64_t mr) {
     for (int64_t c0 = 0; c0 < g.valueVectors; c0 += chunk) {
       int64_t nc = std::min(chunk, g.valueVectors - c0);
       auto lanesOf = [&](int64_t c) {
@@ -483,40 +488,51 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
       };
       SmallVector<Value> init(mr * nc, splat(0.0, computeType));
       ValueRange acc = forLoop(
-          index(0), index(g.tokens), 1, init, [&](Value j, ValueRange acc) {
+          index(0), count, 1, init, [&](Value x, ValueRange acc) {
             SmallVector<Value> next(acc);
-            Value jp = paddedPosition(j);
-            Value rowBase = add(valueBase, mulConst(j, g.headDim));
-            SmallVector<Value> ps;
+            Value rowBase = add(base, mulConst(x, g.headDim));
+            SmallVector<Value> coefficients;
             for (int64_t m = 0; m < mr; ++m)
-              ps.push_back(
-                  broadcast(memref::LoadOp::create(
-                                b, scores, ValueRange{add(lr, index(m)), jp}),
-                            computeType));
+              coefficients.push_back(broadcast(
+                  coefficient(add(r0, index(m)), x), computeType));
             for (int64_t c = 0; c < nc; ++c) {
-              Value v =
-                  loadVector(values, {add(rowBase, index((c0 + c) * width))},
+              Value row =
+                  loadVector(matrix, {add(rowBase, index((c0 + c) * width))},
                              lanesOf(c), width);
               for (int64_t m = 0; m < mr; ++m)
-                next[m * nc + c] =
-                    vector::FMAOp::create(b, ps[m], v, next[m * nc + c]);
+                next[m * nc + c] = vector::FMAOp::create(b, coefficients[m],
+                                                         row, next[m * nc + c]);
             }
             return next;
           });
-      for (int64_t m = 0; m < mr; ++m) {
-        Row out = outputRow(w, h, add(i, index(m)), discard);
-        Value inv = broadcast(
-            memref::LoadOp::create(b, invSums, ValueRange{add(lr, index(m))}),
-            computeType);
-        for (int64_t c = 0; c < nc; ++c) {
-          Value result = arith::MulFOp::create(b, acc[m * nc + c], inv);
-          storeVector(result, out.memref,
-                      {add(out.offset, index((c0 + c) * width))}, lanesOf(c),
-                      width);
-        }
-      }
+      for (int64_t m = 0; m < mr; ++m)
+        for (int64_t c = 0; c < nc; ++c)
+          finish(add(r0, index(m)), c0 + c, lanesOf(c), acc[m * nc + c]);
     }
   });
+}
+
+/// out[w, i, h*d + e] = (sum_j P[i, j'] * v[w, h, j, e]) / l_i, reduced
+/// over the (unpadded) keys. Value row j is at `values[valueBase + j * d]`.
+void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
+                                    Value invSums, Value values,
+                                    Value valueBase, Value discard, Value qb,
+                                    Value rows) {
+  int64_t width = g.computeLanes;
+  emitRowCombination(
+      rows, index(g.tokens),
+      [&](Value lr, Value j) -> Value {
+        return memref::LoadOp::create(b, scores,
+                                      ValueRange{lr, paddedPosition(j)});
+      },
+      values, valueBase,
+      [&](Value lr, int64_t c, int64_t lanes, Value acc) {
+        Row out = outputRow(w, h, add(qb, lr), discard);
+        Value inv = broadcast(memref::LoadOp::create(b, invSums, lr),
+                              computeType);
+        storeVector(arith::MulFOp::create(b, acc, inv), out.memref,
+                    {add(out.offset, index(c * width))}, lanes, width);
+      });
 }
 
 /// Stack scratch of one (window, head) of the tiles kernel.
@@ -559,7 +575,7 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
           b, MemRefType::get({g.tokens * g.headDim}, f32),
           b.getI64IntegerAttr(64));
       if (featureMap->isPadded()) {
-        Type element = getElementTypeOrSelf(op.getInit().getType());
+        Type element = getElementTypeOrSelf(op.getAttentionOutput().getType());
         scratch.discard = flatten(
             b, b.getLoc(),
             memref::AllocaOp::create(b, MemRefType::get({g.headDim}, element)));
@@ -583,14 +599,17 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
     scratch = allocateScratch();
   }
   Value kt = scratch.kt, scores = scratch.scores, invSums = scratch.invSums;
-  emitPackKeys(w, h, kt);
+  emitPackTransposed(Input::Key, w, h, kt,
+                     op.getScale().convertToDouble() * kLog2E);
   // Values: read in place from the windows layout, packed from a map.
   Value values = flatInputs[2];
   Value valueBase =
       mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
   Value discard = scratch.discard;
   if (featureMap) {
-    values = emitPackValues(w, h, scratch.values);
+    values = emitPackRows(
+        [&](Value j) { return inputRow(Input::Value, w, h, j); },
+        scratch.values);
     valueBase = index(0);
   }
   Value image = labels ? remConst(w, imageWindows) : Value();
@@ -599,7 +618,8 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
         Value rows = arith::MinUIOp::create(
             b, index(g.queryBlock),
             arith::SubIOp::create(b, index(g.tokens), qb));
-        emitScores(w, h, kt, scores, qb, rows);
+        emitScores([&](Value i) { return inputRow(Input::Query, w, h, i); },
+                   kt, scores, qb, rows);
         emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows);
         emitOutput(w, h, scores, invSums, values, valueBase, discard, qb, rows);
         return SmallVector<Value>{};

@@ -515,25 +515,105 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
         packedQkv ? builder.getUnitAttr() : nullptr);
 }
 
-int64_t FusedWindowAttentionOp::getNumTokens() {
-  return rpe::getNumTokens(getWindow());
-}
+/// The checks the forward and the gradient share: the window, the table,
+/// the scale, the shifted windows' geometry and the shapes of q, k, v, the
+/// padding rows and the operand laid out as the output (`outputName`).
+/// `onTensors`: the operands' kind, checked by the caller.
+static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
+                                          StringRef outputName) {
+  auto qType = op.getQueryType();
+  if (failed(verifyWindowAttr(op, op.getWindow())))
+    return failure();
+  auto tableType = cast<ShapedType>(op.getTable().getType());
+  if (tableType.getRank() != 2 ||
+      tableType.getDimSize(0) != getNumTableRows(op.getWindow()) ||
+      ShapedType::isDynamic(tableType.getDimSize(1)) ||
+      tableType.getDimSize(1) < 1)
+    return op.emitOpError() << "expects a table of shape "
+                         << getNumTableRows(op.getWindow()) << "x<heads>, got "
+                         << formatShape(tableType.getShape());
+  if (!isa<FloatType>(tableType.getElementType()))
+    return op.emitOpError() << "expects a floating-point table";
+  int64_t heads = op.getNumHeads(), n = op.getNumTokens();
+  auto initType = cast<ShapedType>(op.getAttentionOutput().getType());
+  if (op.getResolution().has_value() != op.getShift().has_value())
+    return op.emitOpError() << "expects resolution and shift together";
+  if (failed(verifyScale(op, op.getScale())))
+    return failure();
 
-int64_t FusedWindowAttentionOp::getHeadDim() {
-  ShapedType qType = getQueryType();
-  return hasTokenLayout()
-             ? qType.getDimSize(2) / getNumHeads() / (getPackedQkv() ? 3 : 1)
-             : qType.getDimSize(3);
-}
+  if (op.getPackedQkv() &&
+      (!op.hasTokenLayout() || op.getQuery() != op.getKey() || op.getQuery() != op.getValue()))
+    return op.emitOpError() << "expects packed q, k, v as one operand, in the "
+                            "token layout";
+  if (!op.hasTokenLayout()) {
+    if (!op.getPaddingValues().empty())
+      return op.emitOpError() << "expects padding values only in the token "
+                              "layout";
+    if (failed(verifyQueryKeyValue(op, qType,
+                                   cast<ShapedType>(op.getKey().getType()),
+                                   cast<ShapedType>(op.getValue().getType()))))
+      return failure();
+    if (qType.getDimSize(1) != heads || qType.getDimSize(2) != n)
+      return op.emitOpError() << "expects query of shape [windows, " << heads
+                           << ", " << n << ", head_dim], got "
+                           << formatShape(qType.getShape());
+    if (failed(verifyAttentionResult(op, qType, initType, outputName)))
+      return failure();
+    if (op.getResolution())
+      if (auto error = checkShift(*op.getResolution(), op.getWindow(), *op.getShift()))
+        return op.emitOpError() << *error;
+    return success();
+  }
 
-bool FusedWindowAttentionOp::hasShiftMask() {
-  std::optional<ArrayRef<int64_t>> shift = getShift();
-  return shift && llvm::any_of(*shift, [](int64_t s) { return s != 0; });
+  // Token layout: [batch, L, H*d] maps on both sides.
+  if (!op.getResolution())
+    return op.emitOpError() << "expects resolution and shift with an image";
+  ArrayRef<int64_t> image = *op.getImage();
+  if (auto error = checkFeatureMap(image, op.getWindow(), *op.getShift()))
+    return op.emitOpError() << *error;
+  SmallVector<int64_t> padded = getPaddedResolution(image, op.getWindow());
+  if (*op.getResolution() != ArrayRef<int64_t>(padded))
+    return op.emitOpError() << "expects resolution " << formatShape(padded)
+                         << ", the image padded to whole windows, got "
+                         << formatShape(*op.getResolution());
+  int64_t tokens = 1;
+  for (int64_t extent : image)
+    tokens *= extent;
+  int64_t parts = op.getPackedQkv() ? 3 : 1;
+  for (Value map : {op.getQuery(), op.getKey(), op.getValue(), op.getAttentionOutput()}) {
+    auto type = cast<ShapedType>(map.getType());
+    int64_t mapParts = map == op.getAttentionOutput() ? 1 : parts;
+    std::optional<int64_t> headParts = llvm::checkedMul(heads, mapParts);
+    if (type.getRank() != 3 || type.getDimSize(1) != tokens ||
+        ShapedType::isDynamic(type.getDimSize(2)) || !headParts ||
+        type.getDimSize(2) % *headParts != 0 || type.getDimSize(2) == 0 ||
+        initType.getRank() != 3 ||
+        type.getDimSize(2) !=
+            llvm::checkedMul(initType.getDimSize(2), mapParts) ||
+        failed(verifyCompatibleShape(type.getShape().take_front(2),
+                                     qType.getShape().take_front(2))) ||
+        type.getElementType() != qType.getElementType())
+      return op.emitOpError() << "expects query, key, value and " << outputName << " of "
+                              "shape [batch, "
+                           << tokens << ", " << (parts == 3 ? "3 * " : "")
+                           << heads << " * head_dim] and one element type, got "
+                           << formatShape(type.getShape());
+  }
+  if (!op.getPaddingValues().empty() && op.getPaddingValues().size() != 3)
+    return op.emitOpError() << "expects three padding values (q, k, v) or none";
+  for (Value pad : op.getPaddingValues()) {
+    auto type = cast<ShapedType>(pad.getType());
+    if (type.getShape() != ArrayRef<int64_t>{initType.getDimSize(2)} ||
+        type.getElementType() != qType.getElementType())
+      return op.emitOpError() << "expects padding values of shape ["
+                           << initType.getDimSize(2)
+                           << "] and the query's element type";
+  }
+  return success();
 }
 
 LogicalResult FusedWindowAttentionOp::verify() {
-  auto qType = cast<ShapedType>(getQuery().getType());
-  bool onTensors = isa<RankedTensorType>(qType);
+  bool onTensors = isa<RankedTensorType>(getQuery().getType());
   for (Value operand : getOperands())
     if (isa<RankedTensorType>(operand.getType()) != onTensors ||
         !(isa<RankedTensorType>(operand.getType()) ||
@@ -543,97 +623,9 @@ LogicalResult FusedWindowAttentionOp::verify() {
   if (onTensors != (getNumResults() == 1) || getNumResults() > 1)
     return emitOpError() << "expects one result on tensors and none on "
                             "memrefs";
-  if (failed(verifyWindowAttr(*this, getWindow())))
-    return failure();
-  auto tableType = cast<ShapedType>(getTable().getType());
-  if (tableType.getRank() != 2 ||
-      tableType.getDimSize(0) != getNumTableRows(getWindow()) ||
-      ShapedType::isDynamic(tableType.getDimSize(1)) ||
-      tableType.getDimSize(1) < 1)
-    return emitOpError() << "expects a table of shape "
-                         << getNumTableRows(getWindow()) << "x<heads>, got "
-                         << formatShape(tableType.getShape());
-  if (!isa<FloatType>(tableType.getElementType()))
-    return emitOpError() << "expects a floating-point table";
-  int64_t heads = getNumHeads(), n = getNumTokens();
-  auto initType = cast<ShapedType>(getInit().getType());
-  if (onTensors && getResult().front().getType() != initType)
+  if (onTensors && getResult().front().getType() != getInit().getType())
     return emitOpError() << "expects the result type to be the destination's";
-  if (getResolution().has_value() != getShift().has_value())
-    return emitOpError() << "expects resolution and shift together";
-  if (failed(verifyScale(*this, getScale())))
-    return failure();
-
-  if (getPackedQkv() &&
-      (!hasTokenLayout() || getQuery() != getKey() || getQuery() != getValue()))
-    return emitOpError() << "expects packed q, k, v as one operand, in the "
-                            "token layout";
-  if (!hasTokenLayout()) {
-    if (!getPaddingValues().empty())
-      return emitOpError() << "expects padding values only in the token "
-                              "layout";
-    if (failed(verifyQueryKeyValue(*this, qType,
-                                   cast<ShapedType>(getKey().getType()),
-                                   cast<ShapedType>(getValue().getType()))))
-      return failure();
-    if (qType.getDimSize(1) != heads || qType.getDimSize(2) != n)
-      return emitOpError() << "expects query of shape [windows, " << heads
-                           << ", " << n << ", head_dim], got "
-                           << formatShape(qType.getShape());
-    if (failed(verifyAttentionResult(*this, qType, initType, "destination")))
-      return failure();
-    if (getResolution())
-      if (auto error = checkShift(*getResolution(), getWindow(), *getShift()))
-        return emitOpError() << *error;
-    return success();
-  }
-
-  // Token layout: [batch, L, H*d] maps on both sides.
-  if (!getResolution())
-    return emitOpError() << "expects resolution and shift with an image";
-  ArrayRef<int64_t> image = *getImage();
-  if (auto error = checkFeatureMap(image, getWindow(), *getShift()))
-    return emitOpError() << *error;
-  SmallVector<int64_t> padded = getPaddedResolution(image, getWindow());
-  if (*getResolution() != ArrayRef<int64_t>(padded))
-    return emitOpError() << "expects resolution " << formatShape(padded)
-                         << ", the image padded to whole windows, got "
-                         << formatShape(*getResolution());
-  int64_t tokens = 1;
-  for (int64_t extent : image)
-    tokens *= extent;
-  int64_t parts = getPackedQkv() ? 3 : 1;
-  auto initType2 = cast<ShapedType>(getInit().getType());
-  for (Value map : {getQuery(), getKey(), getValue(), getInit()}) {
-    auto type = cast<ShapedType>(map.getType());
-    int64_t mapParts = map == getInit() ? 1 : parts;
-    std::optional<int64_t> headParts = llvm::checkedMul(heads, mapParts);
-    if (type.getRank() != 3 || type.getDimSize(1) != tokens ||
-        ShapedType::isDynamic(type.getDimSize(2)) || !headParts ||
-        type.getDimSize(2) % *headParts != 0 || type.getDimSize(2) == 0 ||
-        initType2.getRank() != 3 ||
-        type.getDimSize(2) !=
-            llvm::checkedMul(initType2.getDimSize(2), mapParts) ||
-        failed(verifyCompatibleShape(type.getShape().take_front(2),
-                                     qType.getShape().take_front(2))) ||
-        type.getElementType() != qType.getElementType())
-      return emitOpError() << "expects query, key, value and destination of "
-                              "shape [batch, "
-                           << tokens << ", " << (parts == 3 ? "3 * " : "")
-                           << heads << " * head_dim] and one element type, got "
-                           << formatShape(type.getShape());
-  }
-  if (!getPaddingValues().empty() && getPaddingValues().size() != 3)
-    return emitOpError() << "expects three padding values (q, k, v) or none";
-  for (Value pad : getPaddingValues()) {
-    auto type = cast<ShapedType>(pad.getType());
-    if (type.getShape() != ArrayRef<int64_t>{initType2.getDimSize(2)} ||
-        type.getElementType() != qType.getElementType())
-      return emitOpError() << "expects padding values of shape ["
-                           << initType2.getDimSize(2)
-                           << "] and the query's element type";
-  }
-  return success();
+  return verifyFusedAttention(*this, "destination");
 }
 
 void FusedWindowAttentionOp::getEffects(
@@ -689,6 +681,51 @@ LogicalResult FusedWindowAttentionOp::bufferize(
   bufferization::replaceOpWithBufferizedValues(rewriter, *this, buffers.back());
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// FusedWindowAttentionGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedWindowAttentionGradOp::verify() {
+  if (failed(verifyFusedAttention(*this, "out")))
+    return failure();
+  // Each gradient has its primal's type: dout is out's, dtable the table's.
+  std::pair<Value, Value> gradients[] = {
+      {getDout(), getOut()},     {getDquery(), getQuery()},
+      {getDkey(), getKey()},     {getDvalue(), getValue()},
+      {getDtable(), getTable()}};
+  StringRef names[] = {"dout", "dquery", "dkey", "dvalue", "dtable"};
+  for (auto [pair, name] : llvm::zip(gradients, names)) {
+    auto [gradient, primal] = pair;
+    if (gradient.getType() != primal.getType())
+      return emitOpError() << "expects " << name << " of type "
+                           << primal.getType() << ", got "
+                           << gradient.getType();
+  }
+  // Packed: one dqkv map, as q, k, v are one map.
+  if (getPackedQkv() &&
+      (getDquery() != getDkey() || getDquery() != getDvalue()))
+    return emitOpError() << "expects packed dq, dk, dv as one operand";
+  return success();
+}
+
+void FusedWindowAttentionGradOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  // Operands 0-5 (q, k, v, table, out, dout) are read; the gradients,
+  // from dquery on, written.
+  unsigned firstGradient = getDqueryMutable().getOperandNumber();
+  for (OpOperand &operand : getOperation()->getOpOperands()) {
+    if (operand.getOperandNumber() >= firstGradient)
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+    else
+      effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
+#include "Rpe/RpeInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "Rpe/RpeOps.cpp.inc"

@@ -433,8 +433,8 @@ struct ConvertRpeToLinalgPass
                  LowerWindowReverse, DecomposeSoftmax>(context);
     ConversionTarget target(*context);
     target.addIllegalDialect<RpeDialect>();
-    // The fused op is lowered after bufferization.
-    target.addLegalOp<FusedWindowAttentionOp>();
+    // The fused ops are lowered after bufferization.
+    target.addLegalOp<FusedWindowAttentionOp, FusedWindowAttentionGradOp>();
     target.addIllegalOp<linalg::SoftmaxOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,

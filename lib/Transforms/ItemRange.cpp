@@ -22,30 +22,65 @@ namespace mlir::rpe {
 using namespace mlir;
 using namespace mlir::rpe;
 
-/// Appends `begin` and `end` to `func` and restricts `loop` (its one item
-/// loop, from 0 to `items` by 1) to them.
-static LogicalResult restrictToRange(func::FuncOp func, scf::ParallelOp loop) {
-  if (loop.getNumLoops() != 1 ||
-      !matchPattern(loop.getLowerBound()[0], m_Zero()) ||
-      !matchPattern(loop.getStep()[0], m_One()))
-    return loop.emitOpError("marked 'rpe.item_loop' must be one loop from 0 "
-                            "by 1");
+/// The bounds of an item loop: an scf.parallel (the forward kernels, whose
+/// items are independent) or an scf.for (the gradient's, whose items add
+/// to one table gradient).
+struct ItemLoopBounds {
+  Operation *loop = nullptr;
+  Value lower, upper, step;
+  bool oneDimensional = true;
+
+  static ItemLoopBounds of(Operation *op) {
+    ItemLoopBounds bounds;
+    bounds.loop = op;
+    if (auto parallel = dyn_cast<scf::ParallelOp>(op)) {
+      bounds.oneDimensional = parallel.getNumLoops() == 1;
+      bounds.lower = parallel.getLowerBound()[0];
+      bounds.upper = parallel.getUpperBound()[0];
+      bounds.step = parallel.getStep()[0];
+    } else if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      bounds.lower = loop.getLowerBound();
+      bounds.upper = loop.getUpperBound();
+      bounds.step = loop.getStep();
+    }
+    return bounds;
+  }
+
+  void setRange(Value begin, Value end) {
+    if (auto parallel = dyn_cast<scf::ParallelOp>(loop)) {
+      parallel.getLowerBoundMutable().assign(begin);
+      parallel.getUpperBoundMutable().assign(end);
+      return;
+    }
+    auto forLoop = cast<scf::ForOp>(loop);
+    forLoop.getLowerBoundMutable().assign(begin);
+    forLoop.getUpperBoundMutable().assign(end);
+  }
+};
+
+/// Appends `begin` and `end` to `func` and restricts its one item loop
+/// (from 0 to `items` by 1) to them.
+static LogicalResult restrictToRange(func::FuncOp func, Operation *loop) {
+  ItemLoopBounds bounds = ItemLoopBounds::of(loop);
+  if (!bounds.step || !bounds.oneDimensional ||
+      !matchPattern(bounds.lower, m_Zero()) ||
+      !matchPattern(bounds.step, m_One()))
+    return loop->emitOpError("marked 'rpe.item_loop' must be one loop from 0 "
+                             "by 1");
   MLIRContext *context = func.getContext();
   Type index = IndexType::get(context);
   unsigned first = func.getNumArguments();
   if (failed(func.insertArguments(
           {first, first}, {index, index},
           {DictionaryAttr::get(context), DictionaryAttr::get(context)},
-          {loop.getLoc(), loop.getLoc()})))
+          {loop->getLoc(), loop->getLoc()})))
     return failure();
   Value begin = func.getArgument(first), end = func.getArgument(first + 1);
   OpBuilder b(loop);
   // min(end, items): a caller's range past the end computes nothing extra;
   // a begin at or past the upper bound runs no iteration.
-  Value upper =
-      arith::MinUIOp::create(b, loop.getLoc(), end, loop.getUpperBound()[0]);
-  loop.getLowerBoundMutable().assign(begin);
-  loop.getUpperBoundMutable().assign(upper);
+  Value upper = arith::MinUIOp::create(b, loop->getLoc(), end, bounds.upper);
+  bounds.setRange(begin, upper);
   RpeDialect::ItemLoopAttrHelper(context).removeAttr(loop);
   return success();
 }
@@ -56,10 +91,10 @@ struct RpeItemRangePass : public rpe::impl::RpeItemRangeBase<RpeItemRangePass> {
     ModuleOp module = getOperation();
     RpeDialect::ItemLoopAttrHelper itemLoop(&getContext());
     for (auto func : module.getOps<func::FuncOp>()) {
-      SmallVector<scf::ParallelOp> loops;
-      func.walk([&](scf::ParallelOp loop) {
-        if (itemLoop.isAttrPresent(loop))
-          loops.push_back(loop);
+      SmallVector<Operation *> loops;
+      func.walk([&](Operation *op) {
+        if (itemLoop.isAttrPresent(op))
+          loops.push_back(op);
       });
       if (loops.empty())
         continue;

@@ -64,11 +64,12 @@ struct RpeLowerFusedAttentionPass
     options.smVersion = smVersion;
     // Lower each op where it is (walk, not greedy: the emitted loops must
     // not be folded while they are built).
-    SmallVector<FusedWindowAttentionOp> ops;
-    getOperation()->walk([&](FusedWindowAttentionOp op) { ops.push_back(op); });
+    SmallVector<FusedAttentionOpInterface> ops;
+    getOperation()->walk(
+        [&](FusedAttentionOpInterface op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());
-    for (FusedWindowAttentionOp op : ops) {
-      if (op.getNumResults() != 0) {
+    for (FusedAttentionOpInterface op : ops) {
+      if (op->getNumResults() != 0) {
         op.emitOpError("must be bufferized before rpe-lower-fused-attention");
         return signalPassFailure();
       }

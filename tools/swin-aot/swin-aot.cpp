@@ -3,7 +3,7 @@
 //   swin-aot --window=7,7 --heads=3 --head-dim=32 [--scale=F]
 //            [--resolution=H,W --shift=S|SH,SW] [--layout=windows|tokens]
 //            [--table=FILE] [--dtype=f32|f16|bf16] [--target=cpu|nvptx]
-//            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
+//            [--grad] [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
 //
 // Everything runs in-process: building the rpe module, the pipelines,
 // LLVM's optimizer and code generator, lld for shared libraries, and the
@@ -174,6 +174,11 @@ static IntegerOpt vectorWidthOpt(
     cl::desc("f32 lanes of the CPU micro-kernels: 8 (AVX2), 16 (AVX-512); "
              "default: 16 when --cpu=native has AVX-512, else 8"),
     cl::cat(category));
+static cl::opt<bool> gradOpt(
+    "grad",
+    cl::desc("Also write the gradient's entry point, NAME_backward (CPU, "
+             "f32): dq, dk, dv and the table's gradient from out and dout"),
+    cl::cat(category));
 static cl::opt<bool> unfusedOpt(
     "unfused",
     cl::desc("Use the unfused reference lowering (materialized bias and "
@@ -290,6 +295,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.cpu = cpuOpt;
   config.parallel = !noParallelOpt;
   config.fuse = !unfusedOpt;
+  config.grad = gradOpt;
   config.packedQkv = packedQkvOpt;
   config.elementKind = dtypeOpt;
   config.layout = layoutOpt;

@@ -42,7 +42,17 @@ enum class ArgumentRole {
   Count,
   /// The CUDA stream the GPU kernel is queued on.
   Stream,
+  /// Backward: the gradient of the output (read, `out`'s layout).
+  OutputGradient,
+  /// Backward: the gradients of q, k, v (or qkv), in their layout.
+  InputGradient,
+  /// Backward: the table's gradient [T, heads], summed over all windows.
+  TableGradient,
 };
+
+/// Which entry point of a kernel: the attention, or its gradient
+/// (`swin-aot --grad`, `NAME_backward`).
+enum class Direction { Forward, Backward };
 
 llvm::StringRef stringifyArgumentRole(ArgumentRole role);
 
@@ -68,7 +78,10 @@ struct AbiArgument {
   bool isBuffer() const {
     return role != ArgumentRole::Count && role != ArgumentRole::Stream;
   }
-  bool isWritten() const { return role == ArgumentRole::Output; }
+  /// The entry point writes it: the forward's out, the backward's
+  /// gradients (the backward reads out).
+  bool written = false;
+  bool isWritten() const { return written; }
   llvm::ArrayRef<int64_t> getOperandShape() const {
     return flatShape.empty() ? shape : flatShape;
   }
@@ -80,6 +93,7 @@ inline constexpr int64_t kDynamicExtent = -1;
 struct KernelAbi {
   std::string name;
   Target target;
+  Direction direction = Direction::Forward;
   /// In the order of the C parameters.
   llvm::SmallVector<AbiArgument> arguments;
   /// The count must be a multiple of this: shifted windows come in whole
@@ -100,12 +114,17 @@ struct KernelAbi {
   std::string cDeclaration() const;
 };
 
-/// The entry point's ABI for `config`.
-KernelAbi getKernelAbi(const KernelConfig &config);
+/// The ABI of `config`'s entry point in `direction`.
+KernelAbi getKernelAbi(const KernelConfig &config,
+                       Direction direction = Direction::Forward);
+
+/// The C name of the entry point: NAME, or NAME_backward.
+std::string getEntryPointName(const KernelConfig &config, Direction direction);
 
 /// Writes the machine-readable description of the kernel (JSON): the
 /// configuration, the ABI version and the arguments with their roles, C
-/// types, element types and shapes (the count's name where it is dynamic).
+/// types, element types and shapes (the count's name where it is dynamic);
+/// with `--grad`, the backward's arguments too (`backward`).
 void writeAbiDescription(const KernelConfig &config, llvm::raw_ostream &os);
 
 } // namespace mlir::rpe

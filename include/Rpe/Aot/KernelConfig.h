@@ -108,6 +108,8 @@ struct KernelConfig {
   /// Fuse the bias gather and the mask into the softmax (false: the unfused
   /// reference lowering, for comparison).
   bool fuse = true;
+  /// Also the gradient's entry point, NAME_backward (CPU, f32, fused).
+  bool grad = false;
 
   bool isGpu() const { return target == Target::Nvptx; }
   bool hasTokenLayout() const { return layout == Layout::Tokens; }
