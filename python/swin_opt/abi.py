@@ -54,7 +54,11 @@ _CTYPES = {
     "CUstream": ctypes.c_void_p,
 }
 _BUFFER_CTYPES = {"const float *", "float *", "const uint16_t *", "uint16_t *", "CUdeviceptr"}
-_BUFFER_ROLES = ("input", "table", "output", "padding")
+_BUFFER_ROLES = ("input", "table", "output", "padding",
+                 # the backward (``swin-aot --grad``): dout, dq/dk/dv (or dqkv), dtable
+                 "output_gradient", "input_gradient", "table_gradient")
+#: The buffers a forward / backward entry point writes.
+WRITTEN_ROLES = {"forward": ("output",), "backward": ("input_gradient", "table_gradient")}
 _ROLES = _BUFFER_ROLES + ("count", "stream")
 _REBUILD = "rebuild swin-aot from the same checkout as this Python package (scripts/setup.sh)"
 
@@ -68,7 +72,7 @@ class Argument:
     """One C argument of a kernel."""
 
     name: str
-    role: str  # input | table | output | padding | count | stream
+    role: str  # input | table | output | padding | count | stream | *_gradient
     ctype: str
     #: Element type of a buffer ("f32", "f16", "bf16"); None for scalars.
     dtype: Optional[str] = None
@@ -110,6 +114,14 @@ class KernelAbi:
     packed_qkv: bool
     arguments: Tuple[Argument, ...]
     source: str = "<memory>"
+    #: "forward", or "backward" for the gradient's entry point.
+    direction: str = "forward"
+    #: The gradient's entry point (``swin-aot --grad``), or None.
+    backward: Optional["KernelAbi"] = None
+
+    @property
+    def written_roles(self) -> Tuple[str, ...]:
+        return WRITTEN_ROLES[self.direction]
 
     def __getitem__(self, name: str) -> Argument:
         for arg in self.arguments:
@@ -199,6 +211,24 @@ def parse(data: Any, source: str = "<memory>") -> KernelAbi:
                             f"version {VERSION}")
     if data.get("returns") != "int32":
         raise _fail(source, f"kernels returning {data.get('returns')!r} are not supported")
+    for key in ("name", "target", "dtype", "layout"):
+        if not isinstance(data.get(key), str):
+            raise _fail(source, f"missing {key!r}")
+    common = dict(target=data["target"], dtype=data["dtype"], layout=data["layout"],
+                  packed_qkv=bool(data.get("packed_qkv", False)), source=source)
+    backward = None
+    if "backward" in data:
+        entry = data["backward"]
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise _fail(source, "malformed backward entry point")
+        backward = KernelAbi(name=entry["name"], direction="backward",
+                             arguments=_arguments(entry, source, "output_gradient"), **common)
+    return KernelAbi(name=data["name"], arguments=_arguments(data, source, "output"),
+                     backward=backward, **common)
+
+
+def _arguments(data: dict, source: str, required_role: str) -> Tuple[Argument, ...]:
+    """The validated argument list of one entry point."""
     entries = data.get("arguments")
     if not isinstance(entries, list):
         raise _fail(source, "no argument list")
@@ -209,14 +239,9 @@ def parse(data: Any, source: str = "<memory>") -> KernelAbi:
     names = [a.name for a in args]
     if len(set(names)) != len(names):
         raise _fail(source, f"duplicate argument names in {names}")
-    if not any(a.role == "output" for a in args) or not any(a.role == "input" for a in args):
-        raise _fail(source, "no input or no output argument")
-    for key in ("name", "target", "dtype", "layout"):
-        if not isinstance(data.get(key), str):
-            raise _fail(source, f"missing {key!r}")
-    return KernelAbi(name=data["name"], target=data["target"], dtype=data["dtype"],
-                     layout=data["layout"], packed_qkv=bool(data.get("packed_qkv", False)),
-                     arguments=args, source=source)
+    if not any(a.role == required_role for a in args) or not any(a.role == "input" for a in args):
+        raise _fail(source, f"no input or no {required_role} argument")
+    return args
 
 
 def load(path: Union[str, Path]) -> KernelAbi:
@@ -234,8 +259,9 @@ def load(path: Union[str, Path]) -> KernelAbi:
     return parse(data, str(path))
 
 
-def check_no_overlap(buffers: Iterable[Tuple[Argument, int, int]]) -> None:
-    """Raise ValueError when an output buffer shares memory with another buffer.
+def check_no_overlap(buffers: Iterable[Tuple[Argument, int, int]],
+                     written: Tuple[str, ...] = WRITTEN_ROLES["forward"]) -> None:
+    """Raise ValueError when a written buffer (roles ``written``) shares memory with another.
 
     ``buffers``: ``(argument, address, nbytes)`` of contiguous buffers (device
     or host addresses; NULL / empty ones are ignored). The kernels read their
@@ -244,7 +270,7 @@ def check_no_overlap(buffers: Iterable[Tuple[Argument, int, int]]) -> None:
     spans = [(arg, int(address), int(nbytes)) for arg, address, nbytes in buffers
              if address and nbytes > 0]
     for out, o_start, o_size in spans:
-        if out.role != "output":
+        if out.role not in written:
             continue
         for other, start, size in spans:
             if other is not out and start < o_start + o_size and o_start < start + size:

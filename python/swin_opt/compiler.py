@@ -202,6 +202,8 @@ class KernelConfig:
     kernel: Optional[str] = None
     #: ``swin-aot --chip`` (``target="nvptx"`` only).
     chip: Optional[str] = None
+    #: ``swin-aot --grad``: also the gradient's entry point (:meth:`Kernel.backward`).
+    grad: bool = False
 
     @property
     def tokens_per_window(self) -> int:
@@ -273,6 +275,8 @@ class KernelConfig:
             args.append(f"--kernel={self.kernel}")
         if self.chip is not None:
             args.append(f"--chip={self.chip}")
+        if self.grad:
+            args.append("--grad")
         return args
 
 
@@ -281,7 +285,8 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 layout: str = "windows", dtype: Any = "float32", target: str = "cpu",
                 name: Optional[str] = None, cpu: Optional[str] = None,
                 parallel: bool = True, packed_qkv: bool = False,
-                kernel: Optional[str] = None, chip: Optional[str] = None) -> KernelConfig:
+                kernel: Optional[str] = None, chip: Optional[str] = None,
+                grad: bool = False) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of :func:`compile` but the table).
 
     Only structural checks happen here (types, ranks, positivity, names, divisibility
@@ -351,10 +356,13 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
         raise ValueError("packed_qkv requires layout='tokens'")
     if kernel is not None and kernel not in ("tiles", "warps", "rows"):
         raise ValueError(f"kernel must be 'tiles', 'warps' or 'rows', got {kernel!r}")
+    dtype = normalize_dtype(dtype)
+    if grad and (target != "cpu" or dtype != "f32"):
+        raise ValueError("grad=True (the backward kernel) needs target='cpu' and float32")
     return KernelConfig(window=win, heads=heads, head_dim=head_dim, scale=scale, resolution=res,
-                        shift=sft, padding=pad, layout=layout, dtype=normalize_dtype(dtype),
+                        shift=sft, padding=pad, layout=layout, dtype=dtype,
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),
-                        packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip)
+                        packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip, grad=bool(grad))
 
 
 # --------------------------------------------------------------------------- #
@@ -662,8 +670,9 @@ def _check_abi(art: Artifacts) -> None:
     except _abi.AbiError as exc:
         raise CompileError(str(exc)) from None
     want = {"name": cfg.name, "target": cfg.target, "dtype": cfg.dtype, "layout": cfg.layout,
-            "packed_qkv": cfg.packed_qkv}
-    got = {key: getattr(desc, key) for key in want}
+            "packed_qkv": cfg.packed_qkv, "grad": cfg.grad}
+    got = {key: getattr(desc, key) for key in want if key != "grad"}
+    got["grad"] = desc.backward is not None
     if got != want:
         raise CompileError(f"{art.abi} describes {got}, but {want} was built; rebuild swin-aot "
                            "from the same checkout as this Python package")
@@ -757,6 +766,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     packed_qkv: bool = False,
     kernel: Optional[str] = None,
     chip: Optional[str] = None,
+    grad: bool = False,
     emit: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
 ):
@@ -813,6 +823,9 @@ def compile(  # noqa: A001 - the public name is part of the API
         ``"warps"`` (swin-aot's default for f16/bf16) or ``"rows"``.
     chip:
         ``target="nvptx"`` only: the GPU architecture (default ``"sm_90"``).
+    grad:
+        Also compile the gradient (``swin-aot --grad``; CPU, float32): see
+        :meth:`Kernel.backward`.
     emit:
         ``swin-aot --emit``; see above for what is returned.
     cache_dir:
@@ -830,7 +843,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
                       cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel,
-                      chip=chip)
+                      chip=chip, grad=grad)
     if emit is None:
         emit = _DEFAULT_EMIT[cfg.target]
     if emit not in _EMITS[cfg.target]:
@@ -954,6 +967,7 @@ class Kernel:
         self.table = table
         self._lock = threading.Lock()
         self._fn = None
+        self._backward_fn = None
 
     def __repr__(self) -> str:
         baked = " baked-table" if self.table is not None else ""
@@ -1054,6 +1068,80 @@ class Kernel:
             raise RuntimeError(f"kernel {cfg.name} returned {rc} (invalid arguments: "
                                f"{abi.count.name}={n})")
         return out
+
+    def backward(self, q, k=None, v=None, table=None, out=None, dout=None, *, grads=None):
+        """The gradients of the attention (a ``grad=True`` kernel).
+
+        Called with the forward's inputs, its output ``out`` and the output's
+        gradient ``dout`` (``out``'s shape): ``kernel.backward(q, k, v, table,
+        out, dout)`` returns ``(dq, dk, dv, dtable)``; a packed-qkv kernel,
+        ``kernel.backward(qkv, table, out, dout)``, returns ``(dqkv, dtable)``.
+        ``dtable`` ``[T, heads]`` sums every window. The buffers are float32,
+        C-contiguous, all numpy or all CPU torch tensors; ``grads`` optionally
+        supplies the result buffers by name (``dq``, ``dk``, ``dv``/``dqkv``,
+        ``dtable``). Padding tokens count as zeros (no ``pad_qkv``).
+        """
+        abi = self.abi.backward
+        if abi is None:
+            raise ValueError("this kernel has no backward: compile it with grad=True")
+        if self.config.packed_qkv:
+            if out is not None or dout is not None:
+                raise TypeError("a packed_qkv kernel's backward is backward(qkv, table, out, dout)")
+            given = {"qkv": q, "table": k, "out": v, "dout": table}
+        else:
+            given = {"q": q, "k": k, "v": v, "table": table, "out": out, "dout": dout}
+        read = [arg for arg in abi.arguments
+                if arg.role in ("input", "output", "output_gradient")]
+        for arg in read:
+            if not (_is_torch(given[arg.name]) or isinstance(given[arg.name], np.ndarray)):
+                raise TypeError(f"{arg.name} must be a numpy.ndarray or torch.Tensor, "
+                                f"got {type(given[arg.name]).__name__}")
+        first = given[read[0].name]
+        torch_io = _is_torch(first)
+        if any(_is_torch(given[arg.name]) != torch_io for arg in read):
+            raise TypeError(f"{', '.join(a.name for a in read)} must all be numpy arrays or "
+                            "all torch tensors")
+        n = abi.count_of(read[0].name, first.shape)
+        shapes = abi.shapes(n)
+        bufs = {arg.name: _buffer(arg.name, given[arg.name], arg.dtype, shapes[arg.name],
+                                  arg.shape_doc()) for arg in read}
+        nw = self.config.windows_per_image
+        if self.config.layout == "windows" and nw is not None and n % nw:
+            raise ValueError(f"num_windows ({n}) must be a multiple of the {nw} windows per "
+                             "image")
+        table_buffer = self._table_buffer(given["table"])
+        if table_buffer is not None:
+            bufs["table"] = table_buffer
+        grads = dict(grads or {})
+        results = []
+        for arg in abi.arguments:
+            if arg.role not in abi.written_roles:
+                continue
+            buf = self._output(grads.pop(arg.name, None), shapes[arg.name], first, torch_io)
+            bufs[arg.name] = _buffer(arg.name, buf, arg.dtype, shapes[arg.name], arg.shape_doc())
+            if not torch_io and not buf.flags.writeable:
+                raise ValueError(f"{arg.name} must be writeable")
+            results.append(buf)
+        if grads:
+            raise TypeError(f"unknown gradient buffers {sorted(grads)}")
+        _abi.check_no_overlap(((abi[name], b.ptr, b.nbytes) for name, b in bufs.items()),
+                              abi.written_roles)
+        if n == 0:
+            for buf in results:
+                buf[...] = 0
+            return tuple(results)
+        if self._backward_fn is None:
+            with self._lock:
+                if self._backward_fn is None:
+                    self._backward_fn, self._backward_lib = _load_function(
+                        self.library, abi, describe(self.config))
+        values = {name: (b.ptr or None) for name, b in bufs.items()}
+        values[abi.count.name] = n
+        rc = self._backward_fn(*abi.call_args(values))
+        if rc != 0:
+            raise RuntimeError(f"kernel {abi.name} returned {rc} ({'out of memory' if rc == 2 else 'invalid arguments'}: "
+                               f"{abi.count.name}={n})")
+        return tuple(results)
 
     def _table_buffer(self, table) -> Optional[_Buffer]:
         """The table argument: None for a baked table, else a checked buffer."""

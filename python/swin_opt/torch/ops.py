@@ -19,9 +19,14 @@ on-disk cache, the first time a process sees it), so graphs captured by
 
 Each op has a fake (meta) implementation giving the output's shape and dtype
 (window layout ``[num_windows, N, C]``, token layout ``[batch, L, C]``) and an
-autograd registration that refuses to differentiate: calling an op on
-tensors that require grad with grad mode on raises at once (there is no
-backward yet), so a graph is never cut silently.
+autograd formula: the attention ops save q, k, v (or qkv), the table and
+their output, and their backward is the compiled gradient kernel
+(``swin-aot --grad``, float32; built on first use under a config with
+``"grad": true``), which returns dq, dk, dv (or dqkv) and the table's
+gradient.  Padding tokens count as zeros in the backward, so the patches do
+not use the kernels for padded maps under autograd (the padding rows are
+the qkv bias, whose gradient would be lost); ``linear`` has no backward (the
+patches use ``F.linear`` under autograd).
 
 The functions :func:`resolve_spec`, :func:`index_ok` and
 :func:`swin_opt.torch.masks.constant_match` are marked for dynamo with
@@ -241,12 +246,48 @@ class KernelCall:
         self.key = spec.key
 
     def __call__(self, q, k=None, v=None, table=None, pad_qkv=None):
-        ops = _torch().ops.swin_opt
+        torch = _torch()
+        ops = torch.ops.swin_opt
+        spec = self.config
+        padded = spec.layout == "tokens" and spec.padded_resolution != spec.resolution
+        if padded and pad_qkv is not None and torch.is_grad_enabled() and any(
+                t is not None and t.requires_grad for t in (q, k, v, table)):
+            from .patching import _Fallback
+
+            raise _Fallback("autograd on a padded map (the padding rows' gradient, the qkv "
+                            "bias's, is not computed by the backward kernel)")
         if self.config.packed_qkv:
             if v is not None or table is not None:
                 raise TypeError("a packed_qkv kernel is called as kern(qkv, table, pad_qkv=...)")
             return ops.window_attention_packed(q, k, pad_qkv, self.key)
         return ops.window_attention(q, k, v, table, pad_qkv, self.key)
+
+
+def grad_key(key: str) -> str:
+    """The config string of ``key``'s kernel compiled with its backward (``grad=True``)."""
+    spec = json.loads(key)
+    spec["options"]["grad"] = True
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def _attention_setup(ctx, inputs, output):
+    """Saves the primal inputs (q, k, v, or qkv; the table) and the output."""
+    *tensors, pad_qkv, config = inputs
+    ctx.config = config
+    ctx.has_table = tensors[-1] is not None
+    ctx.save_for_backward(*tensors[:-1], tensors[-1] if ctx.has_table else None, output)
+
+
+def _attention_backward(ctx, dout):
+    """The gradient kernel: ``(dq, dk, dv | dqkv, dtable, None, None)``."""
+    *inputs, table, out = ctx.saved_tensors
+    kern = kernel_for(grad_key(ctx.config))
+    if kern.config.dtype != "f32":  # pragma: no cover - make_config refuses first
+        raise RuntimeError("swin_opt: the backward kernels are float32")
+    grads = kern.backward(*[t.contiguous() for t in inputs], table, out.contiguous(),
+                          dout.contiguous())
+    dtable = grads[-1] if ctx.has_table else None
+    return (*grads[:-1], dtable, None, None)
 
 
 def _no_grad_error(name):
@@ -317,11 +358,10 @@ def register() -> None:
         def _(x, weight, bias):
             return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
-        for op, name in ((window_attention, "window_attention"),
-                         (window_attention_packed, "window_attention_packed"),
-                         (linear, "linear")):
-            setup, backward = _no_grad_error(name)
-            op.register_autograd(backward, setup_context=setup)
+        for op in (window_attention, window_attention_packed):
+            op.register_autograd(_attention_backward, setup_context=_attention_setup)
+        setup, backward = _no_grad_error("linear")
+        linear.register_autograd(backward, setup_context=setup)
 
         # run at trace time only under torch.compile; their results are graph constants
         for fn in (resolve_spec, index_ok, masks.constant_match, patching._note_reason,

@@ -100,11 +100,18 @@ class _Patch:
             # non-strict torch.export runs this code on fake tensors: the data-dependent
             # checks (shift mask, relative index) cannot be done
             raise _Fallback("non-strict torch.export (use strict=True to export the kernel)")
-        if module.training:
-            raise _Fallback("training mode")
-        if torch.is_grad_enabled() and (x.requires_grad or
-                                        any(p.requires_grad for p in module.parameters())):
-            raise _Fallback("autograd enabled (use torch.no_grad()/inference_mode())")
+        differentiating = torch.is_grad_enabled() and (
+            x.requires_grad or any(p.requires_grad for p in module.parameters()))
+        if module.training or differentiating:
+            # Training runs the kernels' forward and backward (float32 Swin V1).
+            if _is_swinv2(module) or _is_swinv2(getattr(module, "attn", None)) or \
+                    _is_swinv2(getattr(module, "attention", None)):
+                raise _Fallback("training SwinV2 (its cosine attention has no backward kernel)")
+            if x.dtype != torch.float32:
+                raise _Fallback(f"training in {x.dtype} (the backward kernels are float32)")
+            if module.training and _attention_dropout(torch, module) > 0:
+                raise _Fallback("attention dropout > 0 in training mode (the kernels have "
+                                "no dropout)")
         if x.device.type != "cpu":
             raise _Fallback(f"device {x.device}")
         name = _dtype_name(torch, x.dtype)
@@ -129,7 +136,8 @@ class _Patch:
             if index is not None and not _ops.index_ok(index, window):
                 raise _Fallback("relative_position_index is not Swin's standard index")
             self._checked_index.add(window)
-        t = table.detach()
+        # Not detached: under autograd the table's gradient is the kernel's.
+        t = table
         if t.dtype != dtype:
             t = t.to(dtype)
         return t.contiguous()
@@ -254,8 +262,10 @@ def _linear(torch, x, weight, bias=None):
     only for frozen, constant weights). Everything else is ``F.linear``;
     ``SWIN_OPT_ONEDNN=0`` turns the oneDNN path off.
     """
+    differentiating = torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
     if (_onednn_linear(torch) and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and x.device.type == "cpu"):
+            and x.device.type == "cpu" and not differentiating):
         if torch.compiler.is_compiling():
             return torch.ops.swin_opt.linear(x, weight, bias)
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
@@ -337,6 +347,22 @@ def _packed_inputs(torch, x, weight, bias, heads, head_dim, logit_scale):
     qkv = _qkv_packed(torch, x, weight, bias, heads, head_dim)
     _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], logit_scale, head_axis=2)
     return qkv, _pad_rows(torch, bias, heads * head_dim)
+
+
+def _attention_dropout(torch, module) -> float:
+    """The probability of the dropout applied to the attention weights in ``module``
+    (a block or an attention module of timm, torchvision or transformers): timm's
+    ``attn_drop``, torchvision's ``attention_dropout``, transformers' self-attention
+    ``dropout``; 0 when there is none."""
+    p = float(getattr(module, "attention_dropout", 0.0) or 0.0)
+    for name, child in module.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if isinstance(child, torch.nn.Dropout) and (
+                leaf == "attn_drop" or (leaf == "dropout" and ("self" in name or name == "dropout"))):
+            p = max(p, float(child.p))
+        p = max(p, float(getattr(child, "attention_dropout", 0.0) or 0.0)
+                if isinstance(getattr(child, "attention_dropout", None), float) else p)
+    return p
 
 
 def _is_swinv2(module) -> bool:

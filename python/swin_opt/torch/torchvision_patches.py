@@ -128,7 +128,7 @@ class _TorchvisionAttention3d(_Patch):
             raise _Fallback(f"window {full} shrunk to {window}: torchvision's bias "
                             "(relative_position_index[:n, :n] of the full window) is not a "
                             "relative position bias of the smaller window")
-        table = m.relative_position_bias_table.detach()[rows]
+        table = m.relative_position_bias_table[rows]
         return self.table(table, window, heads, None, dtype)
 
     def run(self, torch, m, x):
