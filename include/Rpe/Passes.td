@@ -146,6 +146,16 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     whose keys and values exceed 48 KiB of shared memory) get `rows`, and
     so do all ops when `sm` names a chip without m16n8k16 tensor-core tiles
     (below 80: sm_75).
+
+    `rpe.fused_window_attention_grad` gets the gradient's CPU kernel, with
+    any `strategy` (it has one form): per (window, head) the same packing
+    of kᵀ (and of vᵀ), the scores and softmax recomputed by steps 2-4,
+    `dP = dout · vᵀ` on the scores' micro-kernel, `dS = P (dP - rowsum(dout
+    out))`, then `dq`, `dk` and `dv` on the output's micro-kernel. The
+    table's gradient accumulates in the reversed table's layout, one vector
+    add per query row and row of keys, the same addresses the bias was read
+    from; its item loop is an `scf.for` (the items add to one table
+    gradient) that `rpe-item-range` restricts like the forward's.
   }];
   let options = [
     Option<"strategy", "strategy", "::mlir::rpe::KernelStrategy",
@@ -209,7 +219,9 @@ def RpeItemRange : Pass<"rpe-item-range", "::mlir::ModuleOp"> {
     holding a fused kernel's item loop (the `scf.parallel` that
     `rpe-lower-fused-attention` marks `rpe.item_loop`) gets two trailing
     `index` arguments, `begin` and `end`, and the loop runs the items
-    `[begin, min(end, items))` only, sequentially. Any thread pool can then
+    `[begin, min(end, items))` only, sequentially. (The gradient's item
+    loop is an `scf.for` from the start; it is restricted the same way, and
+    a caller running ranges on threads gives each its own table gradient.) Any thread pool can then
     split `[0, windows * heads)`: swin-aot's entry point hands the ranges to
     the GNU OpenMP runtime's team (`GOMP_parallel`), which in a PyTorch
     process is torch's own intra-op pool.

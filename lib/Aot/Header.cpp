@@ -150,6 +150,22 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
        << config.name << "_last_error()\n"
        << " * describes the last one. Never aborts. */\n";
   os << abi.cDeclaration() << ";\n";
+  if (config.grad) {
+    KernelAbi backward = getKernelAbi(config, Direction::Backward);
+    os << "\n/* The gradient: given the forward's arguments, its out and dout (the\n"
+       << " * gradient of out, out's layout), writes the gradients of "
+       << (config.packedQkv ? "qkv (dqkv)" : "q, k, v (dq, dk, dv)")
+       << " in\n * their layout and overwrites dtable [(2Wh-1)*(2Ww-1), heads] "
+          "with the\n * table's gradient summed over every window. P is "
+          "recomputed from q, k\n * and the table. "
+       << (config.isPadded() ? "Padding tokens count as zeros (no pad_qkv): "
+                               "their gradient is\n * not computed. "
+                             : "")
+       << "Returns 0; 1 for invalid arguments, 2 when the\n * threads' "
+          "partial table gradients cannot be allocated; nothing is\n * "
+          "written then. */\n"
+       << backward.cDeclaration() << ";\n";
+  }
   if (config.isGpu())
     os << "const char *" << config.name << "_last_error(void);\n";
   os << "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << upper << "_H */\n";

@@ -199,7 +199,9 @@ std::string KernelAbi::cDeclaration() const {
   for (auto [i, argument] : llvm::enumerate(arguments)) {
     if (i > 0)
       declaration += argument.role == ArgumentRole::Table ||
-                             argument.role == ArgumentRole::Padding
+                             argument.role == ArgumentRole::Padding ||
+                             argument.role == ArgumentRole::OutputGradient ||
+                             argument.role == ArgumentRole::TableGradient
                          ? ",\n    "
                          : ", ";
     std::string type = cType(argument);

@@ -582,3 +582,58 @@ func.func @fused_packed_heads_overflow(%qkv: tensor<?x117x48xf32>, %t: tensor<77
          outs(%o : tensor<?x117x16xf32>) {image = array<i64: 9, 13>, packed_qkv, resolution = array<i64: 12, 18>, scale = 1.0 : f32, shift = array<i64: 0, 0>, window = array<i64: 4, 6>} -> tensor<?x117x16xf32>
   return
 }
+
+// -----
+
+func.func @grad_dtable_type(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>, %dt: memref<169x4xf32>) {
+  // expected-error @below {{expects dtable of type 'memref<169x3xf32>', got 'memref<169x4xf32>'}}
+  rpe.fused_window_attention_grad
+      ins(%q, %q, %q, %t, %o, %o : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>)
+      outs(%q, %q, %q, %dt : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x4xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+func.func @grad_dout_type(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>, %do: memref<?x3x49x32xf32>) {
+  // expected-error @below {{expects dout of type 'memref<?x49x96xf32>', got 'memref<?x3x49x32xf32>'}}
+  rpe.fused_window_attention_grad
+      ins(%q, %q, %q, %t, %o, %do : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x3x49x32xf32>)
+      outs(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+func.func @grad_out_shape(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x64xf32>) {
+  // expected-error @below {{out}}
+  rpe.fused_window_attention_grad
+      ins(%q, %q, %q, %t, %o, %o : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x64xf32>, memref<?x49x64xf32>)
+      outs(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+func.func @grad_packed_gradients(%qkv: memref<2x196x288xf32>, %t: memref<169x3xf32>, %o: memref<2x196x96xf32>, %d1: memref<2x196x288xf32>, %d2: memref<2x196x288xf32>) {
+  // expected-error @below {{expects packed dq, dk, dv as one operand}}
+  rpe.fused_window_attention_grad
+      ins(%qkv, %qkv, %qkv, %t, %o, %o : memref<2x196x288xf32>, memref<2x196x288xf32>, memref<2x196x288xf32>, memref<169x3xf32>, memref<2x196x96xf32>, memref<2x196x96xf32>)
+      outs(%d1, %d2, %d1, %t : memref<2x196x288xf32>, memref<2x196x288xf32>, memref<2x196x288xf32>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32, image = array<i64: 14, 14>, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>, packed_qkv}
+  return
+}
+
+// -----
+
+func.func @grad_on_tensors(%q: tensor<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
+  // expected-error @+2 {{invalid kind of type specified: expected builtin.memref}}
+  rpe.fused_window_attention_grad
+      ins(%q, %q, %q, %t, %o, %o : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>)
+      outs(%o, %o, %o, %t : memref<?x49x96xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32}
+  return
+}

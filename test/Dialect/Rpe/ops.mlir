@@ -103,3 +103,21 @@ func.func @fused(%x: tensor<2x117x96xf16>, %p: tensor<96xf16>, %t: tensor<77x3xf
 func.func @items_per_block() attributes {rpe.items_per_block = 3 : i64} {
   return
 }
+
+// The gradient, on buffers: windows layout with a shifted-window mask, and
+// packed qkv (one map and one gradient map) in the token layout.
+// CHECK-LABEL: func @fused_grad
+func.func @fused_grad(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>, %dq: memref<?x3x49x32xf32>, %dk: memref<?x3x49x32xf32>, %dv: memref<?x3x49x32xf32>, %dt: memref<169x3xf32>,
+                         %qkv: memref<2x196x288xf32>, %om: memref<2x196x96xf32>, %dqkv: memref<2x196x288xf32>) {
+  // CHECK: rpe.fused_window_attention_grad ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>) outs(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>) {resolution = array<i64: 14, 14>, scale = 1.250000e-01 : f32, shift = array<i64: 3, 3>, window = array<i64: 7, 7>}
+  rpe.fused_window_attention_grad
+      ins(%q, %q, %q, %t, %o, %o : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>)
+      outs(%dq, %dk, %dv, %dt : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>}
+  // CHECK: rpe.fused_window_attention_grad {{.*}} {image = array<i64: 14, 14>, packed_qkv, resolution = array<i64: 14, 14>, scale = 1.250000e-01 : f32, shift = array<i64: 3, 3>, window = array<i64: 7, 7>}
+  rpe.fused_window_attention_grad
+      ins(%qkv, %qkv, %qkv, %t, %om, %om : memref<2x196x288xf32>, memref<2x196x288xf32>, memref<2x196x288xf32>, memref<169x3xf32>, memref<2x196x96xf32>, memref<2x196x96xf32>)
+      outs(%dqkv, %dqkv, %dqkv, %dt : memref<2x196x288xf32>, memref<2x196x288xf32>, memref<2x196x288xf32>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32, image = array<i64: 14, 14>, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>, packed_qkv}
+  return
+}
