@@ -1,7 +1,8 @@
 """The kernels as a torch operator (swin_opt.torch.ops) and a swapped model's
 everyday behaviour: torch.compile / torch.export keep the kernel, tracing and
-scripting do not break, autograd is never cut silently, copies and checkpoints
-stay swapped, warmup builds kernels concurrently.
+scripting do not break, autograd runs the gradient kernels (issue 13) with
+the gradients of PyTorch's own attention, copies and checkpoints stay
+swapped, warmup builds kernels concurrently.
 
 One small random timm Swin (56x56 input, window 7, two stages: three kernel
 configurations) serves every model test; one torch.compile and one strict
@@ -129,16 +130,63 @@ def test_op_linear(torch, ops):
     torch.library.opcheck(torch.ops.swin_opt.linear.default, (x, w, None))
 
 
+def _eager_attention(torch, q, k, v, table, window, scale, mask=None):
+    """Swin's own attention in torch ops (autograd's reference): ``[nW, N, C]``."""
+    n, heads = q.shape[2], q.shape[1]
+    index = torch.from_numpy(ref.relative_index(window).reshape(-1))
+    bias = table[index].view(n, n, heads).permute(2, 0, 1)
+    s = (q * scale) @ k.transpose(-2, -1) + bias
+    if mask is not None:
+        nw = mask.shape[0]
+        s = (s.view(-1, nw, heads, n, n) + mask.unsqueeze(1)).view(-1, heads, n, n)
+    return (s.softmax(-1) @ v).transpose(1, 2).reshape(q.shape[0], n, -1)
+
+
 @pytest.mark.aot
-def test_op_refuses_to_cut_the_graph(torch, ops, kernel_cache):
-    window = (4, 4)
-    key = ops.kernel_key(window, 2, 8, dtype="float32", cache_dir=kernel_cache)
-    q, k, v, table = _qkv(torch, (4, 2, 16, 8), 2, window)
-    q.requires_grad_()
-    with pytest.raises(RuntimeError, match="has no backward"):
-        torch.ops.swin_opt.window_attention(q, k, v, table, None, key)
-    with torch.no_grad():  # fine without autograd
-        torch.ops.swin_opt.window_attention(q, k, v, table, None, key)
+@pytest.mark.parametrize("shifted", [False, True])
+def test_op_backward_matches_autograd(torch, ops, kernel_cache, shifted):
+    """The op's backward (the gradient kernel) against autograd through Swin's
+    attention written in torch: dq, dk, dv and the table's gradient."""
+    window, heads, head_dim = (4, 4), 2, 8
+    extra = dict(resolution=(8, 8), shift=(2, 2)) if shifted else {}
+    key = ops.kernel_key(window, heads, head_dim, dtype="float32", cache_dir=kernel_cache,
+                         **extra)
+    q, k, v, table = _qkv(torch, (8, heads, 16, head_dim), heads, window)
+    mask = torch.from_numpy(ref.shift_mask((8, 8), window, (2, 2))).float() if shifted else None
+    primal = [t.clone().requires_grad_() for t in (q, k, v, table)]
+    eager = [t.clone().requires_grad_() for t in (q, k, v, table)]
+    out = torch.ops.swin_opt.window_attention(*primal, None, key)
+    want = _eager_attention(torch, *eager, window, head_dim ** -0.5, mask)
+    assert _rel_err(out, want) <= RTOL
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    want.backward(dout)
+    for name, got, expected in zip(("q", "k", "v", "table"), primal, eager):
+        assert _rel_err(got.grad, expected.grad) <= RTOL, name
+    torch.library.opcheck(torch.ops.swin_opt.window_attention.default,
+                          (*primal, None, key), test_utils=("test_schema",
+                                                            "test_autograd_registration",
+                                                            "test_faketensor"))
+
+
+@pytest.mark.aot
+def test_packed_op_backward(torch, ops, kernel_cache):
+    """The packed op's gradient is one dqkv, as its input is one qkv."""
+    window, heads, head_dim = (4, 4), 2, 8
+    key = ops.kernel_key(window, heads, head_dim, dtype="float32", cache_dir=kernel_cache,
+                         resolution=(8, 8), shift=(2, 2), layout="tokens", packed_qkv=True)
+    qkv = torch.randn(2, 64, 3, heads, head_dim, requires_grad=True)
+    table = torch.randn(49, heads, requires_grad=True)
+    out = torch.ops.swin_opt.window_attention_packed(qkv, table, None, key)
+    out.square().sum().backward()
+    assert qkv.grad.shape == qkv.shape and table.grad.shape == table.shape
+    want = ref.swin_block_attention_tokens_backward(
+        *(qkv.detach()[:, :, i].reshape(2, 64, -1).numpy() for i in range(3)),
+        table.detach().numpy(), 2 * out.detach().numpy(), resolution=(8, 8), window=window,
+        shift=2)
+    got = [qkv.grad[:, :, i].reshape(2, 64, -1).numpy() for i in range(3)]
+    for g, w in zip(got + [table.grad.numpy()], want):
+        assert np.abs(g - w).max() <= RTOL * np.abs(w).max()
 
 
 def test_op_malformed_config(torch, ops):
@@ -151,23 +199,42 @@ def test_op_malformed_config(torch, ops):
 # A swapped model
 # --------------------------------------------------------------------------- #
 @pytest.mark.aot
-def test_grad_falls_back_and_keeps_gradients(torch, timm_model, img, opts):
+def test_training_runs_the_kernels_with_the_same_gradients(torch, timm_model, img, opts):
+    """Train mode and autograd: every block runs the kernels forward and backward,
+    and every parameter's gradient (the bias tables' included) is the original's."""
     ref_model = copy.deepcopy(timm_model).train()
     assert st.swap_attention(timm_model, **opts) == N_LAYERS
     timm_model.train()
     x1, x2 = img.clone().requires_grad_(), img.clone().requires_grad_()
     ref_model(x1).square().sum().backward()
     timm_model(x2).square().sum().backward()
-    # each block's _attn, then its WindowAttention.forward, run the original
-    assert _kernel_calls(timm_model) == 0 and _fallbacks(timm_model) == 2 * N_LAYERS
-    assert torch.allclose(x1.grad, x2.grad, rtol=1e-4, atol=1e-6)
+    # each block's _attn runs the token-layout kernel (its WindowAttention is not called)
+    assert _kernel_calls(timm_model) == N_LAYERS and _fallbacks(timm_model) == 0
+    assert _rel_err(x2.grad, x1.grad) <= RTOL
     for (name, p), q in zip(ref_model.named_parameters(), timm_model.parameters()):
-        assert q.grad is not None and torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-6), name
-    # eval mode with grad enabled: parameters require grad, so still the original
+        assert q.grad is not None and _rel_err(q.grad, p.grad) <= RTOL, name
+    # eval mode with grad enabled: the kernels too
     timm_model.eval()
-    timm_model(img)
+    timm_model(img).sum().backward()
+    assert _kernel_calls(timm_model) == 2 * N_LAYERS and _fallbacks(timm_model) == 0
+
+
+@pytest.mark.aot
+def test_attention_dropout_falls_back_in_training(torch, timm_model, img, opts):
+    """The kernels have no dropout: attention dropout > 0 keeps torch's code in train
+    mode, with the reason reported; in eval mode (no dropout) the kernels run."""
+    for block in (b for layer in timm_model.layers for b in layer.blocks):
+        block.attn.attn_drop.p = 0.1
+    st.swap_attention(timm_model, **opts)
+    timm_model.train()
+    timm_model(img).sum().backward()
     reasons = {r for s in st.patch_stats(timm_model) for r in s["fallback_reasons"]}
-    assert reasons == {"training mode", "autograd enabled (use torch.no_grad()/inference_mode())"}
+    assert any("attention dropout" in r for r in reasons), reasons
+    assert _kernel_calls(timm_model) == 0
+    timm_model.eval()
+    with torch.no_grad():
+        timm_model(img)
+    assert _kernel_calls(timm_model) == N_LAYERS
 
 
 @pytest.mark.aot
