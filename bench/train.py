@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training with and without swin-opt's kernels: whole Swin-T steps and the attention core's backward.
+"""Training with and without swin-opt's kernels: Swin-T steps and the attention core's backward.
 
     python bench/train.py [--quick] [--batch 8] [--repeat 5] [--threads 2]
                           [--models timm,torchvision,transformers] [--windows 2048]
@@ -46,6 +46,7 @@ import collections
 import copy
 import json
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -100,22 +101,23 @@ MODELS: Dict[str, Callable] = {
     "transformers": transformers_swin_t,
 }
 
-#: Parameter groups of the gradient comparison: the first pattern in a
-#: parameter's name decides (else "other").
-GROUPS = ("relative_position_bias_table", "qkv", "proj", "mlp", "norm", "patch_embed",
-          "head", "downsample")
-#: Aliases of the groups in the other frameworks' parameter names.
-_ALIASES = {"query": "qkv", "key": "qkv", "value": "qkv", "attention.output": "proj",
-            "intermediate": "mlp", "output.dense": "mlp", "layernorm": "norm",
-            "embeddings": "patch_embed", "reduction": "downsample", "features.0": "patch_embed"}
+#: Parameter groups of the gradient comparison, as (group, pattern of the parameter
+#: names of timm / torchvision / transformers); the first match decides, else "other".
+GROUPS = (
+    ("relative_position_bias_table", r"relative_position_bias_table"),
+    ("patch_embed", r"patch_embed|^embeddings\.|^features\.0\."),
+    ("downsample", r"downsample|^features\.\d+\.(norm|reduction)\."),
+    ("qkv", r"\.qkv\.|\.[qkv]_proj\.|\.(query|key|value)\."),
+    ("proj", r"attn\.proj\.|\.o_proj\.|attention\.output\."),
+    ("mlp", r"mlp|intermediate|output\.dense"),
+    ("head", r"^head"),
+    ("norm", r"norm"),
+)
 
 
 def group_of(name: str) -> str:
-    for pattern in GROUPS:
-        if pattern in name:
-            return pattern
-    for alias, group in _ALIASES.items():
-        if alias in name:
+    for group, pattern in GROUPS:
+        if re.search(pattern, name):
             return group
     return "other"
 
