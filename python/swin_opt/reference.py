@@ -610,8 +610,9 @@ def swin_block_attention_tokens_backward(
 
     The forward is ``windows -> window_attention -> tokens`` where ``windows``
     (shift, pad, partition, in the convention's order) and ``tokens``
-    (reverse, crop, reverse shift, in the opposite order) are linear maps, so
-    the backward applies their adjoints around :func:`window_attention_backward`:
+    (reverse, crop, reverse shift, in the opposite order) are linear maps (plus
+    the pad constants), so the backward applies the adjoints of their linear
+    parts around :func:`window_attention_backward`:
 
     * crop -> zero-pad (and pad -> crop), the padded tokens' gradient going to ``pad_qkv``;
     * window_reverse -> window_partition (and partition -> reverse): both are permutations;
