@@ -49,6 +49,8 @@ __all__ = [
     "attention_weights",
     "window_attention",
     "swin_block_attention_tokens",
+    "window_attention_backward",
+    "swin_block_attention_tokens_backward",
     "swinv2_relative_coords_table",
     "swinv2_cpb_table",
 ]
@@ -521,6 +523,171 @@ def swin_block_attention_tokens(
     else:
         x = reverse_cyclic_shift(x, s)[crop]
     return np.ascontiguousarray(x).reshape(batch, math.prod(res), c)
+
+
+# --------------------------------------------------------------------------- #
+# Backward (gradients of the attention above, float64)
+# --------------------------------------------------------------------------- #
+def window_attention_backward(q, k, v, table, dout, window, mask=None, scale=None):
+    """Gradients of :func:`window_attention` with the bias looked up from ``table``.
+
+    ``q, k, v``: ``[B_, H, N, d]``; ``table``: ``[T, H]`` (``None``: no bias,
+    then ``dtable`` is ``None``); ``mask``: ``[nW, N, N]`` or ``None`` (window
+    ``b`` uses ``mask[b % nW]``); ``dout``: ``[B_, N, H * d]``, the gradient of
+    the forward's output (heads merged: ``out[b, i, h*d + e]``).  Returns
+    ``(dq, dk, dv, dtable)`` in float64, ``dq/dk/dv`` ``[B_, H, N, d]`` and
+    ``dtable`` ``[T, H]``.
+
+    Per window and head, with ``B[i, j] = table[idx(i, j), h]``::
+
+        S  = scale q k^T + B (+ mask)     P = softmax_rows(S)     O = P v
+        dV = P^T dO                       dP = dO v^T
+        dS = P * (dP - rowsum(dO * O))    (softmax's Jacobian: rowsum(dO * O) = rowsum(P * dP))
+        dQ = scale dS k                   dK = scale dS^T q
+        dtable[t, h] = sum over windows b and pairs (i, j) with idx(i, j) = t of dS[b, h, i, j]
+
+    The mask is a constant (no gradient); the forward probabilities are
+    recomputed here from the inputs.
+    """
+    q, k, v = _check_qkv(q, k, v)
+    b_, heads, n, d = q.shape
+    w = normalize_window(window)
+    if math.prod(w) != n:
+        raise ValueError(f"window {w} has {math.prod(w)} tokens, q has N = {n}")
+    dout = np.asarray(dout, dtype=np.float64)
+    if dout.shape != (b_, n, heads * d):
+        raise ValueError(f"dout must be [{b_}, {n}, {heads * d}], got {dout.shape}")
+    if scale is None:
+        scale = d ** -0.5
+    bias = None
+    if table is not None:
+        table = np.asarray(table, dtype=np.float64)
+        if table.ndim != 2 or table.shape[1] != heads:
+            raise ValueError(f"table must be [{table_rows(w)}, {heads}], got {table.shape}")
+        bias = lookup(table, w)
+
+    p = attention_weights(q, k, bias=bias, mask=mask, scale=scale)  # [B_, H, N, N]
+    do = dout.reshape(b_, n, heads, d).transpose(0, 2, 1, 3)  # [B_, H, N, d]
+    o = p @ v
+    dv = np.swapaxes(p, -1, -2) @ do
+    dp = do @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (do * o).sum(axis=-1, keepdims=True))
+    dq = scale * (ds @ k)
+    dk = scale * (np.swapaxes(ds, -1, -2) @ q)
+    dtable = None
+    if table is not None:
+        dtable = np.zeros_like(table)
+        # scatter-add of every (i, j) pair's dS, summed over windows, into its table row
+        np.add.at(dtable, relative_index(w).reshape(-1), ds.sum(axis=0).reshape(heads, -1).T)
+    return dq, dk, dv, dtable
+
+
+def swin_block_attention_tokens_backward(
+    q,
+    k,
+    v,
+    table,
+    dout,
+    *,
+    resolution: IntOrSeq,
+    window: IntOrSeq,
+    shift: Optional[IntOrSeq] = 0,
+    scale: Optional[float] = None,
+    padding: Optional[str] = None,
+    pad_qkv=None,
+    heads: Optional[int] = None,
+    pad_grad: bool = False,
+):
+    """Gradients of :func:`swin_block_attention_tokens` (same arguments, plus ``dout``).
+
+    ``dout`` is ``[batch, prod(resolution), C]``, the gradient of the forward's
+    output.  Returns ``(dq, dk, dv, dtable)`` in float64: ``dq/dk/dv`` are
+    ``[batch, L, C]`` (the token-layout inputs), ``dtable`` is ``[T, heads]``
+    (``None`` when ``table`` is ``None``).  Padded tokens hold the constants
+    ``pad_qkv`` (default zeros); with ``pad_grad=True`` a fifth value, the
+    gradient w.r.t. ``pad_qkv`` ``[3, C]`` (the sum over every padded token of
+    every image; in Swin that flows into the qkv bias), is returned too.
+
+    The forward is ``windows -> window_attention -> tokens`` where ``windows``
+    (shift, pad, partition, in the convention's order) and ``tokens``
+    (reverse, crop, reverse shift, in the opposite order) are linear maps (plus
+    the pad constants), so the backward applies the adjoints of their linear
+    parts around :func:`window_attention_backward`:
+
+    * crop -> zero-pad (and pad -> crop), the padded tokens' gradient going to ``pad_qkv``;
+    * window_reverse -> window_partition (and partition -> reverse): both are permutations;
+    * reverse cyclic shift (roll by ``+s``) -> cyclic shift (roll by ``-s``) and vice versa.
+
+    Hence ``d windows = windows(dout with zero fill)`` and ``dq = tokens(d windows)``.
+    """
+    w = normalize_window(window)
+    res = _int_tuple(resolution, "resolution")
+    _check_rank(res, w)
+    s = normalize_shift(shift, len(w))
+    convention = normalize_padding(padding)
+    if table is not None:
+        table = np.asarray(table, dtype=np.float64)
+        heads = table.shape[1] if table.ndim == 2 else heads
+    if heads is None:
+        raise ValueError("heads is required when table is None")
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    if q.ndim != 3 or q.shape[1] != math.prod(res) or q.shape[2] % heads:
+        raise ValueError(
+            f"q must be [batch, {math.prod(res)}, heads*head_dim] with heads={heads}, got {q.shape}"
+        )
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
+    dout = np.asarray(dout, dtype=np.float64)
+    if dout.shape != q.shape:
+        raise ValueError(f"dout must have the shape of q {q.shape}, got {dout.shape}")
+    batch, _, c = q.shape
+    head_dim = c // heads
+    padded = padded_resolution(res, w)
+    if padded != res and convention is None:
+        raise ValueError(
+            f"resolution {res} is not divisible by window {w}; pass padding="
+            "'pad_then_shift' or 'shift_then_pad'"
+        )
+    pad_qkv = np.zeros((3, c)) if pad_qkv is None else np.asarray(pad_qkv, dtype=np.float64)
+    if pad_qkv.shape != (3, c):
+        raise ValueError(f"pad_qkv must be [3, {c}], got {pad_qkv.shape}")
+    mask = shift_mask(padded, w, s) if any(s) else None
+    crop = (slice(None),) + tuple(slice(0, n) for n in res) + (slice(None),)
+
+    def to_windows(t, fill):  # [batch, L, C] -> [B_, N, C]: the forward's input path
+        x = t.reshape((batch,) + res + (c,))
+        if convention == "shift_then_pad":
+            x = pad_spatial(cyclic_shift(x, s), padded, fill)
+        else:
+            x = cyclic_shift(pad_spatial(x, padded, fill), s)
+        return window_partition(x, w)
+
+    def to_heads(xw):  # [B_, N, C] -> [B_, H, N, d]
+        return xw.reshape(xw.shape[0], xw.shape[1], heads, head_dim).transpose(0, 2, 1, 3)
+
+    def adjoint_to_windows(g):  # [B_, H, N, d] -> ([batch, L, C], pad gradient [C])
+        xw = g.transpose(0, 2, 1, 3).reshape(g.shape[0], g.shape[2], c)
+        x = window_reverse(xw, w, padded)  # adjoint of window_partition
+        # the padded map as the pad step left it: pad came last (shift_then_pad) or first
+        padded_map = x if convention == "shift_then_pad" else reverse_cyclic_shift(x, s)
+        inside = np.zeros(padded, dtype=bool)
+        inside[crop[1:-1]] = True
+        pad_sum = padded_map[:, ~inside].sum(axis=(0, 1))
+        x = padded_map[crop]  # crop is the adjoint of pad
+        if convention == "shift_then_pad":
+            x = reverse_cyclic_shift(x, s)
+        return np.ascontiguousarray(x).reshape(batch, math.prod(res), c), pad_sum
+
+    qw, kw, vw = (to_heads(to_windows(t, pad_qkv[i])) for i, t in enumerate((q, k, v)))
+    # adjoint of the output path (reverse shift, crop, window_reverse) = the input path, zero fill
+    dwin = to_windows(dout, 0.0)
+    dqw, dkw, dvw, dtable = window_attention_backward(qw, kw, vw, table, dwin, w, mask=mask,
+                                                      scale=scale)
+    grads = [adjoint_to_windows(g) for g in (dqw, dkw, dvw)]
+    result = (grads[0][0], grads[1][0], grads[2][0], dtable)
+    if pad_grad:
+        result += (np.stack([g[1] for g in grads]),)
+    return result
 
 
 # --------------------------------------------------------------------------- #
