@@ -39,6 +39,7 @@ after compiling is not seen (call ``torch.compiler.reset()``).
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -263,6 +264,7 @@ class KernelCall:
         return ops.window_attention(q, k, v, table, pad_qkv, self.key)
 
 
+@functools.lru_cache(maxsize=None)
 def grad_key(key: str) -> str:
     """The config string of ``key``'s kernel compiled with its backward (``grad=True``)."""
     spec = json.loads(key)
