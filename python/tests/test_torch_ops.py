@@ -167,6 +167,8 @@ def test_op_backward_matches_autograd(torch, ops, kernel_cache, shifted):
                           (*primal, None, key), test_utils=("test_schema",
                                                             "test_autograd_registration",
                                                             "test_faketensor"))
+    torch.library.opcheck(torch.ops.swin_opt.window_attention_backward.default,
+                          (q, k, v, table, out.detach(), dout, key))
 
 
 @pytest.mark.aot
@@ -217,6 +219,23 @@ def test_training_runs_the_kernels_with_the_same_gradients(torch, timm_model, im
     timm_model.eval()
     timm_model(img).sum().backward()
     assert _kernel_calls(timm_model) == 2 * N_LAYERS and _fallbacks(timm_model) == 0
+
+
+@pytest.mark.aot
+def test_torch_compile_trains_through_the_kernels(torch, timm_model, img, opts):
+    """Under torch.compile the backward operators are traced (AOTAutograd): one
+    graph, the kernels forward and backward, the original's gradients."""
+    torch._dynamo.reset()
+    ref_model = copy.deepcopy(timm_model).train()
+    st.swap_attention(timm_model, **opts)
+    timm_model.train()
+    compiled = torch.compile(timm_model, fullgraph=True)
+    ref_model(img).square().sum().backward()
+    compiled(img).square().sum().backward()
+    assert _kernel_calls(timm_model) == N_LAYERS and _fallbacks(timm_model) == 0
+    for (name, p), q in zip(ref_model.named_parameters(), timm_model.parameters()):
+        assert _rel_err(q.grad, p.grad) <= RTOL, name
+    torch._dynamo.reset()
 
 
 @pytest.mark.aot

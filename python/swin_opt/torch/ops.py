@@ -8,6 +8,12 @@ Schemas::
                                Tensor? pad_qkv, str config) -> Tensor
     swin_opt::window_attention_packed(Tensor qkv, Tensor? table, Tensor? pad_qkv,
                                       str config) -> Tensor
+    swin_opt::window_attention_backward(Tensor q, Tensor k, Tensor v, Tensor? table,
+                                        Tensor out, Tensor dout, str config)
+        -> (Tensor dq, Tensor dk, Tensor dv, Tensor dtable)
+    swin_opt::window_attention_packed_backward(Tensor qkv, Tensor? table, Tensor out,
+                                               Tensor dout, str config)
+        -> (Tensor dqkv, Tensor dtable)
     swin_opt::linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor
 
 ``config`` names the kernel: a canonical JSON object of the arguments of
@@ -20,10 +26,12 @@ on-disk cache, the first time a process sees it), so graphs captured by
 Each op has a fake (meta) implementation giving the output's shape and dtype
 (window layout ``[num_windows, N, C]``, token layout ``[batch, L, C]``) and an
 autograd formula: the attention ops save q, k, v (or qkv), the table and
-their output, and their backward is the compiled gradient kernel
-(``swin-aot --grad``, float32; built on first use under a config with
-``"grad": true``), which returns dq, dk, dv (or dqkv) and the table's
-gradient.  Padding tokens count as zeros in the backward, so the patches do
+their output, and their backward is the ``*_backward`` operator, the compiled
+gradient kernel (``swin-aot --grad``, float32; built on first use under a
+config with ``"grad": true``), which returns dq, dk, dv (or dqkv) and the
+table's gradient.  Being operators with fake implementations, the backward
+kernels are traced by AOTAutograd, so ``torch.compile`` trains through them
+too.  Padding tokens count as zeros in the backward, so the patches do
 not use the kernels for padded maps under autograd (the padding rows are
 the qkv bias, whose gradient would be lost); ``linear`` has no backward (the
 patches use ``F.linear`` under autograd).
@@ -281,15 +289,34 @@ def _attention_setup(ctx, inputs, output):
 
 
 def _attention_backward(ctx, dout):
-    """The gradient kernel: ``(dq, dk, dv | dqkv, dtable, None, None)``."""
+    """``(dq, dk, dv | dqkv, dtable, None, None)`` through the backward operators
+    (``swin_opt::window_attention_backward[_packed]``: operators, not a direct call,
+    so that AOTAutograd traces them under ``torch.compile``)."""
     *inputs, table, out = ctx.saved_tensors
-    kern = kernel_for(grad_key(ctx.config))
-    if kern.config.dtype != "f32":  # pragma: no cover - make_config refuses first
-        raise RuntimeError("swin_opt: the backward kernels are float32")
-    grads = kern.backward(*[t.contiguous() for t in inputs], table, out.contiguous(),
-                          dout.contiguous())
+    ops = _torch().ops.swin_opt
+    if len(inputs) == 1:
+        grads = ops.window_attention_packed_backward(inputs[0], table, out, dout, ctx.config)
+    else:
+        grads = ops.window_attention_backward(*inputs, table, out, dout, ctx.config)
     dtable = grads[-1] if ctx.has_table else None
     return (*grads[:-1], dtable, None, None)
+
+
+def _run_backward(inputs: list, table, out, dout, config: str):
+    """The gradient kernel of ``config`` (compiled with ``grad=True``) on contiguous
+    tensors; a baked table's gradient (no ``table``) is computed and dropped."""
+    kern = kernel_for(grad_key(config))
+    return kern.backward(*[t.contiguous() for t in inputs],
+                         None if table is None else table.contiguous(), out.contiguous(),
+                         dout.contiguous())
+
+
+def _table_shape(config: str) -> tuple:
+    window, heads, _, _ = _parse_key(config)
+    rows = 1
+    for w in window:
+        rows *= 2 * w - 1
+    return rows, heads
 
 
 def _no_grad_error(name):
@@ -359,6 +386,28 @@ def register() -> None:
         @linear.register_fake
         def _(x, weight, bias):
             return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+        @torch.library.custom_op("swin_opt::window_attention_backward", mutates_args=(),
+                                 schema=("(Tensor q, Tensor k, Tensor v, Tensor? table, "
+                                         "Tensor out, Tensor dout, str config) "
+                                         "-> (Tensor, Tensor, Tensor, Tensor)"))
+        def window_attention_backward(q, k, v, table, out, dout, config):
+            return _run_backward([q, k, v], table, out, dout, config)
+
+        @window_attention_backward.register_fake
+        def _(q, k, v, table, out, dout, config):
+            return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape),
+                    q.new_empty(_table_shape(config)))
+
+        @torch.library.custom_op("swin_opt::window_attention_packed_backward", mutates_args=(),
+                                 schema=("(Tensor qkv, Tensor? table, Tensor out, Tensor dout, "
+                                         "str config) -> (Tensor, Tensor)"))
+        def window_attention_packed_backward(qkv, table, out, dout, config):
+            return _run_backward([qkv], table, out, dout, config)
+
+        @window_attention_packed_backward.register_fake
+        def _(qkv, table, out, dout, config):
+            return qkv.new_empty(qkv.shape), qkv.new_empty(_table_shape(config))
 
         for op in (window_attention, window_attention_packed):
             op.register_autograd(_attention_backward, setup_context=_attention_setup)
