@@ -11,9 +11,10 @@
 //   dP        = dout · Vt                                    the scores'
 //                                                            micro-kernel
 //   D_i       = dout_i · out_i
-//   P         = S / l,  dS = P (dP - D)                      in place
-//   G_h      += dS at the bias's addresses                   the reversed
-//                                                            table's layout
+//   P         = S / l,  dS = P (dP - D),                     in place, one
+//   G_h      += dS at the bias's addresses                   pass (the
+//                                                            reversed
+//                                                            table's layout)
 //   dq_i      = scale sum_j dS[i, j'] k_j                    written
 //   dv_j     += sum_i P[i, j'] dout_i                        f32 scratch
 //   dk_j     += sum_i dS[i, j'] q_i                          f32 scratch
@@ -75,14 +76,28 @@ FusedKernelEmitter::Row FusedKernelEmitter::gradientRow(Input which, Value w,
           arith::SelectOp::create(b, address.valid, address.offset, index(0))};
 }
 
-/// Per query row: D_i = dout_i · out_i, then P = S / l and
-/// dS = P (dP - D_i), over the row's whole padded width (P and dS are zero
-/// on padding keys up to 2^-115).
+/// Per query row i: D_i = dout_i · out_i; then, per row of keys, at the
+/// bias's width and addresses: P = S / l, dS = P (dP - D_i), and
+/// G[h, P(j) - P(i) + center] += dS, the bias's contiguous stretch of the
+/// reversed table. Only the padded keys' columns are computed (the micro-
+/// kernels' extra columns are never read); the lanes past a window row are
+/// zeroed before they reach G (their dS is 2^-115-small, not zero) and land
+/// on the stretch's padding.
 void FusedKernelEmitter::emitScoreGradients(Value w, Value h,
                                             const BackwardScratch &scratch,
-                                            Value qb, Value rows) {
+                                            Value tableGradient, Value qb,
+                                            Value rows) {
   int64_t width = g.computeLanes;
   int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
+  SmallVector<bool> keepLanes(g.lanes, true);
+  for (int64_t lane = 0; lane < g.lanes; ++lane)
+    keepLanes[lane] = (g.rowVectors - 1) * g.lanes + lane < g.rowLength;
+  bool hasPadding = g.paddedRowLength != g.rowLength;
+  Value keep, zeros = splat(0.0);
+  if (hasPadding)
+    keep = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(VectorType::get({g.lanes}, b.getI1Type()),
+                                  ArrayRef<bool>(keepLanes)));
   forLoop(index(0), rows, 1, {}, [&](Value lr, ValueRange) {
     Value i = add(qb, lr);
     Row out = outputRow(w, h, i, scratch.zeroRow);
@@ -96,63 +111,34 @@ void FusedKernelEmitter::emitScoreGradients(Value w, Value h,
                               {add(doutBase, index(c * width))}, lanes, width);
       dot = vector::FMAOp::create(b, o, dout, dot);
     }
-    Value delta = broadcast(
-        vector::ReductionOp::create(b, vector::CombiningKind::ADD, dot,
-                                    arith::FastMathFlags::reassoc),
-        computeType);
-    Value inv = broadcast(memref::LoadOp::create(b, scratch.invSums, lr),
-                          computeType);
-    for (int64_t kv = 0; kv < g.computeKeyVectors; ++kv) {
-      Value column = index(kv * width);
-      Value p = arith::MulFOp::create(
-          b,
-          vector::LoadOp::create(b, computeType, scratch.probabilities,
-                                 ValueRange{lr, column}),
-          inv);
-      Value dp = vector::LoadOp::create(b, computeType, scratch.scoreGradients,
-                                        ValueRange{lr, column});
-      Value ds =
-          arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, delta));
-      vector::StoreOp::create(b, p, scratch.probabilities,
-                              ValueRange{lr, column});
-      vector::StoreOp::create(b, ds, scratch.scoreGradients,
-                              ValueRange{lr, column});
-    }
-    return SmallVector<Value>{};
-  });
-}
-
-/// G[h, P(j) - P(i) + center] += dS[i, j'] for the block's rows: per query
-/// row and row of keys, the bias's contiguous stretch of the reversed
-/// table. Lanes past the window row are zeroed (their dS is 2^-115-small,
-/// not zero) and land on the stretch's padding.
-void FusedKernelEmitter::accumulateTableGradient(Value h, Value tableGradient,
-                                                 Value gradients, Value qb,
-                                                 Value rows) {
-  SmallVector<bool> keepLanes(g.lanes, true);
-  for (int64_t lane = 0; lane < g.lanes; ++lane)
-    keepLanes[lane] = (g.rowVectors - 1) * g.lanes + lane < g.rowLength;
-  bool hasPadding = g.paddedRowLength != g.rowLength;
-  Value keep, zeros = splat(0.0);
-  if (hasPadding)
-    keep = arith::ConstantOp::create(
-        b, DenseElementsAttr::get(VectorType::get({g.lanes}, b.getI1Type()),
-                                  ArrayRef<bool>(keepLanes)));
-  forLoop(index(0), rows, 1, {}, [&](Value lr, ValueRange) {
-    Value queryBase =
-        arith::SubIOp::create(b, index(g.center), tableOffset(add(qb, lr)));
+    Value delta = broadcast(vector::ReductionOp::create(
+        b, vector::CombiningKind::ADD, dot, arith::FastMathFlags::reassoc));
+    Value inv = broadcast(memref::LoadOp::create(b, scratch.invSums, lr));
+    Value queryBase = arith::SubIOp::create(b, index(g.center), tableOffset(i));
     forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
       Value keyRowBase = add(queryBase, tableOffset(mulConst(r, g.rowLength)));
       Value rowStart = mulConst(r, g.paddedRowLength);
       for (int64_t v = 0; v < g.rowVectors; ++v) {
-        Value ds = vector::LoadOp::create(
-            b, vecType, gradients,
-            ValueRange{lr, add(rowStart, index(v * g.lanes))});
+        Value column = add(rowStart, index(v * g.lanes));
+        Value p = arith::MulFOp::create(
+            b,
+            vector::LoadOp::create(b, vecType, scratch.probabilities,
+                                   ValueRange{lr, column}),
+            inv);
+        Value dp = vector::LoadOp::create(b, vecType, scratch.scoreGradients,
+                                          ValueRange{lr, column});
+        Value ds =
+            arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, delta));
+        vector::StoreOp::create(b, p, scratch.probabilities,
+                                ValueRange{lr, column});
+        vector::StoreOp::create(b, ds, scratch.scoreGradients,
+                                ValueRange{lr, column});
         if (hasPadding && v == g.rowVectors - 1)
           ds = arith::SelectOp::create(b, keep, ds, zeros);
         Value at = add(keyRowBase, index(v * g.lanes));
         Value sum = arith::AddFOp::create(
-            b, vector::LoadOp::create(b, vecType, tableGradient, ValueRange{h, at}),
+            b,
+            vector::LoadOp::create(b, vecType, tableGradient, ValueRange{h, at}),
             ds);
         vector::StoreOp::create(b, sum, tableGradient, ValueRange{h, at});
       }
@@ -238,8 +224,7 @@ void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
                     rows);
     emitScores(packedRow(s.outputGradients), s.valuesT, s.scoreGradients, qb,
                rows);
-    emitScoreGradients(w, h, s, qb, rows);
-    accumulateTableGradient(h, tableGradient, s.scoreGradients, qb, rows);
+    emitScoreGradients(w, h, s, tableGradient, qb, rows);
     // dq_i = scale sum_j dS[i, j'] k_j
     emitRowCombination(
         rows, index(g.tokens),

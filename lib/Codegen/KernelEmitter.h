@@ -348,9 +348,7 @@ private:
                         Value labels, Value tableGradient,
                         const BackwardScratch &scratch);
   void emitScoreGradients(Value w, Value h, const BackwardScratch &scratch,
-                          Value qb, Value rows);
-  void accumulateTableGradient(Value h, Value tableGradient, Value gradients,
-                               Value qb, Value rows);
+                          Value tableGradient, Value qb, Value rows);
   void storeTableGradient(Value tableGradient);
 
   //===--- the steps --------------------------------------------------===//
