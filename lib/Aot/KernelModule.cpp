@@ -191,7 +191,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   Value result;
   if (!config.hasTokenLayout()) {
     result = WindowAttentionOp::create(b, loc, attentionType, q, k, v, bias,
-                                       mask, scale);
+                                       mask, /*logit_scale=*/nullptr, scale);
   } else {
     // Padding rows of q, k and v, in the element type of the maps.
     SmallVector<Value> pads(3);
@@ -207,7 +207,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
     };
     Value attention = WindowAttentionOp::create(
         b, loc, attentionType, partition(q, pads[0]), partition(k, pads[1]),
-        partition(v, pads[2]), bias, mask, scale);
+        partition(v, pads[2]), bias, mask, /*logit_scale=*/nullptr, scale);
     result = WindowReverseOp::create(
         b, loc, RankedTensorType::get({dyn, tokensPerImage, c}, element),
         attention, resolution, window, shift, padding);

@@ -219,7 +219,26 @@ OpFoldResult ShiftMaskOp::fold(FoldAdaptor) {
 float WindowAttentionOp::getEffectiveScale() {
   if (std::optional<APFloat> scale = getScale())
     return scale->convertToFloat();
+  // SwinV2's cosine attention has its per-head logit scale instead.
+  if (isCosine())
+    return 1.0f;
   return 1.0f / std::sqrt(static_cast<float>(getHeadDim()));
+}
+
+/// Verifies a cosine attention's `logit_scale`: one static `[heads]` vector
+/// of floats.
+static LogicalResult verifyLogitScale(Operation *op, Value logitScale,
+                                      int64_t heads) {
+  if (!logitScale)
+    return success();
+  auto type = cast<ShapedType>(logitScale.getType());
+  if (!type.hasRank() || type.getShape() != ArrayRef<int64_t>{heads} ||
+      !isa<FloatType>(type.getElementType()))
+    return op->emitOpError() << "expects logit_scale of shape [" << heads
+                             << "] (one per head), got "
+                             << (type.hasRank() ? formatShape(type.getShape())
+                                                : std::string("unranked"));
+  return success();
 }
 
 /// Verifies q, k, v of an attention op: rank 4 `[windows, heads, tokens,
@@ -332,6 +351,8 @@ LogicalResult WindowAttentionOp::verify() {
 
   if (failed(
           verifyAttentionResult(*this, qType, getResult().getType(), "result")))
+    return failure();
+  if (failed(verifyLogitScale(*this, getLogitScale(), heads)))
     return failure();
   return verifyScale(*this, getScale());
 }
@@ -482,13 +503,14 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
                                    Value table, Value init,
                                    ArrayRef<int64_t> window, float scale,
                                    ArrayRef<int64_t> resolution,
-                                   ArrayRef<int64_t> shift, double maskValue) {
+                                   ArrayRef<int64_t> shift, double maskValue,
+                                   Value logitScale) {
   auto optionalArray = [&](ArrayRef<int64_t> values) {
     return values.empty() ? nullptr : builder.getDenseI64ArrayAttr(values);
   };
   // No image: q, k, v are windows already, nothing is padded.
   build(builder, state, getDestinationResultTypes(init), query, key, value,
-        table, /*padding_values=*/ValueRange(), init,
+        table, /*padding_values=*/ValueRange(), logitScale, init,
         builder.getDenseI64ArrayAttr(window), builder.getF32FloatAttr(scale),
         optionalArray(resolution), optionalArray(shift),
         builder.getF64FloatAttr(maskValue), /*image=*/nullptr,
@@ -503,11 +525,11 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
                                    float scale, ArrayRef<int64_t> image,
                                    ArrayRef<int64_t> shift,
                                    PaddingOrder padding, double maskValue,
-                                   bool packedQkv) {
+                                   bool packedQkv, Value logitScale) {
   // The mask lives on the padded map in both padding orders.
   build(builder, state, getDestinationResultTypes(init), query, key, value,
-        table, paddingValues, init, builder.getDenseI64ArrayAttr(window),
-        builder.getF32FloatAttr(scale),
+        table, paddingValues, logitScale, init,
+        builder.getDenseI64ArrayAttr(window), builder.getF32FloatAttr(scale),
         builder.getDenseI64ArrayAttr(getPaddedResolution(image, window)),
         builder.getDenseI64ArrayAttr(shift), builder.getF64FloatAttr(maskValue),
         builder.getDenseI64ArrayAttr(image),
@@ -562,6 +584,8 @@ LogicalResult FusedWindowAttentionOp::verify() {
   if (getResolution().has_value() != getShift().has_value())
     return emitOpError() << "expects resolution and shift together";
   if (failed(verifyScale(*this, getScale())))
+    return failure();
+  if (failed(verifyLogitScale(*this, getLogitScale(), heads)))
     return failure();
 
   if (getPackedQkv() &&

@@ -25,6 +25,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <cmath>
 #include <limits>
 
 namespace mlir::rpe {
@@ -260,6 +261,28 @@ struct LowerWindowReverse : public OpRewritePattern<WindowReverseOp> {
   }
 };
 
+/// x[i, :] / max(|x[i, :]|, 1e-12) for an n x d tile, in f32: PyTorch's
+/// F.normalize along the last axis.
+static Value normalizeRows(ImplicitLocOpBuilder &b, GenericBuilder &g2, Value x,
+                           int64_t n, int64_t d) {
+  Type f32 = b.getF32Type();
+  Value squares =
+      g2.build(x, {{0, 1}}, filledTensor(b, {n}, f32, 0.0), {0}, {kPar, kRed},
+               [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+                 Value v = toF32(nb, loc, args[0]);
+                 return math::FmaOp::create(nb, loc, v, v, args[1]);
+               });
+  return g2.build(
+      {x, squares}, {{0, 1}, {0}}, tensor::EmptyOp::create(b, {n, d}, f32),
+      {0, 1}, {kPar, kPar},
+      [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+        Value norm = arith::MaximumFOp::create(
+            nb, loc, math::SqrtOp::create(nb, loc, args[1]),
+            arith::ConstantOp::create(nb, loc, nb.getF32FloatAttr(1e-12)));
+        return arith::DivFOp::create(nb, loc, toF32(nb, loc, args[0]), norm);
+      });
+}
+
 /// rpe.window_attention -> scf.forall over (window, head) of the unfused
 /// steps on N x N tiles.
 struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
@@ -303,6 +326,20 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
     // S[i, j] = sum_e (scale * q[i, e]) * k[j, e]
     Value scale =
         arith::ConstantOp::create(b, b.getF32FloatAttr(op.getEffectiveScale()));
+    GenericBuilder g2{b, 2};
+    if (Value logitScale = op.getLogitScale()) {
+      // SwinV2's cosine attention, step by step as PyTorch computes it:
+      // F.normalize(q) and F.normalize(k), then the clamped exp of the
+      // head's logit scale as the scale.
+      q = normalizeRows(b, g2, q, n, d);
+      k = normalizeRows(b, g2, k, n, d);
+      Value headLogitScale =
+          toF32(b, b.getLoc(), tensor::ExtractOp::create(b, logitScale, h));
+      Value clamped = arith::MinimumFOp::create(
+          b, headLogitScale,
+          arith::ConstantOp::create(b, b.getF32FloatAttr(std::log(100.0))));
+      scale = arith::MulFOp::create(b, scale, math::ExpOp::create(b, clamped));
+    }
     GenericBuilder g3{b, 3};
     Value scores = g3.build(
         {q, k}, {{0, 2}, {1, 2}}, filledTensor(b, {n, n}, f32, 0.0), {0, 1},
@@ -316,7 +353,6 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
         });
 
     // S[i, j] += bias[i, j] (+ mask[i, j]), in Swin's order.
-    GenericBuilder g2{b, 2};
     SmallVector<Value> biasInputs = {scores, bias};
     SmallVector<SmallVector<unsigned>> biasDims = {{0, 1}, {0, 1}};
     if (mask) {

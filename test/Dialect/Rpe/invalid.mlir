@@ -582,3 +582,21 @@ func.func @fused_packed_heads_overflow(%qkv: tensor<?x117x48xf32>, %t: tensor<77
          outs(%o : tensor<?x117x16xf32>) {image = array<i64: 9, 13>, packed_qkv, resolution = array<i64: 12, 18>, scale = 1.0 : f32, shift = array<i64: 0, 0>, window = array<i64: 4, 6>} -> tensor<?x117x16xf32>
   return
 }
+
+// -----
+
+func.func @cosine_logit_scale_shape(%q: tensor<?x3x64x32xf32>, %b: tensor<3x64x64xf32>, %ls: tensor<4xf32>) -> tensor<?x64x96xf32> {
+  // expected-error @below {{expects logit_scale of shape [3] (one per head), got 4}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>)
+         bias(%b : tensor<3x64x64xf32>) logit_scale(%ls : tensor<4xf32>) -> tensor<?x64x96xf32>
+  return %0 : tensor<?x64x96xf32>
+}
+
+// -----
+
+func.func @fused_logit_scale_shape(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %ls: memref<3x1xf32>, %o: memref<?x49x96xf32>) {
+  // expected-error @below {{expects logit_scale of shape [3] (one per head), got 3x1}}
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+    logit_scale(%ls : memref<3x1xf32>) outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32}
+  return
+}
