@@ -3,6 +3,7 @@
 //   windows layout: int NAME(q, k, v, table, out, int64_t num_windows)
 //   token layout:   int NAME(q, k, v, table, out, int64_t batch, pad_qkv)
 //   packed qkv:     int NAME(qkv, table, out, int64_t batch, pad_qkv)
+//   cosine:         logit_scale follows the table in each of them
 //   nvptx:          the same on CUdeviceptr, plus CUstream stream
 //
 // The kernel function of the rpe module takes the buffers it reads in the
@@ -26,6 +27,8 @@ StringRef mlir::rpe::stringifyArgumentRole(ArgumentRole role) {
     return "input";
   case ArgumentRole::Table:
     return "table";
+  case ArgumentRole::LogitScale:
+    return "logit_scale";
   case ArgumentRole::Padding:
     return "padding";
   case ArgumentRole::Output:
@@ -76,6 +79,11 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config) {
   buffer("table", ArgumentRole::Table, {config.numTableRows(), h},
          /*passed=*/!config.table)
       .nullable = config.table.has_value();
+  // Callers keep the logit scale, a parameter, in f32 whatever the element
+  // type of the activations.
+  if (config.cosine)
+    buffer("logit_scale", ArgumentRole::LogitScale, {h}).element =
+        ElementKind::F32;
   buffer("out", ArgumentRole::Output,
          tokens ? mapShape : SmallVector<int64_t>{dyn, n, c});
   AbiArgument count;
@@ -93,10 +101,11 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config) {
       pad.element = ElementKind::F32;
   }
   // The kernel function takes what it reads in the order inputs, table,
-  // padding, output.
+  // logit scale, padding, output.
   unsigned next = 0;
-  for (ArgumentRole role : {ArgumentRole::Input, ArgumentRole::Table,
-                            ArgumentRole::Padding, ArgumentRole::Output})
+  for (ArgumentRole role :
+       {ArgumentRole::Input, ArgumentRole::Table, ArgumentRole::LogitScale,
+        ArgumentRole::Padding, ArgumentRole::Output})
     for (AbiArgument &argument : abi.arguments)
       if (argument.role == role && argument.kernelOperand)
         argument.kernelOperand = next++;
@@ -217,6 +226,7 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
       {"windows_per_image", config.windowsPerImage()},
       {"table_rows", config.numTableRows()},
       {"baked_table", config.table.has_value()},
+      {"cosine", config.cosine},
       {"count_multiple", abi.countMultiple},
       {"returns", "int32"},
       {"arguments", std::move(arguments)}};

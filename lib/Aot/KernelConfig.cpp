@@ -52,7 +52,9 @@ int64_t KernelConfig::tokensPerImage() const {
   return count;
 }
 float KernelConfig::effectiveScale() const {
-  return scale ? *scale : 1.0f / std::sqrt(static_cast<float>(headDim));
+  if (scale)
+    return *scale;
+  return cosine ? 1.0f : 1.0f / std::sqrt(static_cast<float>(headDim));
 }
 KernelStrategy KernelConfig::effectiveKernel() const {
   if (kernel)
@@ -134,6 +136,9 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
       return configError("--chip/--features: " +
                          llvm::toString(target.takeError()));
   }
+  if (config.isGpu() && config.cosine)
+    return configError("--cosine: the GPU kernels have no cosine attention "
+                       "yet; use --target=cpu");
   if (config.isGpu() && config.numTokens() > 1024)
     return configError(llvm::formatv(
         "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "

@@ -124,7 +124,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
         memref, /*restrict=*/true, /*writable=*/false);
   };
   SmallVector<Value> inputs;
-  Value table, padRows, out;
+  Value table, logitScale, padRows, out;
   for (auto [argument, value] : llvm::zip(operands, entry->getArguments())) {
     switch (argument->role) {
     case ArgumentRole::Input:
@@ -132,6 +132,9 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
       break;
     case ArgumentRole::Table:
       table = toTensor(value);
+      break;
+    case ArgumentRole::LogitScale:
+      logitScale = toTensor(value);
       break;
     case ArgumentRole::Padding:
       padRows = toTensor(value);
@@ -191,7 +194,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   Value result;
   if (!config.hasTokenLayout()) {
     result = WindowAttentionOp::create(b, loc, attentionType, q, k, v, bias,
-                                       mask, /*logit_scale=*/nullptr, scale);
+                                       mask, logitScale, scale);
   } else {
     // Padding rows of q, k and v, in the element type of the maps.
     SmallVector<Value> pads(3);
@@ -207,7 +210,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
     };
     Value attention = WindowAttentionOp::create(
         b, loc, attentionType, partition(q, pads[0]), partition(k, pads[1]),
-        partition(v, pads[2]), bias, mask, /*logit_scale=*/nullptr, scale);
+        partition(v, pads[2]), bias, mask, logitScale, scale);
     result = WindowReverseOp::create(
         b, loc, RankedTensorType::get({dyn, tokensPerImage, c}, element),
         attention, resolution, window, shift, padding);

@@ -54,7 +54,7 @@ _CTYPES = {
     "CUstream": ctypes.c_void_p,
 }
 _BUFFER_CTYPES = {"const float *", "float *", "const uint16_t *", "uint16_t *", "CUdeviceptr"}
-_BUFFER_ROLES = ("input", "table", "output", "padding")
+_BUFFER_ROLES = ("input", "table", "logit_scale", "output", "padding")
 _ROLES = _BUFFER_ROLES + ("count", "stream")
 _REBUILD = "rebuild swin-aot from the same checkout as this Python package (scripts/setup.sh)"
 
@@ -68,7 +68,7 @@ class Argument:
     """One C argument of a kernel."""
 
     name: str
-    role: str  # input | table | output | padding | count | stream
+    role: str  # input | table | logit_scale | output | padding | count | stream
     ctype: str
     #: Element type of a buffer ("f32", "f16", "bf16"); None for scalars.
     dtype: Optional[str] = None

@@ -202,6 +202,9 @@ class KernelConfig:
     kernel: Optional[str] = None
     #: ``swin-aot --chip`` (``target="nvptx"`` only).
     chip: Optional[str] = None
+    #: ``swin-aot --cosine``: SwinV2's scaled cosine attention; the kernel
+    #: takes the raw per-head ``logit_scale`` after the table.
+    cosine: bool = False
 
     @property
     def tokens_per_window(self) -> int:
@@ -220,8 +223,10 @@ class KernelConfig:
 
     @property
     def effective_scale(self) -> float:
-        """The q scale the kernel applies (``head_dim ** -0.5`` unless given)."""
-        return self.head_dim ** -0.5 if self.scale is None else self.scale
+        """The q scale the kernel applies (``head_dim ** -0.5`` unless given; 1 for cosine)."""
+        if self.scale is not None:
+            return self.scale
+        return 1.0 if self.cosine else self.head_dim ** -0.5
 
     @property
     def padded_resolution(self) -> Optional[Tuple[int, ...]]:
@@ -262,6 +267,8 @@ class KernelConfig:
                 args.append(f"--padding={_CLI_PADDING[self.padding]}")
             if self.packed_qkv:
                 args.append("--packed-qkv")
+        if self.cosine:
+            args.append("--cosine")
         args += [f"--dtype={self.dtype}", f"--target={self.target}"]
         if self.name != _DEFAULT_NAME:
             args.append(f"--name={self.name}")
@@ -281,7 +288,8 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 layout: str = "windows", dtype: Any = "float32", target: str = "cpu",
                 name: Optional[str] = None, cpu: Optional[str] = None,
                 parallel: bool = True, packed_qkv: bool = False,
-                kernel: Optional[str] = None, chip: Optional[str] = None) -> KernelConfig:
+                kernel: Optional[str] = None, chip: Optional[str] = None,
+                cosine: bool = False) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of :func:`compile` but the table).
 
     Only structural checks happen here (types, ranks, positivity, names, divisibility
@@ -349,12 +357,16 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
         raise ValueError(f"name must be a C identifier, got {name!r}")
     if packed_qkv and layout != "tokens":
         raise ValueError("packed_qkv requires layout='tokens'")
+    if cosine and target != "cpu":
+        raise ValueError("cosine=True kernels are built for target='cpu' only (the GPU "
+                         "kernels have no cosine attention yet)")
     if kernel is not None and kernel not in ("tiles", "warps", "rows"):
         raise ValueError(f"kernel must be 'tiles', 'warps' or 'rows', got {kernel!r}")
     return KernelConfig(window=win, heads=heads, head_dim=head_dim, scale=scale, resolution=res,
                         shift=sft, padding=pad, layout=layout, dtype=normalize_dtype(dtype),
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),
-                        packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip)
+                        packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip,
+                        cosine=bool(cosine))
 
 
 # --------------------------------------------------------------------------- #
@@ -731,6 +743,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append(f"layout={cfg.layout}")
     if cfg.packed_qkv:
         parts.append("packed_qkv")
+    if cfg.cosine:
+        parts.append("cosine")
     if cfg.scale is not None:
         parts.append(f"scale={cfg.scale!r}")
     if cfg.target != "cpu":
@@ -757,6 +771,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     packed_qkv: bool = False,
     kernel: Optional[str] = None,
     chip: Optional[str] = None,
+    cosine: bool = False,
     emit: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
 ):
@@ -813,6 +828,13 @@ def compile(  # noqa: A001 - the public name is part of the API
         ``"warps"`` (swin-aot's default for f16/bf16) or ``"rows"``.
     chip:
         ``target="nvptx"`` only: the GPU architecture (default ``"sm_90"``).
+    cosine:
+        SwinV2's scaled cosine attention: ``softmax(cos(q, k) *
+        min(exp(logit_scale[h]), 100) + table[idx] (+ mask)) v``, with q and k
+        L2-normalized inside the kernel; ``scale`` then defaults to 1.  The
+        kernel is called with ``logit_scale=`` (the raw ``[heads]``
+        parameter, float32); ``table`` is SwinV2's final bias (``16 *
+        sigmoid`` of the CPB MLP).  CPU only.
     emit:
         ``swin-aot --emit``; see above for what is returned.
     cache_dir:
@@ -830,7 +852,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
                       cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel,
-                      chip=chip)
+                      chip=chip, cosine=cosine)
     if emit is None:
         emit = _DEFAULT_EMIT[cfg.target]
     if emit not in _EMITS[cfg.target]:
@@ -983,7 +1005,8 @@ class Kernel:
         return self.abi["table"].shape_for(0)
 
     # Call ---------------------------------------------------------------- #
-    def __call__(self, q, k=None, v=None, table=None, pad_qkv=None, *, out=None):
+    def __call__(self, q, k=None, v=None, table=None, pad_qkv=None, *, logit_scale=None,
+                 out=None):
         """Run the kernel and return ``out``.
 
         ``q, k, v``: ``[num_windows, heads, N, head_dim]`` (token layout:
@@ -993,8 +1016,10 @@ class Kernel:
         kernel is called as ``kernel(qkv, table, pad_qkv=...)``.  ``table``:
         ``[prod(2W-1), heads]`` of the same dtype; must be omitted when the
         table is baked.  ``pad_qkv`` (token layout only): ``[3, C]`` float32,
-        default zeros.  ``out`` optionally supplies the output buffer; it must
-        not overlap an input.  The result has the kind (numpy/torch) of ``q``.
+        default zeros.  ``logit_scale`` (cosine kernels only, required there):
+        SwinV2's raw ``[heads]`` parameter, float32.  ``out`` optionally
+        supplies the output buffer; it must not overlap an input.  The result
+        has the kind (numpy/torch) of ``q``.
         """
         if self.config.packed_qkv:
             if v is not None or table is not None:
@@ -1003,6 +1028,7 @@ class Kernel:
         else:
             given = {"q": q, "k": k, "v": v, "table": table}
         given["pad_qkv"] = pad_qkv
+        given["logit_scale"] = logit_scale
         return self._run(given, out)
 
     def _run(self, given: dict, out):
@@ -1038,6 +1064,14 @@ class Kernel:
                                      shapes[name])
         if given.get("pad_qkv") is not None and "pad_qkv" not in padding:
             raise ValueError("pad_qkv is only accepted by layout='tokens' kernels")
+        for arg in abi.role("logit_scale"):
+            if given.get(arg.name) is None:
+                raise ValueError(f"{arg.name} {arg.shape_doc()} is required (a cosine "
+                                 "attention kernel)")
+            bufs[arg.name] = _buffer(arg.name, given[arg.name], arg.dtype, shapes[arg.name],
+                                     "[heads]")
+        if given.get("logit_scale") is not None and not abi.role("logit_scale"):
+            raise ValueError("logit_scale is only accepted by cosine=True kernels")
 
         out_arg = abi.role("output")[0]
         out = self._output(out, shapes[out_arg.name], first, torch_io)

@@ -2,7 +2,8 @@
 //
 //   swin-aot --window=7,7 --heads=3 --head-dim=32 [--scale=F]
 //            [--resolution=H,W --shift=S|SH,SW] [--layout=windows|tokens]
-//            [--table=FILE] [--dtype=f32|f16|bf16] [--target=cpu|nvptx]
+//            [--table=FILE] [--cosine] [--dtype=f32|f16|bf16]
+//            [--target=cpu|nvptx]
 //            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
 //
 // Everything runs in-process: building the rpe module, the pipelines,
@@ -134,6 +135,12 @@ static cl::opt<bool> packedQkvOpt(
     "packed-qkv",
     cl::desc("Tokens layout: one qkv argument [batch, H*W, 3, heads, "
              "head_dim], the qkv projection's output as it is"),
+    cl::cat(category));
+static cl::opt<bool> cosineOpt(
+    "cosine",
+    cl::desc("SwinV2's scaled cosine attention: a logit_scale [heads] "
+             "argument after the table, q and k L2-normalized, no head_dim "
+             "scale"),
     cl::cat(category));
 static EnumOpt<ElementKind>
     dtypeOpt("dtype", cl::init(ElementKind::F32), cl::desc("Element type"),
@@ -291,6 +298,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.parallel = !noParallelOpt;
   config.fuse = !unfusedOpt;
   config.packedQkv = packedQkvOpt;
+  config.cosine = cosineOpt;
   config.elementKind = dtypeOpt;
   config.layout = layoutOpt;
   config.padding = paddingOpt;

@@ -69,7 +69,7 @@ struct KernelConfig {
   llvm::SmallVector<int64_t> window;
   int64_t heads = 0;
   int64_t headDim = 0;
-  /// Applied to q; head_dim ** -0.5 when unset.
+  /// Applied to q; head_dim ** -0.5 when unset (1 for cosine attention).
   std::optional<float> scale;
   /// Both empty, or both of the window's rank. Windows layout: the map the
   /// shifted-window mask is built for (a multiple of the window). Tokens
@@ -85,6 +85,9 @@ struct KernelConfig {
   bool packedQkv = false;
   /// A table baked into the kernel, [T, heads] row-major, as f32.
   std::optional<std::vector<float>> table;
+  /// SwinV2's scaled cosine attention: the entry point takes the raw
+  /// per-head `logit_scale` after the table, and `scale` defaults to 1.
+  bool cosine = false;
   ElementKind elementKind = ElementKind::F32;
   std::string name = "swin_window_attention";
   Target target = Target::Cpu;
