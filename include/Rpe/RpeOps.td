@@ -84,6 +84,61 @@ def Rpe_LookupOp : Rpe_Op<"lookup", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// rpe.continuous_position_bias
+//===----------------------------------------------------------------------===//
+
+def Rpe_ContinuousPositionBiasOp : Rpe_Op<"continuous_position_bias", [Pure]> {
+  let summary = "SwinV2's continuous position bias table from its MLP";
+  let description = [{
+    The compact bias table `T x H` of SwinV2 (the table `rpe.lookup`
+    gathers, with the same row order), computed by its two-layer MLP from
+    log-spaced relative coordinates:
+
+    ```
+    c[t, a]  = sign(x) * log2(1 + |x|) / log2(8),
+               x = 8 * d_a(t) / (P_a - 1),  d_a(t) in [-(W_a - 1), W_a - 1]
+    result   = 16 * sigmoid(relu(c · fc1_weightᵀ + fc1_bias) · fc2_weightᵀ)
+    ```
+
+    with `W` the `window`, `P` the `pretrained_window` (the window when
+    absent; an extent of 1 leaves `d` unscaled), `fc1_weight` `[hidden,
+    rank]`, `fc1_bias` `[hidden]` and `fc2_weight` `[H, hidden]` in
+    PyTorch's `Linear` layout (SwinV2's second layer has no bias). The
+    sigmoid is element-wise, so applying it before the gather is SwinV2
+    applying it after.
+
+    At inference the weights are constants and so is the table: the op
+    folds to it (computed in double precision). Otherwise
+    `convert-rpe-to-linalg` lowers it to a small MLP over a constant
+    coordinate table.
+
+    Example:
+
+    ```mlir
+    %t = rpe.continuous_position_bias %w1, %b1, %w2
+           {window = array<i64: 8, 8>, pretrained_window = array<i64: 12, 12>}
+           : tensor<512x2xf32>, tensor<512xf32>, tensor<3x512xf32> -> tensor<225x3xf32>
+    ```
+  }];
+  let arguments = (ins Rpe_FloatTensor:$fc1_weight, Rpe_FloatTensor:$fc1_bias,
+                       Rpe_FloatTensor:$fc2_weight, DenseI64ArrayAttr:$window,
+                       OptionalAttr<DenseI64ArrayAttr>:$pretrained_window);
+  let results = (outs Rpe_FloatTensor:$result);
+  let assemblyFormat = [{
+    $fc1_weight `,` $fc1_bias `,` $fc2_weight attr-dict `:` type($fc1_weight)
+    `,` type($fc1_bias) `,` type($fc2_weight) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// The pretrained window, or the window itself.
+    ArrayRef<int64_t> getEffectivePretrainedWindow() {
+      return getPretrainedWindow() ? *getPretrainedWindow() : getWindow();
+    }
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // rpe.shift_mask
 //===----------------------------------------------------------------------===//
 

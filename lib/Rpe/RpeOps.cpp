@@ -179,6 +179,74 @@ OpFoldResult LookupOp::fold(FoldAdaptor adaptor) {
 }
 
 //===----------------------------------------------------------------------===//
+// ContinuousPositionBiasOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ContinuousPositionBiasOp::verify() {
+  if (failed(verifyWindowAttr(*this, getWindow())))
+    return failure();
+  int64_t rank = getWindow().size();
+  if (std::optional<ArrayRef<int64_t>> pretrained = getPretrainedWindow())
+    if (pretrained->size() != getWindow().size() ||
+        llvm::any_of(*pretrained, [](int64_t p) { return p < 1; }))
+      return emitOpError() << "expects a pretrained_window of " << rank
+                           << " positive extents, got "
+                           << formatShape(*pretrained);
+  RankedTensorType fc1Type = getFc1Weight().getType();
+  if (fc1Type.getRank() != 2 || fc1Type.isDynamicDim(0) ||
+      fc1Type.getDimSize(0) < 1 || fc1Type.getDimSize(1) != rank)
+    return emitOpError() << "expects fc1_weight of shape [hidden, " << rank
+                         << "], got " << formatShape(fc1Type.getShape());
+  int64_t hidden = fc1Type.getDimSize(0);
+  if (failed(verifyStaticShape(*this, "fc1_bias", getFc1Bias().getType(),
+                               {hidden})))
+    return failure();
+  RankedTensorType fc2Type = getFc2Weight().getType();
+  if (fc2Type.getRank() != 2 || fc2Type.isDynamicDim(0) ||
+      fc2Type.getDimSize(0) < 1 || fc2Type.getDimSize(1) != hidden)
+    return emitOpError() << "expects fc2_weight of shape [heads, " << hidden
+                         << "], got " << formatShape(fc2Type.getShape());
+  return verifyStaticShape(
+      *this, "result", getResult().getType(),
+      {getNumTableRows(getWindow()), fc2Type.getDimSize(0)});
+}
+
+/// The values of a constant float tensor in double precision, or nothing.
+static std::optional<SmallVector<double>> getDoubles(Attribute attribute) {
+  auto elements = llvm::dyn_cast_if_present<DenseElementsAttr>(attribute);
+  if (!elements)
+    return std::nullopt;
+  SmallVector<double> values;
+  values.reserve(elements.getNumElements());
+  for (const APFloat &value : elements.getValues<APFloat>())
+    values.push_back(value.convertToDouble());
+  return values;
+}
+
+OpFoldResult ContinuousPositionBiasOp::fold(FoldAdaptor adaptor) {
+  std::optional<SmallVector<double>> fc1Weight =
+      getDoubles(adaptor.getFc1Weight());
+  std::optional<SmallVector<double>> fc1Bias = getDoubles(adaptor.getFc1Bias());
+  std::optional<SmallVector<double>> fc2Weight =
+      getDoubles(adaptor.getFc2Weight());
+  if (!fc1Weight || !fc1Bias || !fc2Weight)
+    return {};
+  RankedTensorType type = getResult().getType();
+  const llvm::fltSemantics &semantics =
+      cast<FloatType>(type.getElementType()).getFloatSemantics();
+  SmallVector<APFloat> values;
+  for (double v : computeContinuousPositionBias(
+           getWindow(), getPretrainedWindow().value_or(ArrayRef<int64_t>()),
+           *fc1Weight, *fc1Bias, *fc2Weight)) {
+    APFloat value(v);
+    bool losesInfo;
+    value.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
+    values.push_back(value);
+  }
+  return DenseElementsAttr::get(type, values);
+}
+
+//===----------------------------------------------------------------------===//
 // ShiftMaskOp
 //===----------------------------------------------------------------------===//
 

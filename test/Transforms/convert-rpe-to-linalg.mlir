@@ -108,3 +108,26 @@ func.func @cosine(%q: tensor<?x3x64x32xf32>, %b: tensor<3x64x64xf32>, %ls: tenso
          bias(%b : tensor<3x64x64xf32>) logit_scale(%ls : tensor<3xf32>) -> tensor<?x64x96xf32>
   return %0 : tensor<?x64x96xf32>
 }
+
+// -----
+
+// SwinV2's bias table of weights that are not constants: a constant
+// coordinate table and the MLP as generics (fc1 with its bias, relu folded
+// into the fc2 contraction, 16 * sigmoid).
+// CHECK-LABEL: func @continuous_position_bias
+// CHECK-SAME: (%[[W1:.*]]: tensor<4x2xf32>, %[[B1:.*]]: tensor<4xf32>, %[[W2:.*]]: tensor<3x4xf32>)
+// CHECK: %[[COORDS:.*]] = arith.constant dense<{{.*}}> : tensor<15x2xf32>
+// CHECK: %[[BIAS:.*]] = linalg.generic {{.*}} ins(%[[B1]] : tensor<4xf32>)
+// CHECK: %[[PRE:.*]] = linalg.generic {{.*}} ins(%[[COORDS]], %[[W1]] : tensor<15x2xf32>, tensor<4x2xf32>) outs(%[[BIAS]] : tensor<15x4xf32>)
+// CHECK: math.fma
+// CHECK: %[[LOGITS:.*]] = linalg.generic {{.*}} ins(%[[PRE]], %[[W2]] : tensor<15x4xf32>, tensor<3x4xf32>)
+// CHECK: arith.maximumf
+// CHECK: math.fma
+// CHECK: linalg.generic {{.*}} ins(%[[LOGITS]] : tensor<15x3xf32>)
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK-NOT: rpe.continuous_position_bias
+func.func @continuous_position_bias(%w1: tensor<4x2xf32>, %b1: tensor<4xf32>, %w2: tensor<3x4xf32>) -> tensor<15x3xf32> {
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 2, 3>} : tensor<4x2xf32>, tensor<4xf32>, tensor<3x4xf32> -> tensor<15x3xf32>
+  return %t : tensor<15x3xf32>
+}

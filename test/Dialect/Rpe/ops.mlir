@@ -112,6 +112,14 @@ func.func @cosine(%q: tensor<?x3x64x32xf32>, %b: tensor<3x64x64xf32>, %ls: tenso
   return %0, %1 : tensor<?x64x96xf32>, tensor<2x144x96xf32>
 }
 
+// CHECK-LABEL: func @continuous_position_bias
+func.func @continuous_position_bias(%w1: tensor<512x2xf32>, %b1: tensor<512xf32>, %w2: tensor<3x512xf32>) -> tensor<225x3xf32> {
+  // CHECK: rpe.continuous_position_bias %{{.*}}, %{{.*}}, %{{.*}} {pretrained_window = array<i64: 12, 12>, window = array<i64: 8, 8>} : tensor<512x2xf32>, tensor<512xf32>, tensor<3x512xf32> -> tensor<225x3xf32>
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 8, 8>, pretrained_window = array<i64: 12, 12>}
+         : tensor<512x2xf32>, tensor<512xf32>, tensor<3x512xf32> -> tensor<225x3xf32>
+  return %t : tensor<225x3xf32>
+}
+
 // CHECK-LABEL: func @items_per_block
 // CHECK-SAME: attributes {rpe.items_per_block = 3 : i64}
 func.func @items_per_block() attributes {rpe.items_per_block = 3 : i64} {
