@@ -97,7 +97,10 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   }
   os << " * table:   [(2Wh-1)*(2Ww-1), heads] row-major (Swin's\n"
      << " *          relative_position_bias_table)"
-     << (config.table ? "; baked into the kernel: may be NULL.\n" : ".\n");
+     << (config.table ? "; baked into the kernel: may be NULL.\n"
+         : config.cpbMlp
+             ? "; computed at compile time from the CPB MLP: may be NULL.\n"
+             : ".\n");
   if (config.cosine)
     os << " *          SwinV2: the final bias, 16 * sigmoid(cpb_mlp(...)) "
           "gathered\n"

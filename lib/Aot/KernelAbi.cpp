@@ -77,8 +77,8 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config) {
       buffer(name, ArgumentRole::Input, shape);
   }
   buffer("table", ArgumentRole::Table, {config.numTableRows(), h},
-         /*passed=*/!config.table)
-      .nullable = config.table.has_value();
+         /*passed=*/!config.hasCompileTimeTable())
+      .nullable = config.hasCompileTimeTable();
   // Callers keep the logit scale, a parameter, in f32 whatever the element
   // type of the activations.
   if (config.cosine)
@@ -225,7 +225,8 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
       {"padding", stringifyPaddingOrder(config.padding)},
       {"windows_per_image", config.windowsPerImage()},
       {"table_rows", config.numTableRows()},
-      {"baked_table", config.table.has_value()},
+      {"baked_table", config.hasCompileTimeTable()},
+      {"cpb_mlp", config.cpbMlp.has_value()},
       {"cosine", config.cosine},
       {"count_multiple", abi.countMultiple},
       {"returns", "int32"},

@@ -93,6 +93,34 @@ static Value createTableConstant(OpBuilder &b, Location loc,
                                    DenseElementsAttr::get(type, values));
 }
 
+/// SwinV2's table from the CPB MLP's weights, as constants: the op folds
+/// when the pipeline runs.
+static Value createContinuousPositionBias(OpBuilder &b, Location loc,
+                                          const KernelConfig &config,
+                                          Type element) {
+  const KernelConfig::CpbMlp &mlp = *config.cpbMlp;
+  int64_t hidden = mlp.hidden, rank = config.window.size();
+  ArrayRef<float> weights = mlp.weights;
+  auto constant = [&](ArrayRef<int64_t> shape, int64_t offset) -> Value {
+    auto type = RankedTensorType::get(shape, b.getF32Type());
+    return arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(type,
+                               weights.slice(offset, type.getNumElements())));
+  };
+  Value fc1Weight = constant({hidden, rank}, 0);
+  Value fc1Bias = constant({hidden}, hidden * rank);
+  Value fc2Weight = constant({config.heads, hidden}, hidden * rank + hidden);
+  auto pretrained = mlp.pretrainedWindow.empty()
+                        ? DenseI64ArrayAttr()
+                        : b.getDenseI64ArrayAttr(mlp.pretrainedWindow);
+  return ContinuousPositionBiasOp::create(
+      b, loc,
+      RankedTensorType::get({config.numTableRows(), config.heads}, element),
+      fc1Weight, fc1Bias, fc2Weight, b.getDenseI64ArrayAttr(config.window),
+      pretrained);
+}
+
 OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
                                                    const KernelConfig &config) {
   context
@@ -177,6 +205,8 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   }
   if (config.table)
     table = createTableConstant(b, loc, config, element);
+  if (config.cpbMlp)
+    table = createContinuousPositionBias(b, loc, config, element);
 
   auto window = b.getDenseI64ArrayAttr(config.window);
   Value bias = LookupOp::create(

@@ -171,3 +171,38 @@ def test_arguments(build, aot_path, tmp_path):
         plain(x, x, x, table, logit_scale=np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="target='cpu' only"):
         swin_opt.compile((4, 4), 2, 8, cosine=True, target="nvptx", cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("pretrained", [None, (12, 12)])
+def test_cpb_mlp_table_at_compile_time(aot_path, tmp_path, pretrained):
+    """swin-aot --cpb-mlp: the kernel's table is SwinV2's, computed by the
+    compiler from the MLP's weights (the table argument is NULL)."""
+    import subprocess
+
+    from swin_opt.compiler import Kernel
+
+    window, heads, d, hidden = (8, 8), 3, 32, 64
+    rng = np.random.default_rng(21)
+    w1 = rng.standard_normal((hidden, 2)).astype(np.float32)
+    b1 = (0.5 * rng.standard_normal(hidden)).astype(np.float32)
+    w2 = (rng.standard_normal((heads, hidden)) / 8).astype(np.float32)
+    weights = tmp_path / "cpb.f32"
+    weights.write_bytes(np.concatenate([w1.ravel(), b1, w2.ravel()]).astype("<f4").tobytes())
+    lib = tmp_path / "cpb.so"
+    cmd = [str(aot_path), "--window=8,8", f"--heads={heads}", f"--head-dim={d}",
+           "--resolution=16,16", "--shift=4", "--cosine", f"--cpb-mlp={weights}",
+           f"--cpb-hidden={hidden}", "--emit=so", "-o", str(lib)]
+    if pretrained:
+        cmd.append(f"--pretrained-window={pretrained[0]},{pretrained[1]}")
+    subprocess.run(cmd, check=True)
+    table = ref.swinv2_cpb_table(ref.swinv2_relative_coords_table(window, pretrained), w1, b1, w2)
+    cfg = swin_opt.make_config(window, heads, d, resolution=(16, 16), shift=4, cosine=True)
+    # A kernel whose table is compiled in is called without one.
+    kernel = Kernel(cfg, lib, lib.with_suffix(".h"), table=table.astype(np.float32))
+    assert kernel.abi["table"].nullable
+    q, k, v = (rng.standard_normal((4, heads, 64, d)).astype(np.float32) for _ in range(3))
+    ls = logit_scales(heads)
+    out = kernel(q, k, v, logit_scale=ls)
+    expected = ref.swinv2_window_attention(q, k, v, ls, bias=ref.lookup(table, window),
+                                           mask=ref.shift_mask((16, 16), window, (4, 4)))
+    _assert_close(out, expected, F32_TOL)
