@@ -69,11 +69,22 @@ def transformers_swin_t(torch):
     return transformers.SwinModel(transformers.SwinConfig())
 
 
+def timm_swinv2_t(torch):
+    import timm
+
+    return timm.create_model("swinv2_tiny_window8_256", pretrained=False)
+
+
 MODELS: Dict[str, Callable] = {
     "timm": timm_swin_t,
     "torchvision": torchvision_swin_t,
     "transformers": transformers_swin_t,
 }
+#: Models run only when named in --models: SwinV2 (cosine attention, the
+#: continuous position bias), on its own 256x256 input.
+EXTRA_MODELS: Dict[str, Callable] = {"timm-swinv2": timm_swinv2_t}
+IMAGE_SIZE: Dict[str, int] = {"timm-swinv2": 256}
+ALL_MODELS: Dict[str, Callable] = {**MODELS, **EXTRA_MODELS}
 
 
 def first_tensor(y):
@@ -165,10 +176,11 @@ def bench_model(torch, name: str, batch: int, repeat: int, compile_too: bool,
     from swin_opt.torch import patch_stats, swap_attention
 
     torch.manual_seed(0)
-    original = MODELS[name](torch).eval()
+    original = ALL_MODELS[name](torch).eval()
     swapped = copy.deepcopy(original)
     layers = swap_attention(swapped)
-    x = torch.randn(batch, 3, 224, 224)
+    size = IMAGE_SIZE.get(name, 224)
+    x = torch.randn(batch, 3, size, size)
     row = {"model": name, "batch": batch, "layers": layers}
     with torch.inference_mode():
         start = time.perf_counter()
@@ -249,7 +261,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default=",".join(MODELS),
-                   help="comma-separated, of %(default)s")
+                   help="comma-separated, of %(default)s and " + ",".join(EXTRA_MODELS))
     p.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--repeat", type=int, default=6, help="alternating rounds (best of)")
@@ -270,9 +282,10 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     names = [m for m in args.models.split(",") if m]
-    unknown = set(names) - set(MODELS)
+    unknown = set(names) - set(ALL_MODELS)
     if unknown:
-        print(f"unknown model(s) {sorted(unknown)}; choose from {list(MODELS)}", file=sys.stderr)
+        print(f"unknown model(s) {sorted(unknown)}; choose from {list(ALL_MODELS)}",
+              file=sys.stderr)
         return 2
     clock = KernelClock()
     clock.install()
@@ -280,7 +293,7 @@ def main(argv=None) -> int:
     try:
         for name in names:
             try:
-                MODELS[name](torch)
+                ALL_MODELS[name](torch)
             except ImportError as exc:
                 print(f"skipping {name}: {exc}", file=sys.stderr)
                 continue
@@ -290,7 +303,7 @@ def main(argv=None) -> int:
                 print(f"  {name} batch {batch}: {rows[-1]['speedup']:.2f}x", file=sys.stderr)
     finally:
         clock.uninstall()
-    print(f"Swin-T, 224x224, f32, random weights; torch {torch.__version__}, "
+    print(f"Swin-T, 224x224 (SwinV2-T 256x256), f32, random weights; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; {platform.processor() or platform.machine()}; "
           f"best of {args.repeat} alternating rounds")
     print_table(rows, args.compile)

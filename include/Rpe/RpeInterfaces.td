@@ -36,6 +36,8 @@ def Rpe_FusedAttentionOpInterface : OpInterface<"FusedAttentionOpInterface"> {
     InterfaceMethod<"", "std::optional<::llvm::ArrayRef<int64_t>>", "getImage">,
     InterfaceMethod<"", "::mlir::rpe::PaddingOrder", "getPadding">,
     InterfaceMethod<"", "bool", "getPackedQkv">,
+    InterfaceMethod<"SwinV2's raw per-head logit scale `[H]` (cosine "
+                    "attention), or null", "::mlir::Value", "getLogitScale">,
   ];
   let extraSharedClassDeclaration = [{
     ::mlir::ShapedType getQueryType() {
@@ -62,6 +64,8 @@ def Rpe_FusedAttentionOpInterface : OpInterface<"FusedAttentionOpInterface"> {
     bool isShiftThenPad() {
       return $_op.getPadding() == ::mlir::rpe::PaddingOrder::ShiftThenPad;
     }
+    /// SwinV2's scaled cosine attention (a `logit_scale` operand).
+    bool isCosine() { return static_cast<bool>($_op.getLogitScale()); }
     /// The output is `[B_, N, H*d]` (heads merged), not `[B_, H, N, d]`.
     bool hasMergedHeadsResult() {
       return ::llvm::cast<::mlir::ShapedType>(

@@ -85,6 +85,61 @@ def Rpe_LookupOp : Rpe_Op<"lookup", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// rpe.continuous_position_bias
+//===----------------------------------------------------------------------===//
+
+def Rpe_ContinuousPositionBiasOp : Rpe_Op<"continuous_position_bias", [Pure]> {
+  let summary = "SwinV2's continuous position bias table from its MLP";
+  let description = [{
+    The compact bias table `T x H` of SwinV2 (the table `rpe.lookup`
+    gathers, with the same row order), computed by its two-layer MLP from
+    log-spaced relative coordinates:
+
+    ```
+    c[t, a]  = sign(x) * log2(1 + |x|) / log2(8),
+               x = 8 * d_a(t) / (P_a - 1),  d_a(t) in [-(W_a - 1), W_a - 1]
+    result   = 16 * sigmoid(relu(c · fc1_weightᵀ + fc1_bias) · fc2_weightᵀ)
+    ```
+
+    with `W` the `window`, `P` the `pretrained_window` (the window when
+    absent; an extent of 1 leaves `d` unscaled), `fc1_weight` `[hidden,
+    rank]`, `fc1_bias` `[hidden]` and `fc2_weight` `[H, hidden]` in
+    PyTorch's `Linear` layout (SwinV2's second layer has no bias). The
+    sigmoid is element-wise, so applying it before the gather is SwinV2
+    applying it after.
+
+    At inference the weights are constants and so is the table: the op
+    folds to it (computed in double precision). Otherwise
+    `convert-rpe-to-linalg` lowers it to a small MLP over a constant
+    coordinate table.
+
+    Example:
+
+    ```mlir
+    %t = rpe.continuous_position_bias %w1, %b1, %w2
+           {window = array<i64: 8, 8>, pretrained_window = array<i64: 12, 12>}
+           : tensor<512x2xf32>, tensor<512xf32>, tensor<3x512xf32> -> tensor<225x3xf32>
+    ```
+  }];
+  let arguments = (ins Rpe_FloatTensor:$fc1_weight, Rpe_FloatTensor:$fc1_bias,
+                       Rpe_FloatTensor:$fc2_weight, DenseI64ArrayAttr:$window,
+                       OptionalAttr<DenseI64ArrayAttr>:$pretrained_window);
+  let results = (outs Rpe_FloatTensor:$result);
+  let assemblyFormat = [{
+    $fc1_weight `,` $fc1_bias `,` $fc2_weight attr-dict `:` type($fc1_weight)
+    `,` type($fc1_bias) `,` type($fc2_weight) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// The pretrained window, or the window itself.
+    ArrayRef<int64_t> getEffectivePretrainedWindow() {
+      return getPretrainedWindow() ? *getPretrainedWindow() : getWindow();
+    }
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // rpe.shift_mask
 //===----------------------------------------------------------------------===//
 
@@ -138,7 +193,7 @@ def Rpe_ShiftMaskOp : Rpe_Op<"shift_mask", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Rpe_WindowAttentionOp : Rpe_Op<"window_attention",
-    [Pure]> {
+    [Pure, AttrSizedOperandSegments]> {
   let summary = "Window attention with an additive bias and optional mask";
   let description = [{
     The attention core of a Swin block, per window `b` and head `h`:
@@ -163,28 +218,52 @@ def Rpe_WindowAttentionOp : Rpe_Op<"window_attention",
     Element types: `q`, `k`, `v` and the result share `f32`, `f16` or `bf16`;
     the computation runs in `f32`.
 
+    With `logit_scale` (`[H]`, SwinV2's raw per-head parameter) the
+    attention is SwinV2's scaled cosine attention: q and k rows are L2
+    normalized, with PyTorch's `F.normalize` guard, and the per-head scale
+    is clamped at 100 as Swin does:
+
+    ```
+    S[i, j] = scale * exp(min(logit_scale[h], ln 100))
+              * (q_i / max(|q_i|, 1e-12)) · (k_j / max(|k_j|, 1e-12))
+              + bias[h, i, j] (+ mask[b mod nW, i, j])
+    ```
+
+    `scale` then defaults to 1 (SwinV2 has no `d ** -0.5`).
+
     Example:
 
     ```mlir
     %o = rpe.window_attention ins(%q, %k, %v : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)
            bias(%b : tensor<3x49x49xf32>) mask(%m : tensor<4x49x49xf32>)
            {scale = 0.1767767 : f32} -> tensor<?x49x96xf32>
+
+    // SwinV2: cosine attention with a per-head logit scale.
+    %c = rpe.window_attention ins(%q, %k, %v : tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>)
+           bias(%b2 : tensor<3x64x64xf32>) logit_scale(%ls : tensor<3xf32>)
+           -> tensor<?x64x96xf32>
     ```
   }];
   let arguments = (ins Rpe_FloatTensor:$query, Rpe_FloatTensor:$key,
                        Rpe_FloatTensor:$value, Rpe_FloatTensor:$bias,
                        Optional<Rpe_FloatTensor>:$mask,
+                       Optional<Rpe_FloatTensor>:$logit_scale,
                        OptionalAttr<F32Attr>:$scale);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,` type($value) `)`
     `bias` `(` $bias `:` type($bias) `)`
     (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`logit_scale` `(` $logit_scale^ `:` type($logit_scale) `)`)?
     attr-dict `->` type($result)
   }];
   let extraClassDeclaration = [{
-    /// The scale applied to q: the `scale` attribute, or `head_dim ** -0.5`.
+    /// The scale applied to q: the `scale` attribute, or `head_dim ** -0.5`
+    /// (1 for cosine attention).
     float getEffectiveScale();
+    /// SwinV2's scaled cosine attention: q and k are normalized and each
+    /// head's scores scaled by its clamped `exp(logit_scale)`.
+    bool isCosine() { return static_cast<bool>(getLogitScale()); }
     int64_t getNumHeads() { return getQuery().getType().getDimSize(1); }
     int64_t getNumTokens() { return getQuery().getType().getDimSize(2); }
     int64_t getHeadDim() { return getQuery().getType().getDimSize(3); }
@@ -293,7 +372,7 @@ def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
 //===----------------------------------------------------------------------===//
 
 def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
-    DestinationStyleOpInterface,
+    AttrSizedOperandSegments, DestinationStyleOpInterface,
     Rpe_FusedAttentionOpInterface,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DeclareOpInterfaceMethods<BufferizableOpInterface,
@@ -328,6 +407,11 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
       `rpe.window_partition`s. `padding_values`, when given, are the three
       `[H*d]` rows (q, k, v) that padded tokens take; zeros otherwise.
 
+    With `logit_scale` (`[H]`) the scores are SwinV2's scaled cosine
+    attention, as in `rpe.window_attention`: `scale *
+    exp(min(logit_scale[h], ln 100)) * q̂ · k̂` with rows normalized by
+    `max(|x|, 1e-12)`. The kernels normalize q and k while they pack them.
+
     It is produced by `rpe-fuse-bias-softmax` and lowered, after
     bufferization, by `rpe-lower-fused-attention`. The op is in
     destination-passing style: on tensors it returns the result; on memrefs
@@ -357,6 +441,7 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
   }];
   let arguments = (ins AnyShaped:$query, AnyShaped:$key, AnyShaped:$value,
                        AnyShaped:$table, Variadic<AnyShaped>:$padding_values,
+                       Optional<AnyShaped>:$logit_scale,
                        AnyShaped:$init,
                        DenseI64ArrayAttr:$window, F32Attr:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$resolution,
@@ -379,7 +464,8 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                    "ArrayRef<int64_t>":$window, "float":$scale,
                    CArg<"ArrayRef<int64_t>", "{}">:$resolution,
                    CArg<"ArrayRef<int64_t>", "{}">:$shift,
-                   CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue)>,
+                   CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue,
+                   CArg<"Value", "nullptr">:$logitScale)>,
     // Token layout on `image`-sized maps; the mask (a non-zero `shift`) is
     // built on the image padded to whole windows, which the builder
     // computes. `packedQkv`: query, key and value are one `[batch, L, 3C]`
@@ -391,12 +477,14 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                    "ArrayRef<int64_t>":$shift,
                    CArg<"PaddingOrder", "PaddingOrder::PadThenShift">:$padding,
                    CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue,
-                   CArg<"bool", "false">:$packedQkv)>
+                   CArg<"bool", "false">:$packedQkv,
+                   CArg<"Value", "nullptr">:$logitScale)>
   ];
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `,` $table `:` type($query) `,`
       type($key) `,` type($value) `,` type($table) `)`
     (`pads` `(` $padding_values^ `:` type($padding_values) `)`)?
+    (`logit_scale` `(` $logit_scale^ `:` type($logit_scale) `)`)?
     `outs` `(` $init `:` type($init) `)`
     attr-dict (`->` type($result)^)?
   }];
@@ -487,6 +575,8 @@ def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
     ::mlir::OperandRange getPaddingValues() {
       return getOperation()->getOperands().take_front(0);
     }
+    /// The gradient of the cosine form is not implemented: no logit scale.
+    ::mlir::Value getLogitScale() { return nullptr; }
   }];
   let hasVerifier = 1;
 }

@@ -86,6 +86,24 @@ std::optional<std::string> checkFeatureMap(llvm::ArrayRef<int64_t> resolution,
                                            llvm::ArrayRef<int64_t> window,
                                            llvm::ArrayRef<int64_t> shift);
 
+/// SwinV2's log-spaced relative coordinates, [T, rank] row-major in the
+/// table's row order: per axis the offset d in [-(W-1), W-1], divided by
+/// P - 1 (P the pretrained window's extent, the window's when empty; an
+/// extent of 1 leaves d as it is), times 8, mapped to
+/// sign(x) log2(1 + |x|) / log2(8).
+llvm::SmallVector<double>
+computeLogSpacedCoords(llvm::ArrayRef<int64_t> window,
+                       llvm::ArrayRef<int64_t> pretrainedWindow);
+
+/// SwinV2's continuous position bias table [T, heads] row-major:
+/// 16 * sigmoid(relu(coords fc1ᵀ + b1) fc2ᵀ) with fc1 [hidden, rank], b1
+/// [hidden] and fc2 [heads, hidden] row-major (PyTorch's Linear layout; fc2
+/// has no bias, as in SwinV2). In double precision.
+llvm::SmallVector<double> computeContinuousPositionBias(
+    llvm::ArrayRef<int64_t> window, llvm::ArrayRef<int64_t> pretrainedWindow,
+    llvm::ArrayRef<double> fc1Weight, llvm::ArrayRef<double> fc1Bias,
+    llvm::ArrayRef<double> fc2Weight);
+
 } // namespace mlir::rpe
 
 #endif // RPE_WINDOWGEOMETRY_H

@@ -97,7 +97,17 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   }
   os << " * table:   [(2Wh-1)*(2Ww-1), heads] row-major (Swin's\n"
      << " *          relative_position_bias_table)"
-     << (config.table ? "; baked into the kernel: may be NULL.\n" : ".\n");
+     << (config.table ? "; baked into the kernel: may be NULL.\n"
+         : config.cpbMlp
+             ? "; computed at compile time from the CPB MLP: may be NULL.\n"
+             : ".\n");
+  if (config.cosine)
+    os << " *          SwinV2: the final bias, 16 * sigmoid(cpb_mlp(...)) "
+          "gathered\n"
+       << " *          into the compact table.\n"
+       << " * logit_scale: [heads] f32, SwinV2's raw logit_scale: scores are\n"
+       << " *          exp(min(logit_scale[h], ln 100)) * cos(q_i, k_j) "
+          "(cosine attention).\n";
   if (!tokens)
     os << " * out:     [num_windows, N, heads*head_dim] (Swin's layout before "
           "the\n"

@@ -3,6 +3,7 @@
 //   windows layout: int NAME(q, k, v, table, out, int64_t num_windows)
 //   token layout:   int NAME(q, k, v, table, out, int64_t batch, pad_qkv)
 //   packed qkv:     int NAME(qkv, table, out, int64_t batch, pad_qkv)
+//   cosine:         logit_scale follows the table in each of them
 //   nvptx:          the same on CUdeviceptr, plus CUstream stream
 //
 // and with --grad (CPU, f32; padding tokens are zeros):
@@ -34,6 +35,8 @@ StringRef mlir::rpe::stringifyArgumentRole(ArgumentRole role) {
     return "input";
   case ArgumentRole::Table:
     return "table";
+  case ArgumentRole::LogitScale:
+    return "logit_scale";
   case ArgumentRole::Padding:
     return "padding";
   case ArgumentRole::Output:
@@ -104,8 +107,13 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config,
       tokens ? mapShape : SmallVector<int64_t>{dyn, n, c};
   inputs("", ArgumentRole::Input);
   buffer("table", ArgumentRole::Table, {config.numTableRows(), h},
-         /*passed=*/!config.table)
-      .nullable = config.table.has_value();
+         /*passed=*/!config.hasCompileTimeTable())
+      .nullable = config.hasCompileTimeTable();
+  // Callers keep the logit scale, a parameter, in f32 whatever the element
+  // type of the activations. (The gradient has no cosine form.)
+  if (config.cosine && !backward)
+    buffer("logit_scale", ArgumentRole::LogitScale, {h}).element =
+        ElementKind::F32;
   buffer("out", ArgumentRole::Output, outShape).written = !backward;
   if (backward) {
     buffer("dout", ArgumentRole::OutputGradient, outShape);
@@ -130,14 +138,15 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config,
       pad.element = ElementKind::F32;
   }
   // The kernel function takes what it reads in the order inputs, table,
-  // padding, output (forward) or inputs, table, out, dout, the input
-  // gradients, dtable (backward): the C order, without what it does not
-  // read.
+  // logit scale, padding, output (forward) or inputs, table, out, dout,
+  // the input gradients, dtable (backward): the C order, without what it
+  // does not read.
   unsigned next = 0;
   for (ArgumentRole role :
-       {ArgumentRole::Input, ArgumentRole::Table, ArgumentRole::Padding,
-        ArgumentRole::Output, ArgumentRole::OutputGradient,
-        ArgumentRole::InputGradient, ArgumentRole::TableGradient})
+       {ArgumentRole::Input, ArgumentRole::Table, ArgumentRole::LogitScale,
+        ArgumentRole::Padding, ArgumentRole::Output,
+        ArgumentRole::OutputGradient, ArgumentRole::InputGradient,
+        ArgumentRole::TableGradient})
     for (AbiArgument &argument : abi.arguments)
       if (argument.role == role && argument.kernelOperand)
         argument.kernelOperand = next++;
@@ -264,7 +273,9 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
       {"padding", stringifyPaddingOrder(config.padding)},
       {"windows_per_image", config.windowsPerImage()},
       {"table_rows", config.numTableRows()},
-      {"baked_table", config.table.has_value()},
+      {"baked_table", config.hasCompileTimeTable()},
+      {"cpb_mlp", config.cpbMlp.has_value()},
+      {"cosine", config.cosine},
       {"count_multiple", abi.countMultiple},
       {"returns", "int32"},
       {"arguments", describeArguments(abi)}};

@@ -52,7 +52,13 @@ int64_t KernelConfig::tokensPerImage() const {
   return count;
 }
 float KernelConfig::effectiveScale() const {
-  return scale ? *scale : 1.0f / std::sqrt(static_cast<float>(headDim));
+  if (scale)
+    return *scale;
+  return cosine ? 1.0f : 1.0f / std::sqrt(static_cast<float>(headDim));
+}
+int64_t KernelConfig::numCpbWeights() const {
+  int64_t hidden = cpbMlp ? cpbMlp->hidden : 0;
+  return hidden * static_cast<int64_t>(window.size()) + hidden + heads * hidden;
 }
 KernelStrategy KernelConfig::effectiveKernel() const {
   if (kernel)
@@ -119,6 +125,29 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
         llvm::join(llvm::map_range(config.window,
                                    [](int64_t w) { return std::to_string(w); }),
                    "x")));
+  if (config.cpbMlp) {
+    const KernelConfig::CpbMlp &mlp = *config.cpbMlp;
+    if (!config.cosine)
+      return configError("--cpb-mlp is SwinV2's bias: it needs --cosine");
+    if (config.table)
+      return configError("--table and --cpb-mlp both give the table; pass one");
+    constexpr int64_t kMaxHidden = 1 << 16;
+    if (mlp.hidden < 1 || mlp.hidden > kMaxHidden)
+      return configError(llvm::formatv(
+          "--cpb-hidden must be in [1, {0}], got {1}", kMaxHidden, mlp.hidden));
+    if (static_cast<int64_t>(mlp.weights.size()) != config.numCpbWeights())
+      return configError(llvm::formatv(
+          "--cpb-mlp holds {0} floats, expected {1} (fc1.weight [{2}, {3}], "
+          "fc1.bias [{2}], fc2.weight [{4}, {2}])",
+          mlp.weights.size(), config.numCpbWeights(), mlp.hidden,
+          config.window.size(), config.heads));
+    if (!mlp.pretrainedWindow.empty() &&
+        (mlp.pretrainedWindow.size() != config.window.size() ||
+         llvm::any_of(mlp.pretrainedWindow, [](int64_t p) { return p < 1; })))
+      return configError(llvm::formatv(
+          "--pretrained-window must have {0} positive extents, like --window",
+          config.window.size()));
+  }
   if (config.vectorWidth && config.vectorWidth != 4 &&
       config.vectorWidth != 8 && config.vectorWidth != 16)
     return configError(llvm::formatv(
@@ -134,6 +163,9 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
       return configError("--chip/--features: " +
                          llvm::toString(target.takeError()));
   }
+  if (config.isGpu() && config.cosine)
+    return configError("--cosine: the GPU kernels have no cosine attention "
+                       "yet; use --target=cpu");
   if (config.isGpu() && config.numTokens() > 1024)
     return configError(llvm::formatv(
         "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "
@@ -149,6 +181,9 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
                          stringifyElementKind(config.elementKind));
     if (!config.fuse)
       return configError("--grad has no unfused form; drop --unfused");
+    if (config.cosine)
+      return configError("--grad: the cosine attention (--cosine) has no "
+                         "backward kernel yet");
   }
   auto isIdentifierChar = [](char c) { return llvm::isAlnum(c) || c == '_'; };
   if (config.name.empty() || llvm::isDigit(config.name[0]) ||

@@ -221,6 +221,34 @@ std::string mlir::rpe::getTableGradientSumName(const KernelConfig &config) {
   return config.name + "_backward_sum_tables";
 }
 
+/// SwinV2's table from the CPB MLP's weights, as constants: the op folds
+/// when the pipeline runs.
+static Value createContinuousPositionBias(OpBuilder &b, Location loc,
+                                          const KernelConfig &config,
+                                          Type element) {
+  const KernelConfig::CpbMlp &mlp = *config.cpbMlp;
+  int64_t hidden = mlp.hidden, rank = config.window.size();
+  ArrayRef<float> weights = mlp.weights;
+  auto constant = [&](ArrayRef<int64_t> shape, int64_t offset) -> Value {
+    auto type = RankedTensorType::get(shape, b.getF32Type());
+    return arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(type,
+                               weights.slice(offset, type.getNumElements())));
+  };
+  Value fc1Weight = constant({hidden, rank}, 0);
+  Value fc1Bias = constant({hidden}, hidden * rank);
+  Value fc2Weight = constant({config.heads, hidden}, hidden * rank + hidden);
+  auto pretrained = mlp.pretrainedWindow.empty()
+                        ? DenseI64ArrayAttr()
+                        : b.getDenseI64ArrayAttr(mlp.pretrainedWindow);
+  return ContinuousPositionBiasOp::create(
+      b, loc,
+      RankedTensorType::get({config.numTableRows(), config.heads}, element),
+      fc1Weight, fc1Bias, fc2Weight, b.getDenseI64ArrayAttr(config.window),
+      pretrained);
+}
+
 OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
                                                    const KernelConfig &config) {
   context
@@ -253,7 +281,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
         memref, /*restrict=*/true, /*writable=*/false);
   };
   SmallVector<Value> inputs;
-  Value table, padRows, out;
+  Value table, logitScale, padRows, out;
   for (auto [argument, value] : llvm::zip(operands, entry->getArguments())) {
     switch (argument->role) {
     case ArgumentRole::Input:
@@ -261,6 +289,9 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
       break;
     case ArgumentRole::Table:
       table = toTensor(value);
+      break;
+    case ArgumentRole::LogitScale:
+      logitScale = toTensor(value);
       break;
     case ArgumentRole::Padding:
       padRows = toTensor(value);
@@ -303,6 +334,8 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   }
   if (config.table)
     table = createTableConstant(b, loc, config, element);
+  if (config.cpbMlp)
+    table = createContinuousPositionBias(b, loc, config, element);
 
   auto window = b.getDenseI64ArrayAttr(config.window);
   Value bias = LookupOp::create(
@@ -320,7 +353,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   Value result;
   if (!config.hasTokenLayout()) {
     result = WindowAttentionOp::create(b, loc, attentionType, q, k, v, bias,
-                                       mask, scale);
+                                       mask, logitScale, scale);
   } else {
     // Padding rows of q, k and v, in the element type of the maps.
     SmallVector<Value> pads(3);
@@ -336,7 +369,7 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
     };
     Value attention = WindowAttentionOp::create(
         b, loc, attentionType, partition(q, pads[0]), partition(k, pads[1]),
-        partition(v, pads[2]), bias, mask, scale);
+        partition(v, pads[2]), bias, mask, logitScale, scale);
     result = WindowReverseOp::create(
         b, loc, RankedTensorType::get({dyn, tokensPerImage, c}, element),
         attention, resolution, window, shift, padding);

@@ -73,6 +73,11 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
       return failure();
     warpShape = *shape;
   }
+  // The warp kernel stages q and k as f16/bf16 tiles for mma.sync; it has
+  // no place to normalize them yet.
+  if (warpShape && op.isCosine())
+    return op.emitOpError("cosine attention (logit_scale) has no warps "
+                          "kernel yet; use strategy=rows or tiles");
   LogicalResult emitted =
       options.strategy == KernelStrategy::Tiles
           ? emitter.emit(options.hoistScratch)

@@ -13,9 +13,12 @@
 #include "Rpe/WindowGeometry.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::rpe;
@@ -149,6 +152,43 @@ void FusedKernelEmitter::forRowBlocks(Value count, int64_t blockRows,
       body(row, 1);
       return SmallVector<Value>{};
     });
+}
+
+Value FusedKernelEmitter::cosineHeadScale(Value h) {
+  if (!op.isCosine())
+    return nullptr;
+  // Swin clamps the learned scale at ln(1 / 0.01) before the exponential:
+  // the scores' factor never exceeds 100. minimumf keeps a NaN scale NaN,
+  // as torch.clamp does.
+  Value logitScale = loadScalar(op.getLogitScale(), {h});
+  Value clamped = arith::MinimumFOp::create(
+      b, logitScale,
+      arith::ConstantOp::create(b, b.getF32FloatAttr(std::log(100.0))));
+  return math::ExpOp::create(b, clamped);
+}
+
+Value FusedKernelEmitter::reciprocalNorm(Value sumOfSquares) {
+  // F.normalize divides by max(|x|, eps): a zero row (a padding token
+  // without padding values, say) stays zero instead of becoming NaN.
+  Value norm = arith::MaximumFOp::create(
+      b, math::SqrtOp::create(b, sumOfSquares),
+      arith::ConstantOp::create(b, b.getF32FloatAttr(1e-12)));
+  return arith::DivFOp::create(
+      b, arith::ConstantOp::create(b, b.getF32FloatAttr(1.0)), norm);
+}
+
+Value FusedKernelEmitter::reciprocalRowNorm(Row row) {
+  int64_t width = g.computeLanes;
+  int64_t chunks = llvm::divideCeil(g.headDim, width);
+  Value sum = splat(0.0, computeType);
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t lanes = std::min(width, g.headDim - c * width);
+    Value x = loadVector(row.memref, {add(row.offset, index(c * width))}, lanes,
+                         width);
+    sum = vector::FMAOp::create(b, x, x, sum);
+  }
+  return reciprocalNorm(
+      vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum));
 }
 
 Value FusedKernelEmitter::paddedPosition(Value token) {

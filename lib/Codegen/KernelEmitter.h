@@ -263,6 +263,17 @@ private:
     return toF32(memref::LoadOp::create(b, row.memref, add(row.offset, e)));
   }
 
+  //===--- SwinV2's cosine attention ------------------------------------===//
+  /// exp(min(logit_scale[h], ln 100)), the factor of head h's cosine
+  /// scores (f32 scalar); null for the plain attention.
+  Value cosineHeadScale(Value h);
+  /// 1 / max(sqrt(sumOfSquares), 1e-12): the inverse of the divisor of
+  /// PyTorch's F.normalize, for a scalar sum of squares.
+  Value reciprocalNorm(Value sumOfSquares);
+  /// reciprocalNorm of a q or k row's head_dim channels, read as vectors of
+  /// the micro-kernels' width.
+  Value reciprocalRowNorm(Row row);
+
   //===--- the row-parallel form ---------------------------------------===//
   /// Element e of token `token`'s row of q, k or v (f32): a padding token
   /// reads its padding row, or zero.

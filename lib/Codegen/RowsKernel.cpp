@@ -47,6 +47,7 @@ namespace mlir::rpe::detail {
 /// for (b, h) in parallel: for i in parallel:
 ///   m = lowest finite float, l = 0, acc = 0
 ///   for j: s = (scale q_i) · k_j + table[idx(i, j), h] (+ mask)
+///          (cosine: scale s_h q_i / |q_i| and k_j / |k_j|)
 ///          m' = max(m, s); c = exp(m - m'); p = exp(s - m')
 ///          l = l c + p; acc = acc c + p v_j; m = m'
 ///   out_i = acc / l
@@ -104,8 +105,18 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   RowAddress queryRow = rowAddress(w, h, i);
   SmallVector<Value> query;
   for (int64_t e = 0; e < g.headDim; ++e)
-    query.push_back(arith::MulFOp::create(
-        b, loadInputElement(Input::Query, queryRow, h, e), scale));
+    query.push_back(loadInputElement(Input::Query, queryRow, h, e));
+  // Cosine attention: q's norm and the head's logit scale join the scale;
+  // each key's norm is summed with its dot product below.
+  if (Value headScale = cosineHeadScale(h)) {
+    Value squares = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+    for (Value x : query)
+      squares = math::FmaOp::create(b, x, x, squares);
+    scale = arith::MulFOp::create(
+        b, scale, arith::MulFOp::create(b, headScale, reciprocalNorm(squares)));
+  }
+  for (Value &x : query)
+    x = arith::MulFOp::create(b, x, scale);
   Value queryOffset = tableOffset(i);
   Value windowInImage = op.hasShiftMask() ? remConst(w, imageWindows) : Value();
   Value queryLabel =
@@ -124,9 +135,15 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
         RowSoftmaxState previous = RowSoftmaxState::unflatten(carried);
         RowAddress keyRow = rowAddress(w, h, j, Input::Key);
         Value s = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
-        for (int64_t e = 0; e < g.headDim; ++e)
-          s = math::FmaOp::create(
-              b, query[e], loadInputElement(Input::Key, keyRow, h, e), s);
+        Value keySquares = s;
+        for (int64_t e = 0; e < g.headDim; ++e) {
+          Value x = loadInputElement(Input::Key, keyRow, h, e);
+          s = math::FmaOp::create(b, query[e], x, s);
+          if (op.isCosine())
+            keySquares = math::FmaOp::create(b, x, x, keySquares);
+        }
+        if (op.isCosine())
+          s = arith::MulFOp::create(b, s, reciprocalNorm(keySquares));
         // idx(i, j) = P(i) - P(j) + (T - 1) / 2
         Value idx = arith::SubIOp::create(b, add(queryOffset, index(g.center)),
                                           tableOffset(j));

@@ -5,6 +5,7 @@
 //
 //   Kt[e, j']  = scale * k[b, h, j, e]                      pack (keys padded
 //                                                           per window row)
+//                (cosine: times s_h / |k_j|, and S[i, :] / |q_i| below)
 //   S[i, j']   = sum_e q[b, h, i, e] * Kt[e, j']            scores, FMA tiles
 //   S[i, j']  += R_h[idx(j, i)] (+ mask) (+ -inf on pads)   bias: one vector
 //                                                           load per key row
@@ -152,8 +153,18 @@ static void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
 /// transposed in registers; else one element at a time.
 void FusedKernelEmitter::emitPackTransposed(Input which, Value w, Value h,
                                             Value kt, double scaleFactor) {
-  Value scale =
-      arith::ConstantOp::create(b, b.getF32FloatAttr(scaleFactor));
+  Value scale = arith::ConstantOp::create(b, b.getF32FloatAttr(scaleFactor));
+  // Cosine attention normalizes each key as it is packed, and folds the
+  // head's logit scale into kᵀ with the constant scale: the scores
+  // micro-kernel is the plain one, and q's norm scales its results.
+  Value headScale = which == Input::Key ? cosineHeadScale(h) : Value();
+  if (headScale)
+    scale = arith::MulFOp::create(b, scale, headScale);
+  auto keyScale = [&](Row key) -> Value {
+    if (!headScale)
+      return scale;
+    return arith::MulFOp::create(b, scale, reciprocalRowNorm(key));
+  };
   if (g.lanes == 8 && g.headDim % 8 == 0) {
     Value scaleVector = broadcast(scale);
     Value zeros = splat(0.0);
@@ -171,14 +182,18 @@ void FusedKernelEmitter::emitPackTransposed(Input which, Value w, Value h,
                              : std::nullopt);
         }
         Value column = add(mulConst(r, g.paddedRowLength), index(v * 8));
+        SmallVector<Value, 8> keyScales;
+        for (const std::optional<Row> &key : keys)
+          keyScales.push_back(key && headScale ? broadcast(keyScale(*key))
+                                               : scaleVector);
         forLoop(index(0), index(g.headDim), 8, {}, [&](Value e0, ValueRange) {
           SmallVector<Value, 8> block;
-          for (const std::optional<Row> &key : keys)
+          for (auto [key, keyScaleVector] : llvm::zip(keys, keyScales))
             block.push_back(
                 key ? arith::MulFOp::create(
                           b,
                           loadVector(key->memref, {add(key->offset, e0)}, 8, 8),
-                          scaleVector)
+                          keyScaleVector)
                           .getResult()
                     : zeros);
           transpose8x8(b, block);
@@ -196,8 +211,9 @@ void FusedKernelEmitter::emitPackTransposed(Input which, Value w, Value h,
   forLoop(index(0), index(g.tokens), 1, {}, [&](Value j, ValueRange) {
     Value jp = paddedPosition(j);
     Row key = inputRow(which, w, h, j);
+    Value factor = keyScale(key);
     forLoop(index(0), index(g.headDim), 1, {}, [&](Value e, ValueRange) {
-      Value scaled = arith::MulFOp::create(b, loadElement(key, e), scale);
+      Value scaled = arith::MulFOp::create(b, loadElement(key, e), factor);
       memref::StoreOp::create(b, scaled, kt, ValueRange{e, jp});
       return SmallVector<Value>{};
     });
@@ -263,6 +279,12 @@ void FusedKernelEmitter::emitScores(function_ref<Row(Value)> leftRow, Value kt,
     SmallVector<Row> queries;
     for (int64_t m = 0; m < mr; ++m)
       queries.push_back(leftRow(add(i, index(m))));
+    // Cosine attention: q · k̂ of a row, times 1 / |q|, is q̂ · k̂. (The
+    // gradient, whose op has no cosine form, also runs dout · vᵀ here.)
+    SmallVector<Value> queryNorms;
+    if (op.isCosine())
+      for (const Row &query : queries)
+        queryNorms.push_back(broadcast(reciprocalRowNorm(query), computeType));
     for (int64_t c0 = 0; c0 < g.computeKeyVectors; c0 += chunk) {
       int64_t nc = std::min(chunk, g.computeKeyVectors - c0);
       SmallVector<Value> init(mr * nc, splat(0.0, computeType));
@@ -285,7 +307,12 @@ void FusedKernelEmitter::emitScores(function_ref<Row(Value)> leftRow, Value kt,
       for (int64_t m = 0; m < mr; ++m)
         for (int64_t c = 0; c < nc; ++c)
           vector::StoreOp::create(
-              b, acc[m * nc + c], scores,
+              b,
+              queryNorms.empty()
+                  ? acc[m * nc + c]
+                  : arith::MulFOp::create(b, acc[m * nc + c], queryNorms[m])
+                        .getResult(),
+              scores,
               ValueRange{add(lr, index(m)), index((c0 + c) * g.computeLanes)});
     }
   });

@@ -179,6 +179,74 @@ OpFoldResult LookupOp::fold(FoldAdaptor adaptor) {
 }
 
 //===----------------------------------------------------------------------===//
+// ContinuousPositionBiasOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ContinuousPositionBiasOp::verify() {
+  if (failed(verifyWindowAttr(*this, getWindow())))
+    return failure();
+  int64_t rank = getWindow().size();
+  if (std::optional<ArrayRef<int64_t>> pretrained = getPretrainedWindow())
+    if (pretrained->size() != getWindow().size() ||
+        llvm::any_of(*pretrained, [](int64_t p) { return p < 1; }))
+      return emitOpError() << "expects a pretrained_window of " << rank
+                           << " positive extents, got "
+                           << formatShape(*pretrained);
+  RankedTensorType fc1Type = getFc1Weight().getType();
+  if (fc1Type.getRank() != 2 || fc1Type.isDynamicDim(0) ||
+      fc1Type.getDimSize(0) < 1 || fc1Type.getDimSize(1) != rank)
+    return emitOpError() << "expects fc1_weight of shape [hidden, " << rank
+                         << "], got " << formatShape(fc1Type.getShape());
+  int64_t hidden = fc1Type.getDimSize(0);
+  if (failed(verifyStaticShape(*this, "fc1_bias", getFc1Bias().getType(),
+                               {hidden})))
+    return failure();
+  RankedTensorType fc2Type = getFc2Weight().getType();
+  if (fc2Type.getRank() != 2 || fc2Type.isDynamicDim(0) ||
+      fc2Type.getDimSize(0) < 1 || fc2Type.getDimSize(1) != hidden)
+    return emitOpError() << "expects fc2_weight of shape [heads, " << hidden
+                         << "], got " << formatShape(fc2Type.getShape());
+  return verifyStaticShape(
+      *this, "result", getResult().getType(),
+      {getNumTableRows(getWindow()), fc2Type.getDimSize(0)});
+}
+
+/// The values of a constant float tensor in double precision, or nothing.
+static std::optional<SmallVector<double>> getDoubles(Attribute attribute) {
+  auto elements = llvm::dyn_cast_if_present<DenseElementsAttr>(attribute);
+  if (!elements)
+    return std::nullopt;
+  SmallVector<double> values;
+  values.reserve(elements.getNumElements());
+  for (const APFloat &value : elements.getValues<APFloat>())
+    values.push_back(value.convertToDouble());
+  return values;
+}
+
+OpFoldResult ContinuousPositionBiasOp::fold(FoldAdaptor adaptor) {
+  std::optional<SmallVector<double>> fc1Weight =
+      getDoubles(adaptor.getFc1Weight());
+  std::optional<SmallVector<double>> fc1Bias = getDoubles(adaptor.getFc1Bias());
+  std::optional<SmallVector<double>> fc2Weight =
+      getDoubles(adaptor.getFc2Weight());
+  if (!fc1Weight || !fc1Bias || !fc2Weight)
+    return {};
+  RankedTensorType type = getResult().getType();
+  const llvm::fltSemantics &semantics =
+      cast<FloatType>(type.getElementType()).getFloatSemantics();
+  SmallVector<APFloat> values;
+  for (double v : computeContinuousPositionBias(
+           getWindow(), getPretrainedWindow().value_or(ArrayRef<int64_t>()),
+           *fc1Weight, *fc1Bias, *fc2Weight)) {
+    APFloat value(v);
+    bool losesInfo;
+    value.convert(semantics, APFloat::rmNearestTiesToEven, &losesInfo);
+    values.push_back(value);
+  }
+  return DenseElementsAttr::get(type, values);
+}
+
+//===----------------------------------------------------------------------===//
 // ShiftMaskOp
 //===----------------------------------------------------------------------===//
 
@@ -219,7 +287,26 @@ OpFoldResult ShiftMaskOp::fold(FoldAdaptor) {
 float WindowAttentionOp::getEffectiveScale() {
   if (std::optional<APFloat> scale = getScale())
     return scale->convertToFloat();
+  // SwinV2's cosine attention has its per-head logit scale instead.
+  if (isCosine())
+    return 1.0f;
   return 1.0f / std::sqrt(static_cast<float>(getHeadDim()));
+}
+
+/// Verifies a cosine attention's `logit_scale`: one static `[heads]` vector
+/// of floats.
+static LogicalResult verifyLogitScale(Operation *op, Value logitScale,
+                                      int64_t heads) {
+  if (!logitScale)
+    return success();
+  auto type = cast<ShapedType>(logitScale.getType());
+  if (!type.hasRank() || type.getShape() != ArrayRef<int64_t>{heads} ||
+      !isa<FloatType>(type.getElementType()))
+    return op->emitOpError() << "expects logit_scale of shape [" << heads
+                             << "] (one per head), got "
+                             << (type.hasRank() ? formatShape(type.getShape())
+                                                : std::string("unranked"));
+  return success();
 }
 
 /// Verifies q, k, v of an attention op: rank 4 `[windows, heads, tokens,
@@ -332,6 +419,8 @@ LogicalResult WindowAttentionOp::verify() {
 
   if (failed(
           verifyAttentionResult(*this, qType, getResult().getType(), "result")))
+    return failure();
+  if (failed(verifyLogitScale(*this, getLogitScale(), heads)))
     return failure();
   return verifyScale(*this, getScale());
 }
@@ -482,13 +571,14 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
                                    Value table, Value init,
                                    ArrayRef<int64_t> window, float scale,
                                    ArrayRef<int64_t> resolution,
-                                   ArrayRef<int64_t> shift, double maskValue) {
+                                   ArrayRef<int64_t> shift, double maskValue,
+                                   Value logitScale) {
   auto optionalArray = [&](ArrayRef<int64_t> values) {
     return values.empty() ? nullptr : builder.getDenseI64ArrayAttr(values);
   };
   // No image: q, k, v are windows already, nothing is padded.
   build(builder, state, getDestinationResultTypes(init), query, key, value,
-        table, /*padding_values=*/ValueRange(), init,
+        table, /*padding_values=*/ValueRange(), logitScale, init,
         builder.getDenseI64ArrayAttr(window), builder.getF32FloatAttr(scale),
         optionalArray(resolution), optionalArray(shift),
         builder.getF64FloatAttr(maskValue), /*image=*/nullptr,
@@ -503,11 +593,11 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
                                    float scale, ArrayRef<int64_t> image,
                                    ArrayRef<int64_t> shift,
                                    PaddingOrder padding, double maskValue,
-                                   bool packedQkv) {
+                                   bool packedQkv, Value logitScale) {
   // The mask lives on the padded map in both padding orders.
   build(builder, state, getDestinationResultTypes(init), query, key, value,
-        table, paddingValues, init, builder.getDenseI64ArrayAttr(window),
-        builder.getF32FloatAttr(scale),
+        table, paddingValues, logitScale, init,
+        builder.getDenseI64ArrayAttr(window), builder.getF32FloatAttr(scale),
         builder.getDenseI64ArrayAttr(getPaddedResolution(image, window)),
         builder.getDenseI64ArrayAttr(shift), builder.getF64FloatAttr(maskValue),
         builder.getDenseI64ArrayAttr(image),
@@ -539,6 +629,8 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
   if (op.getResolution().has_value() != op.getShift().has_value())
     return op.emitOpError() << "expects resolution and shift together";
   if (failed(verifyScale(op, op.getScale())))
+    return failure();
+  if (failed(verifyLogitScale(op, op.getLogitScale(), heads)))
     return failure();
 
   if (op.getPackedQkv() &&

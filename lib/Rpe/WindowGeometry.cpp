@@ -5,6 +5,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir::rpe;
@@ -192,4 +193,56 @@ mlir::rpe::checkFeatureMap(ArrayRef<int64_t> resolution,
                            resolution[axis], axis, kMaxExtent)
           .str();
   return std::nullopt;
+}
+
+SmallVector<double>
+mlir::rpe::computeLogSpacedCoords(ArrayRef<int64_t> window,
+                                  ArrayRef<int64_t> pretrainedWindow) {
+  int64_t rank = window.size();
+  int64_t rows = getNumTableRows(window);
+  SmallVector<double> coords(rows * rank);
+  for (int64_t row = 0; row < rows; ++row) {
+    // Row-major over the axes' 2W - 1 offsets, the last axis fastest.
+    int64_t rest = row;
+    for (int64_t a = rank - 1; a >= 0; --a) {
+      int64_t span = 2 * window[a] - 1;
+      double offset = static_cast<double>(rest % span - (window[a] - 1));
+      rest /= span;
+      int64_t extent =
+          pretrainedWindow.empty() ? window[a] : pretrainedWindow[a];
+      double x =
+          (extent > 1 ? offset / static_cast<double>(extent - 1) : offset) *
+          8.0;
+      coords[row * rank + a] =
+          std::copysign(std::log2(1.0 + std::fabs(x)), x) / 3.0;
+    }
+  }
+  return coords;
+}
+
+SmallVector<double> mlir::rpe::computeContinuousPositionBias(
+    ArrayRef<int64_t> window, ArrayRef<int64_t> pretrainedWindow,
+    ArrayRef<double> fc1Weight, ArrayRef<double> fc1Bias,
+    ArrayRef<double> fc2Weight) {
+  int64_t rank = window.size();
+  int64_t hidden = fc1Bias.size();
+  int64_t heads = fc2Weight.size() / hidden;
+  SmallVector<double> coords = computeLogSpacedCoords(window, pretrainedWindow);
+  int64_t rows = coords.size() / rank;
+  SmallVector<double> table(rows * heads, 0.0), activation(hidden);
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t j = 0; j < hidden; ++j) {
+      double sum = fc1Bias[j];
+      for (int64_t a = 0; a < rank; ++a)
+        sum += coords[t * rank + a] * fc1Weight[j * rank + a];
+      activation[j] = std::max(sum, 0.0);
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      double logit = 0.0;
+      for (int64_t j = 0; j < hidden; ++j)
+        logit += activation[j] * fc2Weight[h * hidden + j];
+      table[t * heads + h] = 16.0 / (1.0 + std::exp(-logit));
+    }
+  }
+  return table;
 }

@@ -25,6 +25,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <cmath>
 #include <limits>
 
 namespace mlir::rpe {
@@ -260,6 +261,28 @@ struct LowerWindowReverse : public OpRewritePattern<WindowReverseOp> {
   }
 };
 
+/// x[i, :] / max(|x[i, :]|, 1e-12) for an n x d tile, in f32: PyTorch's
+/// F.normalize along the last axis.
+static Value normalizeRows(ImplicitLocOpBuilder &b, GenericBuilder &g2, Value x,
+                           int64_t n, int64_t d) {
+  Type f32 = b.getF32Type();
+  Value squares =
+      g2.build(x, {{0, 1}}, filledTensor(b, {n}, f32, 0.0), {0}, {kPar, kRed},
+               [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+                 Value v = toF32(nb, loc, args[0]);
+                 return math::FmaOp::create(nb, loc, v, v, args[1]);
+               });
+  return g2.build(
+      {x, squares}, {{0, 1}, {0}}, tensor::EmptyOp::create(b, {n, d}, f32),
+      {0, 1}, {kPar, kPar},
+      [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+        Value norm = arith::MaximumFOp::create(
+            nb, loc, math::SqrtOp::create(nb, loc, args[1]),
+            arith::ConstantOp::create(nb, loc, nb.getF32FloatAttr(1e-12)));
+        return arith::DivFOp::create(nb, loc, toF32(nb, loc, args[0]), norm);
+      });
+}
+
 /// rpe.window_attention -> scf.forall over (window, head) of the unfused
 /// steps on N x N tiles.
 struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
@@ -303,6 +326,20 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
     // S[i, j] = sum_e (scale * q[i, e]) * k[j, e]
     Value scale =
         arith::ConstantOp::create(b, b.getF32FloatAttr(op.getEffectiveScale()));
+    GenericBuilder g2{b, 2};
+    if (Value logitScale = op.getLogitScale()) {
+      // SwinV2's cosine attention, step by step as PyTorch computes it:
+      // F.normalize(q) and F.normalize(k), then the clamped exp of the
+      // head's logit scale as the scale.
+      q = normalizeRows(b, g2, q, n, d);
+      k = normalizeRows(b, g2, k, n, d);
+      Value headLogitScale =
+          toF32(b, b.getLoc(), tensor::ExtractOp::create(b, logitScale, h));
+      Value clamped = arith::MinimumFOp::create(
+          b, headLogitScale,
+          arith::ConstantOp::create(b, b.getF32FloatAttr(std::log(100.0))));
+      scale = arith::MulFOp::create(b, scale, math::ExpOp::create(b, clamped));
+    }
     GenericBuilder g3{b, 3};
     Value scores = g3.build(
         {q, k}, {{0, 2}, {1, 2}}, filledTensor(b, {n, n}, f32, 0.0), {0, 1},
@@ -316,7 +353,6 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
         });
 
     // S[i, j] += bias[i, j] (+ mask[i, j]), in Swin's order.
-    GenericBuilder g2{b, 2};
     SmallVector<Value> biasInputs = {scores, bias};
     SmallVector<SmallVector<unsigned>> biasDims = {{0, 1}, {0, 1}};
     if (mask) {
@@ -406,6 +442,80 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
   }
 };
 
+/// rpe.continuous_position_bias of weights that are not constants (those
+/// fold) -> the MLP as linalg.generics over a constant coordinate table:
+/// hidden = relu(coords fc1ᵀ + b1), table = 16 sigmoid(hidden fc2ᵀ).
+struct LowerContinuousPositionBias
+    : public OpRewritePattern<ContinuousPositionBiasOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ContinuousPositionBiasOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Type f32 = b.getF32Type();
+    int64_t rank = op.getWindow().size();
+    int64_t hidden = op.getFc1Bias().getType().getDimSize(0);
+    RankedTensorType resultType = op.getResult().getType();
+    int64_t rows = resultType.getDimSize(0), heads = resultType.getDimSize(1);
+    SmallVector<float> coords;
+    for (double c : computeLogSpacedCoords(
+             op.getWindow(),
+             op.getPretrainedWindow().value_or(ArrayRef<int64_t>())))
+      coords.push_back(static_cast<float>(c));
+    Value coordTable = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(RankedTensorType::get({rows, rank}, f32),
+                                  ArrayRef<float>(coords)));
+
+    // pre[t, j] = b1[j] + sum_a coords[t, a] * fc1[j, a]: loops (t, j, a).
+    GenericBuilder g2{b, 2}, g3{b, 3};
+    Value bias = g2.build(
+        op.getFc1Bias(), {{1}}, tensor::EmptyOp::create(b, {rows, hidden}, f32),
+        {0, 1}, {kPar, kPar},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          return toF32(nb, loc, args[0]);
+        });
+    Value pre =
+        g3.build({coordTable, op.getFc1Weight()}, {{0, 2}, {1, 2}}, bias,
+                 {0, 1}, {kPar, kPar, kRed},
+                 [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+                   return math::FmaOp::create(nb, loc, args[0],
+                                              toF32(nb, loc, args[1]), args[2]);
+                 });
+    // logits[t, h] = sum_j relu(pre[t, j]) * fc2[h, j]: loops (t, h, j).
+    Value logits = g3.build(
+        {pre, op.getFc2Weight()}, {{0, 2}, {1, 2}},
+        filledTensor(b, {rows, heads}, f32, 0.0), {0, 1}, {kPar, kPar, kRed},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          Value relu = arith::MaximumFOp::create(
+              nb, loc, args[0],
+              arith::ConstantOp::create(nb, loc, nb.getF32FloatAttr(0.0)));
+          return math::FmaOp::create(nb, loc, relu, toF32(nb, loc, args[1]),
+                                     args[2]);
+        });
+    // table = 16 / (1 + exp(-logits)), in the result's element type.
+    Type element = resultType.getElementType();
+    Value table = g2.build(
+        logits, {{0, 1}}, tensor::EmptyOp::create(b, {rows, heads}, element),
+        {0, 1}, {kPar, kPar},
+        [&](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          auto constant = [&](double v) {
+            return arith::ConstantOp::create(nb, loc, nb.getF32FloatAttr(v));
+          };
+          Value decay = math::ExpOp::create(
+              nb, loc, arith::NegFOp::create(nb, loc, args[0]));
+          Value value = arith::DivFOp::create(
+              nb, loc, constant(16.0),
+              arith::AddFOp::create(nb, loc, constant(1.0), decay));
+          return element.isF32()
+                     ? value
+                     : arith::TruncFOp::create(nb, loc, element, value)
+                           .getResult();
+        });
+    rewriter.replaceOp(op, table);
+    return success();
+  }
+};
+
 /// linalg.softmax (of attention spelled out in linalg that did not fuse)
 /// -> its max / exp / sum / divide generics: convert-linalg-to-loops does
 /// not lower aggregate ops.
@@ -428,9 +538,12 @@ struct ConvertRpeToLinalgPass
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     RewritePatternSet patterns(context);
-    patterns.add<FoldToConstant<RelativeIndexOp>, FoldToConstant<ShiftMaskOp>,
-                 LowerLookup, LowerWindowAttention, LowerWindowPartition,
-                 LowerWindowReverse, DecomposeSoftmax>(context);
+    patterns
+        .add<FoldToConstant<RelativeIndexOp>, FoldToConstant<ShiftMaskOp>,
+             FoldToConstant<ContinuousPositionBiasOp>, LowerLookup,
+             LowerWindowAttention, LowerWindowPartition,
+             LowerContinuousPositionBias, LowerWindowReverse, DecomposeSoftmax>(
+            context);
     ConversionTarget target(*context);
     target.addIllegalDialect<RpeDialect>();
     // The fused ops are lowered after bufferization.

@@ -102,7 +102,8 @@ struct FuseWindowAttention : public OpRewritePattern<WindowAttentionOp> {
     rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
         op, op.getQuery(), op.getKey(), op.getValue(), bias->lookup.getTable(),
         init, bias->lookup.getWindow(), op.getEffectiveScale(),
-        bias->maskResolution(), bias->maskShift(), bias->maskValue());
+        bias->maskResolution(), bias->maskShift(), bias->maskValue(),
+        op.getLogitScale());
     return success();
   }
 
@@ -224,7 +225,7 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
         bias->lookup.getWindow(), attention.getEffectiveScale(),
         /*image=*/reverse.getResolution(), reverse.getShift(),
         reverse.getPadding(), bias->maskValue(),
-        /*packedQkv=*/static_cast<bool>(packed));
+        /*packedQkv=*/static_cast<bool>(packed), attention.getLogitScale());
     return success();
   }
 

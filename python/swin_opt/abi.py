@@ -54,7 +54,7 @@ _CTYPES = {
     "CUstream": ctypes.c_void_p,
 }
 _BUFFER_CTYPES = {"const float *", "float *", "const uint16_t *", "uint16_t *", "CUdeviceptr"}
-_BUFFER_ROLES = ("input", "table", "output", "padding",
+_BUFFER_ROLES = ("input", "table", "logit_scale", "output", "padding",
                  # the backward (``swin-aot --grad``): dout, dq/dk/dv (or dqkv), dtable
                  "output_gradient", "input_gradient", "table_gradient")
 #: The buffers a forward / backward entry point writes.
@@ -72,7 +72,7 @@ class Argument:
     """One C argument of a kernel."""
 
     name: str
-    role: str  # input | table | output | padding | count | stream | *_gradient
+    role: str  # input | table | logit_scale | output | padding | count | stream | *_gradient
     ctype: str
     #: Element type of a buffer ("f32", "f16", "bf16"); None for scalars.
     dtype: Optional[str] = None

@@ -204,6 +204,9 @@ class KernelConfig:
     chip: Optional[str] = None
     #: ``swin-aot --grad``: also the gradient's entry point (:meth:`Kernel.backward`).
     grad: bool = False
+    #: ``swin-aot --cosine``: SwinV2's scaled cosine attention; the kernel
+    #: takes the raw per-head ``logit_scale`` after the table.
+    cosine: bool = False
 
     @property
     def tokens_per_window(self) -> int:
@@ -222,8 +225,10 @@ class KernelConfig:
 
     @property
     def effective_scale(self) -> float:
-        """The q scale the kernel applies (``head_dim ** -0.5`` unless given)."""
-        return self.head_dim ** -0.5 if self.scale is None else self.scale
+        """The q scale the kernel applies (``head_dim ** -0.5`` unless given; 1 for cosine)."""
+        if self.scale is not None:
+            return self.scale
+        return 1.0 if self.cosine else self.head_dim ** -0.5
 
     @property
     def padded_resolution(self) -> Optional[Tuple[int, ...]]:
@@ -264,6 +269,8 @@ class KernelConfig:
                 args.append(f"--padding={_CLI_PADDING[self.padding]}")
             if self.packed_qkv:
                 args.append("--packed-qkv")
+        if self.cosine:
+            args.append("--cosine")
         args += [f"--dtype={self.dtype}", f"--target={self.target}"]
         if self.name != _DEFAULT_NAME:
             args.append(f"--name={self.name}")
@@ -286,7 +293,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 name: Optional[str] = None, cpu: Optional[str] = None,
                 parallel: bool = True, packed_qkv: bool = False,
                 kernel: Optional[str] = None, chip: Optional[str] = None,
-                grad: bool = False) -> KernelConfig:
+                cosine: bool = False, grad: bool = False) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of :func:`compile` but the table).
 
     Only structural checks happen here (types, ranks, positivity, names, divisibility
@@ -354,15 +361,20 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
         raise ValueError(f"name must be a C identifier, got {name!r}")
     if packed_qkv and layout != "tokens":
         raise ValueError("packed_qkv requires layout='tokens'")
+    if cosine and target != "cpu":
+        raise ValueError("cosine=True kernels are built for target='cpu' only (the GPU "
+                         "kernels have no cosine attention yet)")
     if kernel is not None and kernel not in ("tiles", "warps", "rows"):
         raise ValueError(f"kernel must be 'tiles', 'warps' or 'rows', got {kernel!r}")
     dtype = normalize_dtype(dtype)
-    if grad and (target != "cpu" or dtype != "f32"):
-        raise ValueError("grad=True (the backward kernel) needs target='cpu' and float32")
+    if grad and (target != "cpu" or dtype != "f32" or cosine):
+        raise ValueError("grad=True (the backward kernel) needs target='cpu', float32 and "
+                         "no cosine attention")
     return KernelConfig(window=win, heads=heads, head_dim=head_dim, scale=scale, resolution=res,
                         shift=sft, padding=pad, layout=layout, dtype=dtype,
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),
-                        packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip, grad=bool(grad))
+                        packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip,
+                        cosine=bool(cosine), grad=bool(grad))
 
 
 # --------------------------------------------------------------------------- #
@@ -740,6 +752,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append(f"layout={cfg.layout}")
     if cfg.packed_qkv:
         parts.append("packed_qkv")
+    if cfg.cosine:
+        parts.append("cosine")
     if cfg.scale is not None:
         parts.append(f"scale={cfg.scale!r}")
     if cfg.target != "cpu":
@@ -766,6 +780,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     packed_qkv: bool = False,
     kernel: Optional[str] = None,
     chip: Optional[str] = None,
+    cosine: bool = False,
     grad: bool = False,
     emit: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
@@ -823,6 +838,13 @@ def compile(  # noqa: A001 - the public name is part of the API
         ``"warps"`` (swin-aot's default for f16/bf16) or ``"rows"``.
     chip:
         ``target="nvptx"`` only: the GPU architecture (default ``"sm_90"``).
+    cosine:
+        SwinV2's scaled cosine attention: ``softmax(cos(q, k) *
+        min(exp(logit_scale[h]), 100) + table[idx] (+ mask)) v``, with q and k
+        L2-normalized inside the kernel; ``scale`` then defaults to 1.  The
+        kernel is called with ``logit_scale=`` (the raw ``[heads]``
+        parameter, float32); ``table`` is SwinV2's final bias (``16 *
+        sigmoid`` of the CPB MLP).  CPU only.
     grad:
         Also compile the gradient (``swin-aot --grad``; CPU, float32): see
         :meth:`Kernel.backward`.
@@ -843,7 +865,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
                       cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel,
-                      chip=chip, grad=grad)
+                      chip=chip, cosine=cosine, grad=grad)
     if emit is None:
         emit = _DEFAULT_EMIT[cfg.target]
     if emit not in _EMITS[cfg.target]:
@@ -997,7 +1019,8 @@ class Kernel:
         return self.abi["table"].shape_for(0)
 
     # Call ---------------------------------------------------------------- #
-    def __call__(self, q, k=None, v=None, table=None, pad_qkv=None, *, out=None):
+    def __call__(self, q, k=None, v=None, table=None, pad_qkv=None, *, logit_scale=None,
+                 out=None):
         """Run the kernel and return ``out``.
 
         ``q, k, v``: ``[num_windows, heads, N, head_dim]`` (token layout:
@@ -1007,8 +1030,10 @@ class Kernel:
         kernel is called as ``kernel(qkv, table, pad_qkv=...)``.  ``table``:
         ``[prod(2W-1), heads]`` of the same dtype; must be omitted when the
         table is baked.  ``pad_qkv`` (token layout only): ``[3, C]`` float32,
-        default zeros.  ``out`` optionally supplies the output buffer; it must
-        not overlap an input.  The result has the kind (numpy/torch) of ``q``.
+        default zeros.  ``logit_scale`` (cosine kernels only, required there):
+        SwinV2's raw ``[heads]`` parameter, float32.  ``out`` optionally
+        supplies the output buffer; it must not overlap an input.  The result
+        has the kind (numpy/torch) of ``q``.
         """
         if self.config.packed_qkv:
             if v is not None or table is not None:
@@ -1017,6 +1042,7 @@ class Kernel:
         else:
             given = {"q": q, "k": k, "v": v, "table": table}
         given["pad_qkv"] = pad_qkv
+        given["logit_scale"] = logit_scale
         return self._run(given, out)
 
     def _run(self, given: dict, out):
@@ -1052,6 +1078,14 @@ class Kernel:
                                      shapes[name])
         if given.get("pad_qkv") is not None and "pad_qkv" not in padding:
             raise ValueError("pad_qkv is only accepted by layout='tokens' kernels")
+        for arg in abi.role("logit_scale"):
+            if given.get(arg.name) is None:
+                raise ValueError(f"{arg.name} {arg.shape_doc()} is required (a cosine "
+                                 "attention kernel)")
+            bufs[arg.name] = _buffer(arg.name, given[arg.name], arg.dtype, shapes[arg.name],
+                                     "[heads]")
+        if given.get("logit_scale") is not None and not abi.role("logit_scale"):
+            raise ValueError("logit_scale is only accepted by cosine=True kernels")
 
         out_arg = abi.role("output")[0]
         out = self._output(out, shapes[out_arg.name], first, torch_io)

@@ -450,6 +450,7 @@ def swin_block_attention_tokens(
     padding: Optional[str] = None,
     pad_qkv=None,
     heads: Optional[int] = None,
+    logit_scale=None,
 ) -> np.ndarray:
     """Attention part of a (shifted) Swin block on token-layout q, k, v.
 
@@ -463,7 +464,8 @@ def swin_block_attention_tokens(
     is required (see :func:`normalize_padding`).  Padded tokens take q/k/v
     values ``pad_qkv[0/1/2]`` (shape ``[3, C]``, default zeros — in Swin it is
     the qkv bias since the padded input is zero) and are not masked beyond the
-    regular shift mask.
+    regular shift mask.  ``logit_scale`` (``[heads]``) makes it SwinV2's cosine
+    attention (:func:`swinv2_window_attention`; ``scale`` is then unused).
     """
     w = normalize_window(window)
     rank = len(w)
@@ -515,7 +517,10 @@ def swin_block_attention_tokens(
         return xw.reshape(xw.shape[0], xw.shape[1], heads, head_dim).transpose(0, 2, 1, 3)
 
     qw, kw, vw = (to_windows(t, pad_qkv[i]) for i, t in enumerate((q, k, v)))
-    out = window_attention(qw, kw, vw, bias=bias, mask=mask, scale=scale)
+    if logit_scale is not None:
+        out = swinv2_window_attention(qw, kw, vw, logit_scale, bias=bias, mask=mask)
+    else:
+        out = window_attention(qw, kw, vw, bias=bias, mask=mask, scale=scale)
     x = window_reverse(out, w, padded)
     crop = (slice(None),) + tuple(slice(0, n) for n in res) + (slice(None),)
     if convention == "shift_then_pad":

@@ -82,3 +82,52 @@ func.func @attention_default_scale(%q: tensor<5x3x9x16xf32>, %b: tensor<3x9x9xf3
          bias(%b : tensor<3x9x9xf32>) -> tensor<5x3x9x16xf32>
   return %0 : tensor<5x3x9x16xf32>
 }
+
+// -----
+
+// SwinV2's cosine attention as PyTorch computes it: q and k tiles
+// normalized (sum of squares, then x / max(sqrt, 1e-12)), the head's
+// logit scale clamped at ln 100 and exponentiated as the scores' scale.
+// CHECK-LABEL: func @cosine
+// CHECK-SAME: %[[LS:[a-z0-9]+]]: tensor<3xf32>
+// CHECK: scf.forall (%{{.*}}, %[[H:.*]]) in
+// CHECK: math.fma %[[X:.*]], %[[X]], %{{.*}} : f32
+// CHECK: math.sqrt
+// CHECK: arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.divf
+// CHECK: math.fma
+// CHECK: math.sqrt
+// CHECK: %[[RAW:.*]] = tensor.extract %[[LS]][%[[H]]] : tensor<3xf32>
+// CHECK: %[[CLAMPED:.*]] = arith.minimumf %[[RAW]], %{{.*}} : f32
+// CHECK: %[[HEAD:.*]] = math.exp %[[CLAMPED]] : f32
+// CHECK: %[[SCALE:.*]] = arith.mulf %{{.*}}, %[[HEAD]] : f32
+// CHECK: linalg.generic
+// CHECK: arith.mulf %{{.*}}, %[[SCALE]] : f32
+func.func @cosine(%q: tensor<?x3x64x32xf32>, %b: tensor<3x64x64xf32>, %ls: tensor<3xf32>) -> tensor<?x64x96xf32> {
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>)
+         bias(%b : tensor<3x64x64xf32>) logit_scale(%ls : tensor<3xf32>) -> tensor<?x64x96xf32>
+  return %0 : tensor<?x64x96xf32>
+}
+
+// -----
+
+// SwinV2's bias table of weights that are not constants: a constant
+// coordinate table and the MLP as generics (fc1 with its bias, relu folded
+// into the fc2 contraction, 16 * sigmoid).
+// CHECK-LABEL: func @continuous_position_bias
+// CHECK-SAME: (%[[W1:.*]]: tensor<4x2xf32>, %[[B1:.*]]: tensor<4xf32>, %[[W2:.*]]: tensor<3x4xf32>)
+// CHECK: %[[COORDS:.*]] = arith.constant dense<{{.*}}> : tensor<15x2xf32>
+// CHECK: %[[BIAS:.*]] = linalg.generic {{.*}} ins(%[[B1]] : tensor<4xf32>)
+// CHECK: %[[PRE:.*]] = linalg.generic {{.*}} ins(%[[COORDS]], %[[W1]] : tensor<15x2xf32>, tensor<4x2xf32>) outs(%[[BIAS]] : tensor<15x4xf32>)
+// CHECK: math.fma
+// CHECK: %[[LOGITS:.*]] = linalg.generic {{.*}} ins(%[[PRE]], %[[W2]] : tensor<15x4xf32>, tensor<3x4xf32>)
+// CHECK: arith.maximumf
+// CHECK: math.fma
+// CHECK: linalg.generic {{.*}} ins(%[[LOGITS]] : tensor<15x3xf32>)
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK-NOT: rpe.continuous_position_bias
+func.func @continuous_position_bias(%w1: tensor<4x2xf32>, %b1: tensor<4xf32>, %w2: tensor<3x4xf32>) -> tensor<15x3xf32> {
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 2, 3>} : tensor<4x2xf32>, tensor<4xf32>, tensor<3x4xf32> -> tensor<15x3xf32>
+  return %t : tensor<15x3xf32>
+}

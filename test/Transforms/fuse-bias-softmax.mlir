@@ -253,3 +253,28 @@ func.func @packed_qkv(%qkv: tensor<?x117x48xf32>, %t: tensor<77x2xf32>) -> tenso
   %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 0>} : tensor<?x24x16xf32> -> tensor<?x117x16xf32>
   return %y : tensor<?x117x16xf32>
 }
+
+// -----
+
+// SwinV2's cosine attention fuses with its logit scale, in both layouts;
+// the scale defaults to 1, not head_dim ** -0.5.
+// CHECK-LABEL: func @cosine
+// CHECK-SAME: %[[LS:[a-z0-9]+]]: tensor<3xf32>
+// CHECK: rpe.fused_window_attention ins({{.*}}) logit_scale(%[[LS]] : tensor<3xf32>) outs(%{{.*}} : tensor<?x24x96xf32>)
+// CHECK-SAME: scale = 1.000000e+00 : f32
+// CHECK: rpe.fused_window_attention ins({{.*}}) logit_scale(%[[LS]] : tensor<3xf32>) outs(%{{.*}} : tensor<?x117x96xf32>)
+// CHECK-SAME: image = array<i64: 9, 13>
+// CHECK-SAME: scale = 1.000000e+00 : f32
+// CHECK-NOT: rpe.window_attention
+func.func @cosine(%x: tensor<?x117x96xf32>, %w: tensor<?x3x24x32xf32>, %t: tensor<77x3xf32>, %ls: tensor<3xf32>)
+    -> (tensor<?x24x96xf32>, tensor<?x117x96xf32>) {
+  %b = rpe.lookup %t {window = array<i64: 4, 6>} : tensor<77x3xf32> -> tensor<3x24x24xf32>
+  %plain = rpe.window_attention ins(%w, %w, %w : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
+         bias(%b : tensor<3x24x24xf32>) logit_scale(%ls : tensor<3xf32>) -> tensor<?x24x96xf32>
+  %q = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
+  %m = rpe.shift_mask {resolution = array<i64: 12, 18>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<9x24x24xf32>
+  %o = rpe.window_attention ins(%q, %q, %q : tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>, tensor<?x3x24x32xf32>)
+         bias(%b : tensor<3x24x24xf32>) mask(%m : tensor<9x24x24xf32>) logit_scale(%ls : tensor<3xf32>) -> tensor<?x24x96xf32>
+  %y = rpe.window_reverse %o {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 2, 3>} : tensor<?x24x96xf32> -> tensor<?x117x96xf32>
+  return %plain, %y : tensor<?x24x96xf32>, tensor<?x117x96xf32>
+}

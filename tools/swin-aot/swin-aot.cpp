@@ -2,8 +2,10 @@
 //
 //   swin-aot --window=7,7 --heads=3 --head-dim=32 [--scale=F]
 //            [--resolution=H,W --shift=S|SH,SW] [--layout=windows|tokens]
-//            [--table=FILE] [--dtype=f32|f16|bf16] [--target=cpu|nvptx]
-//            [--grad] [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
+//            [--table=FILE] [--cosine [--cpb-mlp=FILE --cpb-hidden=H
+//            [--pretrained-window=Ph,Pw]]] [--dtype=f32|f16|bf16]
+//            [--target=cpu|nvptx] [--grad]
+//            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
 //
 // Everything runs in-process: building the rpe module, the pipelines,
 // LLVM's optimizer and code generator, lld for shared libraries, and the
@@ -134,6 +136,26 @@ static cl::opt<bool> packedQkvOpt(
     "packed-qkv",
     cl::desc("Tokens layout: one qkv argument [batch, H*W, 3, heads, "
              "head_dim], the qkv projection's output as it is"),
+    cl::cat(category));
+static cl::opt<std::string> cpbMlpOpt(
+    "cpb-mlp",
+    cl::desc("SwinV2 (--cosine): compute the table at compile time from the "
+             "continuous position bias MLP, raw little-endian f32 fc1.weight "
+             "[H, rank], fc1.bias [H], fc2.weight [heads, H]"),
+    cl::cat(category));
+static IntegerOpt cpbHiddenOpt("cpb-hidden",
+                               cl::desc("Hidden size H of the --cpb-mlp MLP"),
+                               cl::cat(category));
+static IntegerList pretrainedWindowOpt(
+    "pretrained-window", cl::CommaSeparated,
+    cl::desc("--cpb-mlp: the window the MLP was trained with (SwinV2's "
+             "pretrained_window_size; default: the window)"),
+    cl::cat(category));
+static cl::opt<bool> cosineOpt(
+    "cosine",
+    cl::desc("SwinV2's scaled cosine attention: a logit_scale [heads] "
+             "argument after the table, q and k L2-normalized, no head_dim "
+             "scale"),
     cl::cat(category));
 static EnumOpt<ElementKind>
     dtypeOpt("dtype", cl::init(ElementKind::F32), cl::desc("Element type"),
@@ -297,6 +319,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.fuse = !unfusedOpt;
   config.grad = gradOpt;
   config.packedQkv = packedQkvOpt;
+  config.cosine = cosineOpt;
   config.elementKind = dtypeOpt;
   config.layout = layoutOpt;
   config.padding = paddingOpt;
@@ -335,6 +358,33 @@ static llvm::Expected<KernelConfig> readConfig() {
     if (!values.empty())
       std::memcpy(values.data(), bytes.data(), bytes.size());
     config.table = std::move(values);
+  }
+  if (!pretrainedWindowOpt.empty() && cpbMlpOpt.empty())
+    return error("--pretrained-window needs --cpb-mlp (it shapes the MLP's "
+                 "coordinates)");
+  if (cpbHiddenOpt.getNumOccurrences() && cpbMlpOpt.empty())
+    return error("--cpb-hidden needs --cpb-mlp");
+  if (!cpbMlpOpt.empty()) {
+    KernelConfig::CpbMlp mlp;
+    if (!cpbHiddenOpt.getNumOccurrences())
+      return error("--cpb-mlp needs --cpb-hidden (the MLP's hidden size)");
+    if (llvm::Error e = integer("cpb-hidden", cpbHiddenOpt, mlp.hidden))
+      return std::move(e);
+    if (llvm::Error e = integers("pretrained-window", pretrainedWindowOpt,
+                                 mlp.pretrainedWindow))
+      return std::move(e);
+    auto buffer = llvm::MemoryBuffer::getFile(cpbMlpOpt, /*IsText=*/false);
+    if (!buffer)
+      return error("--cpb-mlp: cannot read '" + cpbMlpOpt +
+                   "': " + buffer.getError().message());
+    llvm::StringRef bytes = (*buffer)->getBuffer();
+    if (bytes.size() % sizeof(float) != 0)
+      return error("--cpb-mlp: '" + cpbMlpOpt +
+                   "' is not a whole number of f32 values");
+    mlp.weights.resize(bytes.size() / sizeof(float));
+    if (!mlp.weights.empty())
+      std::memcpy(mlp.weights.data(), bytes.data(), bytes.size());
+    config.cpbMlp = std::move(mlp);
   }
   // Swin shrinks the window (and drops the shift) along axes where the map
   // is not larger than it.

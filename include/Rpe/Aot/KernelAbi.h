@@ -33,6 +33,8 @@ enum class ArgumentRole {
   Input,
   /// The compact relative position bias table [T, heads].
   Table,
+  /// SwinV2's raw per-head logit scale [heads], f32 (cosine attention).
+  LogitScale,
   /// The q, k and v of padding tokens [3, C] (token layout).
   Padding,
   /// The result.

@@ -69,7 +69,7 @@ struct KernelConfig {
   llvm::SmallVector<int64_t> window;
   int64_t heads = 0;
   int64_t headDim = 0;
-  /// Applied to q; head_dim ** -0.5 when unset.
+  /// Applied to q; head_dim ** -0.5 when unset (1 for cosine attention).
   std::optional<float> scale;
   /// Both empty, or both of the window's rank. Windows layout: the map the
   /// shifted-window mask is built for (a multiple of the window). Tokens
@@ -85,6 +85,19 @@ struct KernelConfig {
   bool packedQkv = false;
   /// A table baked into the kernel, [T, heads] row-major, as f32.
   std::optional<std::vector<float>> table;
+  /// SwinV2's continuous position bias MLP, [H, rank] fc1 weight, [H] fc1
+  /// bias and [heads, H] fc2 weight (no bias), f32: the table is computed
+  /// at compile time (rpe.continuous_position_bias) and baked.
+  struct CpbMlp {
+    int64_t hidden = 0;
+    std::vector<float> weights;
+    /// Empty: the window.
+    llvm::SmallVector<int64_t> pretrainedWindow;
+  };
+  std::optional<CpbMlp> cpbMlp;
+  /// SwinV2's scaled cosine attention: the entry point takes the raw
+  /// per-head `logit_scale` after the table, and `scale` defaults to 1.
+  bool cosine = false;
   ElementKind elementKind = ElementKind::F32;
   std::string name = "swin_window_attention";
   Target target = Target::Cpu;
@@ -114,6 +127,11 @@ struct KernelConfig {
   bool isGpu() const { return target == Target::Nvptx; }
   bool hasTokenLayout() const { return layout == Layout::Tokens; }
   bool hasResolution() const { return !resolution.empty(); }
+  /// The table is known at compile time (given, or from the CPB MLP): the
+  /// kernel does not read the table argument.
+  bool hasCompileTimeTable() const { return table || cpbMlp; }
+  /// Floats of the CPB weight file: fc1 weight and bias, fc2 weight.
+  int64_t numCpbWeights() const;
   /// A non-zero shift: the kernel applies Swin's shifted-window mask.
   bool isShifted() const;
   int64_t numTokens() const;

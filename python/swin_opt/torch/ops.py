@@ -15,6 +15,16 @@ Schemas::
                                                Tensor dout, str config)
         -> (Tensor dqkv, Tensor dtable)
     swin_opt::linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor
+    swin_opt::window_attention_cosine(Tensor q, Tensor k, Tensor v, Tensor? table,
+                                      Tensor logit_scale, Tensor? pad_qkv,
+                                      str config) -> Tensor
+    swin_opt::window_attention_packed_cosine(Tensor qkv, Tensor? table,
+                                             Tensor logit_scale, Tensor? pad_qkv,
+                                             str config) -> Tensor
+
+The ``_cosine`` ops run SwinV2's cosine kernels (``cosine=True``): q and k are
+normalized inside the kernel and ``logit_scale`` is the raw ``[heads]``
+float32 parameter.
 
 ``config`` names the kernel: a canonical JSON object of the arguments of
 :func:`swin_opt.torch.compile_kernel` (window, heads, head_dim and the
@@ -88,6 +98,7 @@ class KernelSpec(NamedTuple):
     tokens_per_window: int = 0
     table_rows: int = 0
     channels: int = 0
+    cosine: bool = False
 
 
 # --------------------------------------------------------------------------- #
@@ -193,7 +204,7 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
                       pending=pending, heads=cfg.heads, head_dim=cfg.head_dim, scale=cfg.scale,
                       padding=cfg.padding, padded_resolution=cfg.padded_resolution,
                       tokens_per_window=cfg.tokens_per_window, table_rows=cfg.table_rows,
-                      channels=cfg.channels)
+                      channels=cfg.channels, cosine=cfg.cosine)
     return _remember(memo, spec)
 
 
@@ -254,7 +265,7 @@ class KernelCall:
         self.config = spec
         self.key = spec.key
 
-    def __call__(self, q, k=None, v=None, table=None, pad_qkv=None):
+    def __call__(self, q, k=None, v=None, table=None, pad_qkv=None, logit_scale=None):
         torch = _torch()
         ops = torch.ops.swin_opt
         spec = self.config
@@ -265,6 +276,12 @@ class KernelCall:
 
             raise _Fallback("autograd on a padded map (the padding rows' gradient, the qkv "
                             "bias's, is not computed by the backward kernel)")
+        if self.config.cosine:
+            if logit_scale is None:
+                raise TypeError("a cosine kernel takes logit_scale=")
+            if self.config.packed_qkv:
+                return ops.window_attention_packed_cosine(q, k, logit_scale, pad_qkv, self.key)
+            return ops.window_attention_cosine(q, k, v, table, logit_scale, pad_qkv, self.key)
         if self.config.packed_qkv:
             if v is not None or table is not None:
                 raise TypeError("a packed_qkv kernel is called as kern(qkv, table, pad_qkv=...)")
@@ -333,13 +350,19 @@ def _no_grad_error(name):
     return setup_context, backward
 
 
-def _run(kern, given: list, pad_qkv):
+def _run(kern, given: list, pad_qkv, **extra):
     args = [None if t is None else t.contiguous() for t in given]
     if pad_qkv is not None:
         pad_qkv = pad_qkv.float().contiguous()
     if kern.config.layout == "tokens":
-        return kern(*args, pad_qkv=pad_qkv)
-    return kern(*args)
+        return kern(*args, pad_qkv=pad_qkv, **extra)
+    return kern(*args, **extra)
+
+
+def _logit_scale(t):
+    """SwinV2's ``logit_scale`` (``[heads, 1, 1]`` in the frameworks) as the kernels'
+    contiguous float32 ``[heads]``."""
+    return t.detach().reshape(-1).float().contiguous()
 
 
 def register() -> None:
@@ -374,6 +397,31 @@ def register() -> None:
 
         @window_attention_packed.register_fake
         def _(qkv, table, pad_qkv, config):  # [B, L, 3, heads, d] -> [B, L, heads * d]
+            return qkv.new_empty((qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4]))
+
+        @torch.library.custom_op("swin_opt::window_attention_cosine", mutates_args=(),
+                                 schema=("(Tensor q, Tensor k, Tensor v, Tensor? table, "
+                                         "Tensor logit_scale, Tensor? pad_qkv, str config) "
+                                         "-> Tensor"))
+        def window_attention_cosine(q, k, v, table, logit_scale, pad_qkv, config):
+            kern = kernel_for(config)
+            return _run(kern, [q, k, v, table], pad_qkv, logit_scale=_logit_scale(logit_scale))
+
+        @window_attention_cosine.register_fake
+        def _(q, k, v, table, logit_scale, pad_qkv, config):
+            if q.dim() == 4:
+                return q.new_empty((q.shape[0], q.shape[2], q.shape[1] * q.shape[3]))
+            return q.new_empty(q.shape)
+
+        @torch.library.custom_op("swin_opt::window_attention_packed_cosine", mutates_args=(),
+                                 schema=("(Tensor qkv, Tensor? table, Tensor logit_scale, "
+                                         "Tensor? pad_qkv, str config) -> Tensor"))
+        def window_attention_packed_cosine(qkv, table, logit_scale, pad_qkv, config):
+            kern = kernel_for(config)
+            return _run(kern, [qkv, table], pad_qkv, logit_scale=_logit_scale(logit_scale))
+
+        @window_attention_packed_cosine.register_fake
+        def _(qkv, table, logit_scale, pad_qkv, config):
             return qkv.new_empty((qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4]))
 
         @torch.library.custom_op("swin_opt::linear", mutates_args=(), schema=(
@@ -411,8 +459,12 @@ def register() -> None:
 
         for op in (window_attention, window_attention_packed):
             op.register_autograd(_attention_backward, setup_context=_attention_setup)
-        setup, backward = _no_grad_error("linear")
-        linear.register_autograd(backward, setup_context=setup)
+        # The cosine kernels have no backward (yet): their autograd refuses.
+        for op, name in ((linear, "linear"),
+                         (window_attention_cosine, "window_attention_cosine"),
+                         (window_attention_packed_cosine, "window_attention_packed_cosine")):
+            setup, backward = _no_grad_error(name)
+            op.register_autograd(backward, setup_context=setup)
 
         # run at trace time only under torch.compile; their results are graph constants
         for fn in (resolve_spec, index_ok, masks.constant_match, patching._note_reason,

@@ -59,6 +59,8 @@ class _Patch:
         self.had_instance_attr = had_instance_attr
         self.saved_attr = saved_attr
         self._checked_index = set()
+        # SwinV2's folded bias tables: id(module) -> (weight versions, table).
+        self._cpb_tables: Dict[int, tuple] = {}
         self.compiled_fallback_reasons: set = set()
         # Calls made by torch.compile'd code are counted in tensors (a Python
         # int attribute would be guarded by dynamo and force a recompile).
@@ -145,9 +147,33 @@ class _Patch:
     def cpb_table(self, torch, m, window, heads, index, dtype):
         """SwinV2's continuous position bias ``16 * sigmoid(cpb_mlp(relative_coords_table))``
         as a ``[T, heads]`` table (the sigmoid is element-wise, so applying it before the
-        gather equals SwinV2 applying it after).  Recomputed per call: the MLP is tiny."""
-        table = m.cpb_mlp(m.relative_coords_table).reshape(-1, heads)
-        return self.table(16.0 * torch.sigmoid(table), window, heads, index, dtype)
+        gather equals SwinV2 applying it after); see :meth:`folded_cpb_table`."""
+        return self.folded_cpb_table(torch, m, m.cpb_mlp, m.relative_coords_table, window,
+                                     heads, index, dtype)
+
+    def folded_cpb_table(self, torch, m, mlp, coords, window, heads, index, dtype):
+        """``16 * sigmoid(mlp(coords))`` as a checked ``[T, heads]`` table of ``dtype``.
+
+        At inference it is a constant of the weights, so it is computed once
+        per weight version: the cache key holds each parameter's (and the
+        coordinate buffer's) identity and ``_version``, which in-place updates
+        (``load_state_dict``, optimizer steps, ``copy_``) bump.  While
+        ``torch.compile`` traces, the MLP is part of the graph instead.  With
+        grad enabled on the MLP's parameters the table is not cached (autograd
+        must see it computed)."""
+        tensors = [coords, *mlp.parameters()]
+        cacheable = (not torch.compiler.is_compiling()
+                     and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+        if cacheable:
+            key = (tuple((id(t), t._version) for t in tensors), tuple(window), heads, dtype)
+            cached = self._cpb_tables.get(id(m))
+            if cached is not None and cached[0] == key:
+                return cached[1]
+        table = 16.0 * torch.sigmoid(mlp(coords).reshape(-1, heads))
+        table = self.table(table, window, heads, index, dtype)
+        if cacheable:
+            self._cpb_tables[id(m)] = (key, table)
+        return table
 
     def attention_core(self, torch, m, window, heads, dtype, qkv_bias, scale):
         """``(table, scale, qkv_bias, logit_scale)`` of a Swin (V1) or SwinV2 attention module.
@@ -339,7 +365,8 @@ def _cosine_qk(torch, q, k, logit_scale, head_axis: int) -> None:
 
 def _packed_inputs(torch, x, weight, bias, heads, head_dim, logit_scale):
     """Packed qkv ``[B, L, 3, heads, head_dim]``, prepared for cosine attention when
-    ``logit_scale`` is given (SwinV2), and the padded tokens' ``[3, C]`` q/k/v.
+    ``logit_scale`` is given (SwinV2 on the plain kernel; None for a cosine
+    kernel, which normalizes them itself), and the padded tokens' ``[3, C]`` q/k/v.
 
     The padded rows need no normalisation: SwinV2's key bias is zero, so a
     padded key is 0 either way, and a padded query only gives outputs that are
@@ -363,6 +390,22 @@ def _attention_dropout(torch, module) -> float:
         p = max(p, float(getattr(child, "attention_dropout", 0.0) or 0.0)
                 if isinstance(getattr(child, "attention_dropout", None), float) else p)
     return p
+
+
+def _cosine_kernel_scale(torch, logit_scale, *tensors):
+    """``logit_scale`` when SwinV2's cosine kernel (q and k normalized inside it)
+    computes this call, else None: the call then normalizes q and k in torch
+    (:func:`_cosine_qk`) for the plain kernel.
+
+    The cosine kernels have no backward: they take only calls that autograd
+    does not record (no grad mode, or nothing requiring grad), i.e.
+    inference. The training path keeps :func:`_cosine_qk`."""
+    if logit_scale is None:
+        return None
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                       for t in (logit_scale, *tensors)):
+        return None
+    return logit_scale
 
 
 def _is_swinv2(module) -> bool:

@@ -9,7 +9,8 @@ import numpy as np
 
 from .. import reference as _ref
 from .masks import NO_MASK, _matcher
-from .patching import (_Fallback, _Patch, _cosine_qk, _linear, _packed_inputs, _pad_rows,
+from .patching import (_Fallback, _Patch, _cosine_kernel_scale, _cosine_qk, _linear,
+                       _packed_inputs, _pad_rows,
                        _project, _qkv_packed, _qkv_windows)
 from .windows import run_windows
 
@@ -41,9 +42,13 @@ class _TimmAttention(_Patch):
             torch, m, window, heads, x.dtype, _timm_qkv_bias(torch, m), getattr(m, "scale", None))
         qkv = _linear(torch, x, m.qkv.weight, qkv_bias)
         q, k, v = _qkv_windows(torch, qkv, b, n, heads, head_dim)
-        _cosine_qk(torch, q, k, logit_scale, head_axis=1)
+        # SwinV2 at inference: the cosine kernel normalizes q and k itself
+        cosine = _cosine_kernel_scale(torch, logit_scale, x)
+        if cosine is None:
+            _cosine_qk(torch, q, k, logit_scale, head_axis=1)
         # run_windows also takes the masks of always_partition's one-window maps
-        out = run_windows(self, torch, q, k, v, table, window, scale, dtype, mask)
+        out = run_windows(self, torch, q, k, v, table, window, scale, dtype, mask,
+                          logit_scale=cosine)
         return m.proj_drop(_project(torch, m.proj, out))
 
 
@@ -62,7 +67,8 @@ def _block_window(blk):
     return window
 
 
-def _block_kernel(patch, blk, resolution, window, heads, head_dim, scale, dtype):
+def _block_kernel(patch, blk, resolution, window, heads, head_dim, scale, dtype, *,
+                  cosine=False):
     """The packed-qkv token-layout kernel of a timm block (shift, then pad) on a map
     of ``resolution``, after checking that the mask timm stored for the block is the
     shift mask the kernel builds and that Swin's small-map rule keeps the window."""
@@ -77,7 +83,8 @@ def _block_kernel(patch, blk, resolution, window, heads, head_dim, scale, dtype)
             raise _Fallback("stored attn_mask does not match the block's resolution/shift")
     kern = patch.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
                         resolution=resolution, shift=shift, packed_qkv=True,
-                        padding="shift_then_pad" if padded != tuple(resolution) else None)
+                        padding="shift_then_pad" if padded != tuple(resolution) else None,
+                        **({"cosine": True} if cosine else {}))
     if tuple(kern.config.window) != window or tuple(kern.config.shift) != shift:
         raise _Fallback("Swin's small-map rule changes this block's window")
     return kern
@@ -101,10 +108,12 @@ class _TimmBlock(_Patch):
         table, scale, qkv_bias, logit_scale = self.attention_core(
             torch, attn, window, heads, x.dtype, _timm_qkv_bias(torch, attn),
             getattr(attn, "scale", None))
-        kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, scale, dtype)
+        cosine = _cosine_kernel_scale(torch, logit_scale, x)
+        kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, scale, dtype,
+                             cosine=cosine is not None)
         qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
-                                      heads, head_dim, logit_scale)
-        out = kern(qkv, table, pad_qkv=pad_qkv)
+                                      heads, head_dim, None if cosine is not None else logit_scale)
+        out = kern(qkv, table, pad_qkv=pad_qkv, logit_scale=cosine)
         out = attn.proj_drop(_project(torch, attn.proj, out))
         return out.view(b, h, w, -1)
 

@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from .. import reference as _ref
-from .patching import (_Fallback, _Patch, _cosine_qk, _linear, _packed_inputs,
+from .patching import (_Fallback, _Patch, _cosine_kernel_scale, _cosine_qk, _linear,
+                       _packed_inputs,
                        _qkv_windows)
 
 
@@ -34,14 +35,18 @@ class _TorchvisionAttention(_Patch):
         table, scale, qkv_bias, logit_scale = self.attention_core(
             torch, m, window, heads, x.dtype, m.qkv.bias, None)
         pads = (pad_h, pad_w) != (h, w)
+        # SwinV2 at inference: the cosine kernels normalize q and k themselves
+        cosine = _cosine_kernel_scale(torch, logit_scale, x)
+        cosine_cfg = {"cosine": True} if cosine is not None else {}
         if self.options.layout == "auto" and h >= window[0] and w >= window[1]:
             kern = self.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
                                resolution=(h, w), shift=shift, packed_qkv=True,
-                               padding="pad_then_shift" if pads else None)
+                               padding="pad_then_shift" if pads else None, **cosine_cfg)
             if kern.config.window == window and kern.config.shift == shift:
                 qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), m.qkv.weight,
-                                              qkv_bias, heads, head_dim, logit_scale)
-                out = kern(qkv, table, pad_qkv=pad_qkv)
+                                              qkv_bias, heads, head_dim,
+                                              None if cosine is not None else logit_scale)
+                out = kern(qkv, table, pad_qkv=pad_qkv, logit_scale=cosine)
                 return _linear(torch, out, m.proj.weight, m.proj.bias).view(b, h, w, c)
         # window layout: pad, roll and partition in torch exactly as torchvision does
         xp = F.pad(x, (0, 0, 0, pad_w - w, 0, pad_h - h))
@@ -52,13 +57,15 @@ class _TorchvisionAttention(_Patch):
         n = window[0] * window[1]
         xw = xw.reshape(b * nh * nw, n, c)
         cfg = {"resolution": (pad_h, pad_w), "shift": shift} if any(shift) else {}
-        kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg)
+        kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg, **cosine_cfg)
         if kern.config.window != window or (any(shift) and kern.config.shift != shift):
             raise _Fallback("kernel configuration differs from torchvision's")
         q, k, v = _qkv_windows(torch, _linear(torch, xw, m.qkv.weight, qkv_bias), xw.shape[0], n,
                                heads, head_dim)
-        _cosine_qk(torch, q, k, logit_scale, head_axis=1)
-        out = _linear(torch, kern(q, k, v, table), m.proj.weight, m.proj.bias)
+        if cosine is None:
+            _cosine_qk(torch, q, k, logit_scale, head_axis=1)
+        out = _linear(torch, kern(q, k, v, table, logit_scale=cosine), m.proj.weight,
+                      m.proj.bias)
         out = out.view(b, nh, nw, window[0], window[1], c).permute(0, 1, 3, 2, 4, 5)
         out = out.reshape(b, pad_h, pad_w, c)
         if any(shift):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from .patching import _Fallback, _Patch, _cosine_qk, _heads_first, _project
+from .patching import _Fallback, _Patch, _cosine_kernel_scale, _cosine_qk, _heads_first, _project
 from .windows import run_windows
 
 #: Attention classes of transformers that add the shift mask to the scores twice
@@ -47,16 +47,22 @@ def _hf_attention(patch, torch, m, hidden_states, attention_mask, window_size, h
     if n != window[0] * window[1]:
         raise _Fallback(f"{n} tokens per window, window is {window}")
     if cpb:
-        table = m.continuous_position_bias_mlp(m.relative_coords_table).reshape(-1, heads)
-        table = 16.0 * torch.sigmoid(table)
-    table = patch.table(table, window, heads, index, hidden_states.dtype)
+        table = patch.folded_cpb_table(torch, m, m.continuous_position_bias_mlp,
+                                       m.relative_coords_table, window, heads, index,
+                                       hidden_states.dtype)
+    else:
+        table = patch.table(table, window, heads, index, hidden_states.dtype)
     q, k, v = (_heads_first(_project(torch, p, hidden_states), b, n, heads, head_dim)
                for p in projections)
+    cosine = None
     if cpb:
-        _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
+        # at inference the cosine kernel normalizes q and k itself
+        cosine = _cosine_kernel_scale(torch, m.logit_scale, hidden_states)
+        if cosine is None:
+            _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
         scale = 1.0
     return run_windows(patch, torch, q, k, v, table, window, scale, dtype, attention_mask,
-                       mask_repeats=mask_repeats)
+                       mask_repeats=mask_repeats, logit_scale=cosine)
 
 
 def _is_hf_swinv2(m) -> bool:

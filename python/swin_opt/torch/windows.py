@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import reference as _ref
 from .masks import NO_MASK, _divisors, _matcher
-from .patching import _Fallback
+from .patching import _Fallback, _cosine_qk
 
 
 class WindowMask(NamedTuple):
@@ -155,10 +155,11 @@ def _region_onehot(torch, wm: WindowMask, window, dtype):
 
 
 def run_windows(patch, torch, q, k, v, table, window, scale, dtype, mask, *,
-                mask_repeats: int = 1):
+                mask_repeats: int = 1, logit_scale=None):
     """``softmax(scale q k^T + bias + mask_repeats * mask) v`` of windows ``q, k, v``
     ``[b, heads, N, d]`` (contiguous) through a window-layout kernel; returns
-    ``[b, N, heads * d]``.  ``scale`` None means ``d ** -0.5``."""
+    ``[b, N, heads * d]``.  ``scale`` None means ``d ** -0.5``.  ``logit_scale``:
+    SwinV2's cosine attention in the kernel (q and k as they are)."""
     b, heads, n, d = q.shape
     window = tuple(int(w) for w in window)
     wm = match_window_mask(torch, mask, window)
@@ -173,11 +174,17 @@ def run_windows(patch, torch, q, k, v, table, window, scale, dtype, mask, *,
     extra = 9 if cfg and mask_repeats == 2 else 0  # one-hot region channels (module docstring)
     if extra and scale is None:
         scale = d ** -0.5  # explicit: the kernel's default would use the widened head_dim
-    kern = patch.kernel(window, heads, d + extra, scale, dtype, **cfg)
+    if logit_scale is not None and extra:
+        # the region channels widen q and k, which the kernel would normalize
+        # with them: normalize here and run the plain kernel
+        _cosine_qk(torch, q, k, logit_scale, head_axis=1)
+        logit_scale = None
+    cosine = {"cosine": True} if logit_scale is not None else {}
+    kern = patch.kernel(window, heads, d + extra, scale, dtype, **cfg, **cosine)
     if tuple(kern.config.window) != window or (cfg and tuple(kern.config.shift) != wm.shift):
         raise _Fallback("Swin's small-map rule changes this kernel's window or shift")
     if not cfg or (wm.grid == wm.real_grid and not extra):
-        return kern(q, k, v, table)
+        return kern(q, k, v, table, logit_scale=logit_scale)
     (gh, gw), (rh, rw), (oh, ow) = wm.grid, wm.real_grid, wm.offset
     images = b // (rh * rw)
     onehot = _region_onehot(torch, wm, window, q.dtype).view(1, gh, gw, 1, n, 9) if extra else None
@@ -190,6 +197,6 @@ def run_windows(patch, torch, q, k, v, table, window, scale, dtype, mask, *,
         return z.view(images * gh * gw, heads, n, d + extra)
 
     out = kern(embed(q, 100.0 / float(scale) if extra else 0.0),
-               embed(k, 1.0 if extra else 0.0), embed(v, 0.0), table)
+               embed(k, 1.0 if extra else 0.0), embed(v, 0.0), table, logit_scale=logit_scale)
     out = out.view(images, gh, gw, n, heads, d + extra)[:, oh:, ow:, :, :, :d]
     return out.reshape(b, n, heads * d)

@@ -637,3 +637,63 @@ func.func @grad_on_tensors(%q: tensor<?x3x49x32xf32>, %t: memref<169x3xf32>, %o:
       {window = array<i64: 7, 7>, scale = 0.125 : f32}
   return
 }
+
+// -----
+
+// -----
+
+func.func @cosine_logit_scale_shape(%q: tensor<?x3x64x32xf32>, %b: tensor<3x64x64xf32>, %ls: tensor<4xf32>) -> tensor<?x64x96xf32> {
+  // expected-error @below {{expects logit_scale of shape [3] (one per head), got 4}}
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>)
+         bias(%b : tensor<3x64x64xf32>) logit_scale(%ls : tensor<4xf32>) -> tensor<?x64x96xf32>
+  return %0 : tensor<?x64x96xf32>
+}
+
+// -----
+
+func.func @fused_logit_scale_shape(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %ls: memref<3x1xf32>, %o: memref<?x49x96xf32>) {
+  // expected-error @below {{expects logit_scale of shape [3] (one per head), got 3x1}}
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+    logit_scale(%ls : memref<3x1xf32>) outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32}
+  return
+}
+
+// -----
+
+func.func @cpb_fc1(%w1: tensor<4x3xf32>, %b1: tensor<4xf32>, %w2: tensor<2x4xf32>) -> tensor<9x2xf32> {
+  // expected-error @below {{expects fc1_weight of shape [hidden, 2], got 4x3}}
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 2, 2>} : tensor<4x3xf32>, tensor<4xf32>, tensor<2x4xf32> -> tensor<9x2xf32>
+  return %t : tensor<9x2xf32>
+}
+
+// -----
+
+func.func @cpb_fc2(%w1: tensor<4x2xf32>, %b1: tensor<4xf32>, %w2: tensor<2x5xf32>) -> tensor<9x2xf32> {
+  // expected-error @below {{expects fc2_weight of shape [heads, 4], got 2x5}}
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 2, 2>} : tensor<4x2xf32>, tensor<4xf32>, tensor<2x5xf32> -> tensor<9x2xf32>
+  return %t : tensor<9x2xf32>
+}
+
+// -----
+
+func.func @cpb_bias(%w1: tensor<4x2xf32>, %b1: tensor<3xf32>, %w2: tensor<2x4xf32>) -> tensor<9x2xf32> {
+  // expected-error @below {{fc1_bias}}
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 2, 2>} : tensor<4x2xf32>, tensor<3xf32>, tensor<2x4xf32> -> tensor<9x2xf32>
+  return %t : tensor<9x2xf32>
+}
+
+// -----
+
+func.func @cpb_result(%w1: tensor<4x2xf32>, %b1: tensor<4xf32>, %w2: tensor<2x4xf32>) -> tensor<9x3xf32> {
+  // expected-error @below {{result}}
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 2, 2>} : tensor<4x2xf32>, tensor<4xf32>, tensor<2x4xf32> -> tensor<9x3xf32>
+  return %t : tensor<9x3xf32>
+}
+
+// -----
+
+func.func @cpb_pretrained(%w1: tensor<4x2xf32>, %b1: tensor<4xf32>, %w2: tensor<2x4xf32>) -> tensor<9x2xf32> {
+  // expected-error @below {{expects a pretrained_window of 2 positive extents, got 0x4}}
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 2, 2>, pretrained_window = array<i64: 0, 4>} : tensor<4x2xf32>, tensor<4xf32>, tensor<2x4xf32> -> tensor<9x2xf32>
+  return %t : tensor<9x2xf32>
+}

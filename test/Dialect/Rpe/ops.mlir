@@ -98,6 +98,28 @@ func.func @fused(%x: tensor<2x117x96xf16>, %p: tensor<96xf16>, %t: tensor<77x3xf
   return %r2 : tensor<2x117x96xf16>
 }
 
+// SwinV2's cosine attention: a per-head logit scale on both ops.
+// CHECK-LABEL: func @cosine
+func.func @cosine(%q: tensor<?x3x64x32xf32>, %b: tensor<3x64x64xf32>, %ls: tensor<3xf32>, %t: tensor<225x3xf32>,
+                  %x: tensor<2x144x96xf32>) -> (tensor<?x64x96xf32>, tensor<2x144x96xf32>) {
+  // CHECK: rpe.window_attention ins({{.*}}) bias(%{{.*}} : tensor<3x64x64xf32>) logit_scale(%{{.*}} : tensor<3xf32>) -> tensor<?x64x96xf32>
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>, tensor<?x3x64x32xf32>)
+         bias(%b : tensor<3x64x64xf32>) logit_scale(%ls : tensor<3xf32>) -> tensor<?x64x96xf32>
+  // CHECK: rpe.fused_window_attention ins({{.*}}) logit_scale(%{{.*}} : tensor<3xf32>) outs(%{{.*}} : tensor<2x144x96xf32>) {image = array<i64: 12, 12>, resolution = array<i64: 16, 16>, scale = 1.000000e+00 : f32, shift = array<i64: 4, 4>, window = array<i64: 8, 8>} -> tensor<2x144x96xf32>
+  %1 = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x144x96xf32>, tensor<2x144x96xf32>, tensor<2x144x96xf32>, tensor<225x3xf32>)
+         logit_scale(%ls : tensor<3xf32>) outs(%x : tensor<2x144x96xf32>)
+         {window = array<i64: 8, 8>, scale = 1.0 : f32, image = array<i64: 12, 12>, resolution = array<i64: 16, 16>, shift = array<i64: 4, 4>} -> tensor<2x144x96xf32>
+  return %0, %1 : tensor<?x64x96xf32>, tensor<2x144x96xf32>
+}
+
+// CHECK-LABEL: func @continuous_position_bias
+func.func @continuous_position_bias(%w1: tensor<512x2xf32>, %b1: tensor<512xf32>, %w2: tensor<3x512xf32>) -> tensor<225x3xf32> {
+  // CHECK: rpe.continuous_position_bias %{{.*}}, %{{.*}}, %{{.*}} {pretrained_window = array<i64: 12, 12>, window = array<i64: 8, 8>} : tensor<512x2xf32>, tensor<512xf32>, tensor<3x512xf32> -> tensor<225x3xf32>
+  %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 8, 8>, pretrained_window = array<i64: 12, 12>}
+         : tensor<512x2xf32>, tensor<512xf32>, tensor<3x512xf32> -> tensor<225x3xf32>
+  return %t : tensor<225x3xf32>
+}
+
 // CHECK-LABEL: func @items_per_block
 // CHECK-SAME: attributes {rpe.items_per_block = 3 : i64}
 func.func @items_per_block() attributes {rpe.items_per_block = 3 : i64} {

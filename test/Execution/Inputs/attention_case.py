@@ -11,7 +11,9 @@ and compares it with the numbers mlir-runner printed.
 Tolerance: f32 max |error| <= 1e-5 * max(1, max |ref|) (float32 rounding of
 scores, exp and the sums over 49..64 keys stays well below it); f16 storage
 2e-3 (a few f16 ulps at 1.0: inputs are rounded to f16 before the reference
-runs, the output is rounded once more).
+runs, the output is rounded once more). Cosine attention (--cosine, SwinV2)
+multiplies the scores by up to 100, and their f32 rounding with them: f32
+1e-4.
 """
 
 import argparse
@@ -34,6 +36,9 @@ def parse_args(argv):
     p.add_argument("--shift")
     p.add_argument("--dtype", default="f32", choices=["f32", "f16"])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cosine", action="store_true",
+                   help="SwinV2's cosine attention with per-head logit scales, "
+                        "some above the clamp at ln 100")
     p.add_argument("--spelled-out", action="store_true",
                    help="write the attention in linalg (contractions, bias add, "
                         "linalg.softmax) around rpe.lookup; head-major result")
@@ -55,6 +60,13 @@ def make_inputs(a):
     if a.dtype == "f16":
         q, k, v, table = (x.astype(np.float16).astype(np.float32) for x in (q, k, v, table))
     return window, n, rows, q, k, v, table
+
+
+def logit_scales(heads):
+    """Per-head logit scales cycling through below, near and above the
+    clamp at ln 100 (4.605), and a negative one."""
+    values = [np.log(10.0), 5.5, -0.5, 4.5]
+    return np.array([values[i % len(values)] for i in range(heads)], dtype=np.float32)
 
 
 def dense(x, elt):
@@ -137,9 +149,13 @@ def emit(a):
             mask_result="2" if masked else ""))
         out_t = qkv
     else:
+        cosine = ""
+        if a.cosine:
+            lines.append(f"  %ls = {dense(logit_scales(h), 'f32')}")
+            cosine = f" logit_scale(%ls : tensor<{h}xf32>)"
         lines += [
             f"  %o = rpe.window_attention ins(%q, %k, %v : {qkv}, {qkv}, {qkv}) "
-            f"bias(%b : tensor<{h}x{n}x{n}x{elt}>){mask} -> {out_t}",
+            f"bias(%b : tensor<{h}x{n}x{n}x{elt}>){mask}{cosine} -> {out_t}",
         ]
     if elt != "f32":
         f32_t = f"tensor<{b}x{n}x{h * d}xf32>"
@@ -173,7 +189,11 @@ def check(a):
     mask = None
     if a.resolution:
         mask = ref.shift_mask(ints(a.resolution), window, ints(a.shift))
-    expected = ref.window_attention(q, k, v, bias=bias, mask=mask)
+    if a.cosine:
+        expected = ref.swinv2_window_attention(q, k, v, logit_scales(a.heads),
+                                               bias=bias, mask=mask)
+    else:
+        expected = ref.window_attention(q, k, v, bias=bias, mask=mask)
     if a.spelled_out:  # head-major [B, H, N, d]
         expected = expected.reshape(a.windows, n, a.heads, a.head_dim).transpose(0, 2, 1, 3)
     text = sys.stdin.read()
@@ -186,6 +206,8 @@ def check(a):
         sys.exit(f"printed {got.size} numbers, expected {expected.size}")
     got = got.reshape(expected.shape)
     tolerance = (1e-5 if a.dtype == "f32" else 2e-3) * max(1.0, np.abs(expected).max())
+    if a.cosine and a.dtype == "f32":
+        tolerance *= 10
     error = np.abs(got - expected).max()
     print(f"max |error| = {error:.3g} (tolerance {tolerance:.3g})")
     if not error <= tolerance:
