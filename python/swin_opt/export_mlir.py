@@ -247,7 +247,8 @@ def run_forward(library: Path, inputs: Sequence[np.ndarray], result_shape: Tuple
     return np.array(view)
 
 
-def check(mlir: Path, swin_opt: str, pipeline: str = "rpe-cpu-pipeline") -> float:
+def check(mlir: Path, swin_opt: str, pipeline: str = "rpe-cpu-pipeline", translate: str = "mlir-translate-22",
+          clang: str = "clang-22") -> float:
     """Compiles ``mlir`` and compares its @forward with the saved torch output.
 
     Returns the largest absolute error; raises AssertionError beyond the
@@ -257,7 +258,7 @@ def check(mlir: Path, swin_opt: str, pipeline: str = "rpe-cpu-pipeline") -> floa
     inputs = [saved[f"arg{i}"] for i in range(len(saved.files) - 1)]
     want = saved["result"]
     with tempfile.TemporaryDirectory() as tmp:
-        library = compile_module(mlir, swin_opt, Path(tmp), pipeline)
+        library = compile_module(mlir, swin_opt, Path(tmp), pipeline, translate, clang)
         got = run_forward(library, inputs, want.shape)
     np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
     return float(np.max(np.abs(got - want)))
@@ -271,7 +272,10 @@ def main(argv: List[str] | None = None) -> int:
                         help="also try torchvision's and transformers' attention modules")
     parser.add_argument("--check", action="store_true", help="compile and compare with torch")
     parser.add_argument("--swin-opt", default=os.environ.get("SWIN_OPT", "swin-opt"))
-    parser.add_argument("--pipeline", default="rpe-cpu-pipeline")
+    parser.add_argument("--pipeline", default="rpe-cpu-pipeline",
+                        help="swin-opt pipeline with its options, e.g. rpe-cpu-pipeline=fuse=false")
+    parser.add_argument("--translate", default="mlir-translate-22", help="MLIR 22's mlir-translate")
+    parser.add_argument("--clang", default="clang-22", help="a clang that reads LLVM 22 IR")
     args = parser.parse_args(argv)
 
     status = 0
@@ -291,7 +295,7 @@ def main(argv: List[str] | None = None) -> int:
     if args.check:
         for path in args.modules:
             try:
-                error = check(path, args.swin_opt, args.pipeline)
+                error = check(path, args.swin_opt, args.pipeline, args.translate, args.clang)
                 print(f"PASS {path.name}: max |error| {error:.2e}")
             except (AssertionError, subprocess.CalledProcessError, RuntimeError) as failure:
                 print(f"FAIL {path.name}: {failure}")
