@@ -240,9 +240,11 @@ void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
   buildGpuKernelPipeline(pm, options, *target);
   buildGpuDevicePipeline(pm, options, *target);
 
-  // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls.
+  // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls. An
+  // imported module's GELU (math.erf) runs on the host and calls libm.
   addMemrefsAndLoopsToLLVMPasses(pm);
   pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createGpuToLLVMConversionPass());
