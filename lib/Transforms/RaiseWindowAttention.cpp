@@ -558,10 +558,13 @@ matchImportedAttention(linalg::BatchMatmulOp product,
   auto keyType = cast<RankedTensorType>(attention.key.getType());
   auto valueType = cast<RankedTensorType>(attention.value.getType());
   auto tableType = dyn_cast<RankedTensorType>(gather->table.getType());
-  if (!queryType.hasStaticShape() || queryType != keyType ||
+  Type element = queryType.getElementType();
+  if (!(element.isF32() || element.isF16() || element.isBF16()) ||
+      !queryType.hasStaticShape() || queryType != keyType ||
       !valueType.hasStaticShape() || valueType.getRank() != 3 ||
       valueType.getElementType() != queryType.getElementType() || !tableType ||
       !tableType.hasStaticShape() || tableType.getRank() != 2 ||
+      tableType.getElementType() != queryType.getElementType() ||
       tableType.getDimSize(1) != queryType.getDimSize(1) ||
       valueType.getDimSize(0) !=
           queryType.getDimSize(0) * queryType.getDimSize(1) ||
@@ -584,8 +587,9 @@ matchImportedAttention(linalg::BatchMatmulOp product,
 
   if (attention.mask) {
     auto maskType = cast<RankedTensorType>(attention.mask.getType());
-    if (!maskType.hasStaticShape() || maskType.getDimSize(1) != tokens ||
-        maskType.getDimSize(2) != tokens ||
+    if (!maskType.hasStaticShape() || maskType.getRank() != 3 ||
+        maskType.getElementType() != queryType.getElementType() ||
+        maskType.getDimSize(1) != tokens || maskType.getDimSize(2) != tokens ||
         queryType.getDimSize(0) % maskType.getDimSize(0) != 0)
       return rewriter.notifyMatchFailure(product, "unsupported mask shape");
   }
