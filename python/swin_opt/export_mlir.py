@@ -223,8 +223,9 @@ def compile_module(mlir: Path, swin_opt: str, work_dir: Path, pipeline: str = "r
     return library
 
 
-def run_forward(library: Path, inputs: Sequence[np.ndarray], result_shape: Tuple[int, ...]) -> np.ndarray:
-    """Calls ``_mlir_ciface_forward(&result, &arg0, ...)`` of a compiled module.
+def run_forward(library: Path, inputs: Sequence[np.ndarray], result_shape: Tuple[int, ...],
+                func: str = "forward") -> np.ndarray:
+    """Calls ``_mlir_ciface_<func>(&result, &arg0, ...)`` of a compiled module.
 
     The result memref is allocated by the module (and leaked: the process
     is short-lived); it is copied out.
@@ -233,13 +234,14 @@ def run_forward(library: Path, inputs: Sequence[np.ndarray], result_shape: Tuple
     inputs = [np.ascontiguousarray(a, dtype=np.float32) for a in inputs]
     descriptors = [_descriptor(a) for a in inputs]
     result = _descriptor_type(len(result_shape))()
-    lib._mlir_ciface_forward.restype = None
-    lib._mlir_ciface_forward(ctypes.byref(result), *[ctypes.byref(d) for d in descriptors])
+    entry = getattr(lib, f"_mlir_ciface_{func}")
+    entry.restype = None
+    entry(ctypes.byref(result), *[ctypes.byref(d) for d in descriptors])
     count = int(np.prod(result_shape))
     strides = [result.strides[i] for i in range(len(result_shape))]
     sizes = tuple(result.sizes[i] for i in range(len(result_shape)))
     if sizes != tuple(result_shape):
-        raise RuntimeError(f"@forward returned a {sizes} memref, torch a {tuple(result_shape)} tensor")
+        raise RuntimeError(f"@{func} returned a {sizes} memref, expected {tuple(result_shape)}")
     base = ctypes.cast(result.aligned, ctypes.POINTER(ctypes.c_float))
     flat = np.ctypeslib.as_array(base, shape=(result.offset + count * max(1, max(strides)),))
     view = np.lib.stride_tricks.as_strided(flat[result.offset:], shape=sizes,

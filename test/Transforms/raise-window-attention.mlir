@@ -4,7 +4,9 @@
 // Swin attention as torch-mlir writes it (linalg-on-tensors), hand-reduced
 // to a 2x2 window, 2 heads, head_dim 2 and 2 windows so that the index and
 // the masks can be read: q, k, v arrive split by heads, v head-merged. The
-// exported timm modules are in raise-imported.mlir.
+// exported timm modules are in raise-imported.mlir. Every function is also
+// compiled and run against NumPy by test/Execution/raise-handwritten.test
+// (whose helper restates the index and mask constants used here).
 
 // CHECK-LABEL: func @swin
 // CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x2xf32>, %[[K:.*]]: tensor<2x2x4x2xf32>, %[[V:.*]]: tensor<4x4x2xf32>, %[[T:.*]]: tensor<9x2xf32>)
@@ -19,7 +21,7 @@
 // FUSED-SAME: {scale = 0.707106769 : f32, window = array<i64: 2, 2>}
 // FUSED-NOT: rpe.window_attention
 // timm's spelling: wrapped gather, decomposed softmax with an argmax.
-func.func @swin(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> {
+func.func @swin(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
   %c0_i64 = arith.constant 0 : i64
   %c9_i64 = arith.constant 9 : i64
   %zero = arith.constant 0.000000e+00 : f32
@@ -115,7 +117,7 @@ func.func @swin(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4
 // FUSED-LABEL: func @nowrap_linalg_softmax
 // FUSED: rpe.fused_window_attention
 // A gather without the negative-index wrap, linalg.softmax.
-func.func @nowrap_linalg_softmax(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> {
+func.func @nowrap_linalg_softmax(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
   %c0_i64 = arith.constant 0 : i64
   %c9_i64 = arith.constant 9 : i64
   %zero = arith.constant 0.000000e+00 : f32
@@ -174,7 +176,7 @@ func.func @nowrap_linalg_softmax(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32
 // FUSED: rpe.fused_window_attention
 // FUSED-SAME: resolution = array<i64: 2, 4>, scale = 0.707106769 : f32, shift = array<i64: 1, 1>, window = array<i64: 2, 2>
 // A constant mask that is Swin's for a 2x4 map shifted by 1.
-func.func @shift_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> {
+func.func @shift_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
   %c0_i64 = arith.constant 0 : i64
   %c9_i64 = arith.constant 9 : i64
   %zero = arith.constant 0.000000e+00 : f32
@@ -281,7 +283,7 @@ func.func @shift_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tens
 // FUSED-NOT: rpe.fused_window_attention
 // FUSED: rpe.window_attention
 // A constant mask that is not a shift mask: an explicit operand.
-func.func @other_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> {
+func.func @other_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
   %c0_i64 = arith.constant 0 : i64
   %c9_i64 = arith.constant 9 : i64
   %zero = arith.constant 0.000000e+00 : f32
@@ -388,7 +390,7 @@ func.func @other_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tens
 // FUSED-LABEL: func @scrambled_index
 // FUSED-NOT: rpe.
 // Two index entries swapped: not Swin's index, left as it is.
-func.func @scrambled_index(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> {
+func.func @scrambled_index(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
   %c0_i64 = arith.constant 0 : i64
   %c9_i64 = arith.constant 9 : i64
   %zero = arith.constant 0.000000e+00 : f32
@@ -484,7 +486,7 @@ func.func @scrambled_index(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v:
 // FUSED-LABEL: func @no_bias
 // FUSED-NOT: rpe.
 // No bias: not Swin's attention, left as it is.
-func.func @no_bias(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> {
+func.func @no_bias(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
   %c0_i64 = arith.constant 0 : i64
   %c9_i64 = arith.constant 9 : i64
   %zero = arith.constant 0.000000e+00 : f32
