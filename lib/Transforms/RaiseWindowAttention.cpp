@@ -389,9 +389,10 @@ static std::optional<Gather> matchGather(Value value) {
                                  makeMap(context, 2, {0, 1})})
     return std::nullopt;
   auto extract = getYielded(generic).getDefiningOp<tensor::ExtractOp>();
+  // The table must be defined outside the body: the lookup replacing the
+  // gather reads it there.
   if (!extract || extract.getIndices().size() != 2 ||
-      extract.getTensor().getParentRegion()->isAncestor(&generic.getRegion()) ==
-          false)
+      generic.getRegion().isAncestor(extract.getTensor().getParentRegion()))
     return std::nullopt;
   // Column: the head loop.
   auto column = extract.getIndices()[1].getDefiningOp<linalg::IndexOp>();
