@@ -78,6 +78,11 @@ inline auto kernelStrategyValues() {
 
 /// Options of `rpe-cpu-pipeline`.
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
+  PassOptions::Option<bool> raise{
+      *this, "raise",
+      llvm::cl::desc("First raise Swin attention imported as linalg "
+                     "(rpe-raise-window-attention)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> fuse{
       *this, "fuse",
       llvm::cl::desc("Fuse the bias gather and the mask into the softmax "
@@ -110,6 +115,11 @@ void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
 /// Options of `rpe-gpu-pipeline`.
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
+  PassOptions::Option<bool> raise{
+      *this, "raise",
+      llvm::cl::desc("First raise Swin attention imported as linalg "
+                     "(rpe-raise-window-attention)"),
+      llvm::cl::init(true)};
   PassOptions::Option<std::string> chip{
       *this, "chip",
       llvm::cl::desc("NVIDIA GPU architecture: sm_75 (the row kernel), "
@@ -176,9 +186,11 @@ void buildGpuDevicePipeline(OpPassManager &pm,
 void addGpuSerializationPass(OpPassManager &pm,
                              const GpuPipelineOptions &options);
 
-/// The target-independent front of both pipelines: fusion, the unfused
-/// lowering of what does not fuse, bufferization.
-void buildBufferizationPipeline(OpPassManager &pm, bool fuse);
+/// The target-independent front of both pipelines: the raising of imported
+/// attention (`raise`), fusion, the unfused lowering of what does not fuse,
+/// bufferization.
+void buildBufferizationPipeline(OpPassManager &pm, bool fuse,
+                                bool raise = false);
 
 /// Registers the passes and the named pipelines of this project.
 void registerRpePassesAndPipelines();

@@ -56,6 +56,47 @@ def ConvertRpeToLinalg : Pass<"convert-rpe-to-linalg"> {
   ];
 }
 
+def RpeRaiseWindowAttention : Pass<"rpe-raise-window-attention"> {
+  let summary = "Raise Swin attention imported as linalg (torch-mlir) into "
+                "rpe ops";
+  let description = [{
+    The rest of `swin-opt` helps IR written for it; an MLIR user's module
+    comes from an importer, where Swin's attention is spelled out in
+    upstream ops and nothing would fuse. This pass finds it in
+    torch-mlir's linalg-on-tensors form (timm's `WindowAttention`,
+    `SwinTransformerBlock`):
+
+    * `q` scaled by a constant (an f64 truncated in the body), or the
+      scores scaled (or divided) after the product;
+    * `linalg.batch_matmul` of the head-merged `[B*H, N, d]` q and
+      `kᵀ` (`linalg.transpose [0, 1, 3, 2]`), zero-filled;
+    * the bias: a `linalg.generic` gathering `table[idx[p], h]` over the
+      flattened pairs through a constant index (`dense` or
+      `dense_resource`), with or without the wrap of negative indices,
+      expanded to `[N, N, H]` and transposed `[2, 0, 1]`, added broadcast
+      over the windows;
+    * optionally a `[nW, N, N]` mask added through Swin's
+      `[B/nW, nW, H, N, N]` view;
+    * `linalg.softmax` over the keys, or its decomposition: a max reduction
+      (an argmax computed beside it is ignored), sub, exp, sum, div;
+    * the `P·v` `linalg.batch_matmul`,
+
+    and rewrites it to `rpe.window_attention` over `rpe.lookup(table)`
+    (head-major result, collapsed back to the importer's `[B*H, N, d]`),
+    so that `rpe-fuse-bias-softmax` fuses it. Nothing is raised on faith:
+    the index constant must be Swin's relative position index of some
+    window (2-D, non-square, or 3-D), read from the constant itself; a
+    gather through any other index is left as it is. A constant mask
+    that is Swin's shifted-window mask of some resolution and shift
+    becomes `rpe.shift_mask`; any other mask, constant or a function
+    argument, stays an explicit mask operand (computed, not fused).
+    Attention without a gathered bias is left alone. The importer's ops
+    that computed the attention are left dead for later cleanup.
+  }];
+  let dependentDialects = ["::mlir::rpe::RpeDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def RpeFuseBiasSoftmax : Pass<"rpe-fuse-bias-softmax"> {
   let summary = "Fuse the relative position bias gather and the shift mask "
                 "into the attention";

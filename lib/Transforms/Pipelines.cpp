@@ -20,7 +20,12 @@
 using namespace mlir;
 using namespace mlir::rpe;
 
-void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse) {
+void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
+                                           bool raise) {
+  // Imported modules spell the attention in linalg: raise it to rpe ops
+  // first, so that it fuses (or, unfused, lowers as rpe's reference).
+  if (raise)
+    pm.addPass(createRpeRaiseWindowAttention());
   // Fused: window attention over a table lookup (and a shift mask) becomes
   // one op that gathers the bias inside its softmax. Unfused (and whatever
   // does not fuse): rpe -> linalg on tensors, index and mask as constants.
@@ -59,7 +64,7 @@ static void addMemrefsAndLoopsToLLVMPasses(OpPassManager &pm) {
 
 void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
-  buildBufferizationPipeline(pm, options.fuse);
+  buildBufferizationPipeline(pm, options.fuse, options.raise);
   // OpenMP threads of the kernel's own, unless its caller runs the items.
   bool openMP = options.parallel && !options.itemRange;
   if (options.fuse) {
@@ -176,7 +181,7 @@ struct PipelineOptionErrorPass
 void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
                                        const GpuPipelineOptions &options,
                                        const NvptxTarget &target) {
-  buildBufferizationPipeline(pm, /*fuse=*/true);
+  buildBufferizationPipeline(pm, /*fuse=*/true, options.raise);
   // Unfused leftovers run on the host as loops.
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
@@ -235,9 +240,11 @@ void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
   buildGpuKernelPipeline(pm, options, *target);
   buildGpuDevicePipeline(pm, options, *target);
 
-  // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls.
+  // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls. An
+  // imported module's GELU (math.erf) runs on the host and calls libm.
   addMemrefsAndLoopsToLLVMPasses(pm);
   pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createGpuToLLVMConversionPass());

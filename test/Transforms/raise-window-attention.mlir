@@ -1,0 +1,553 @@
+// RUN: swin-opt %s --rpe-raise-window-attention -split-input-file | FileCheck %s
+// RUN: swin-opt %s --rpe-raise-window-attention --rpe-fuse-bias-softmax -split-input-file | FileCheck %s --check-prefix=FUSED
+
+// Swin attention as torch-mlir writes it (linalg-on-tensors), hand-reduced
+// to a 2x2 window, 2 heads, head_dim 2 and 2 windows so that the index and
+// the masks can be read: q, k, v arrive split by heads, v head-merged. The
+// exported timm modules are in raise-imported.mlir. Every function is also
+// compiled and run against NumPy by test/Execution/raise-handwritten.test
+// (whose helper restates the index and mask constants used here).
+
+// CHECK-LABEL: func @swin
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x2xf32>, %[[K:.*]]: tensor<2x2x4x2xf32>, %[[V:.*]]: tensor<4x4x2xf32>, %[[T:.*]]: tensor<9x2xf32>)
+// CHECK: %[[B:.*]] = rpe.lookup %[[T]] {window = array<i64: 2, 2>} : tensor<9x2xf32> -> tensor<2x4x4xf32>
+// CHECK: %[[V4:.*]] = tensor.expand_shape %[[V]] {{\[}}[0, 1], [2], [3]] output_shape [2, 2, 4, 2]
+// CHECK: %[[A:.*]] = rpe.window_attention ins(%[[Q]], %[[K]], %[[V4]] : {{.*}}) bias(%[[B]] : tensor<2x4x4xf32>) {scale = 0.707106769 : f32} -> tensor<2x2x4x2xf32>
+// CHECK: %[[R:.*]] = tensor.collapse_shape %[[A]] {{\[}}[0, 1], [2], [3]] : tensor<2x2x4x2xf32> into tensor<4x4x2xf32>
+// CHECK: return %[[R]]
+// CHECK-NOT: linalg.batch_matmul
+// FUSED-LABEL: func @swin
+// FUSED: rpe.fused_window_attention
+// FUSED-SAME: {scale = 0.707106769 : f32, window = array<i64: 2, 2>}
+// FUSED-NOT: rpe.window_attention
+// timm's spelling: wrapped gather, decomposed softmax with an argmax.
+func.func @swin(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
+  %c0_i64 = arith.constant 0 : i64
+  %c9_i64 = arith.constant 9 : i64
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.70710678118654757 : f64
+  %idx = arith.constant dense<[[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]> : tensor<4x4xi64>
+  %e_q = tensor.empty() : tensor<2x2x4x2xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<2x2x4x2xf32>) outs(%e_q : tensor<2x2x4x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %scale : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x4x2xf32>
+  %e_kt = tensor.empty() : tensor<2x2x2x4xf32>
+  %kt = linalg.transpose ins(%k : tensor<2x2x4x2xf32>) outs(%e_kt : tensor<2x2x2x4xf32>) permutation = [0, 1, 3, 2]
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<2x2x4x2xf32> into tensor<4x4x2xf32>
+  %kc = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<2x2x2x4xf32> into tensor<4x2x4xf32>
+  %e_s = tensor.empty() : tensor<4x4x4xf32>
+  %f_s = linalg.fill ins(%zero : f32) outs(%e_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<4x4x2xf32>, tensor<4x2x4xf32>) outs(%f_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [2, 2, 4, 4] : tensor<4x4x4xf32> into tensor<2x2x4x4xf32>
+  %e44 = tensor.empty() : tensor<2x2x4x4xf32>
+  %ic = tensor.collapse_shape %idx [[0, 1]] : tensor<4x4xi64> into tensor<16xi64>
+  %e_g = tensor.empty() : tensor<16x2xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%ic : tensor<16xi64>) outs(%e_g : tensor<16x2xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %neg = arith.cmpi slt, %in, %c0_i64 : i64
+    %wrapped = arith.addi %in, %c9_i64 : i64
+    %row = arith.select %neg, %wrapped, %in : i64
+    %i = arith.index_cast %row : i64 to index
+    %h = linalg.index 1 : index
+    %x = tensor.extract %table[%i, %h] : tensor<9x2xf32>
+    linalg.yield %x : f32
+  } -> tensor<16x2xf32>
+  %g3 = tensor.expand_shape %g [[0, 1], [2]] output_shape [4, 4, 2] : tensor<16x2xf32> into tensor<4x4x2xf32>
+  %e_b = tensor.empty() : tensor<2x4x4xf32>
+  %b = linalg.transpose ins(%g3 : tensor<4x4x2xf32>) outs(%e_b : tensor<2x4x4xf32>) permutation = [2, 0, 1]
+  %b4 = tensor.expand_shape %b [[0, 1], [2], [3]] output_shape [1, 2, 4, 4] : tensor<2x4x4xf32> into tensor<1x2x4x4xf32>
+  %sb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %b4 : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.addf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %e_i = tensor.empty() : tensor<2x2x4xi64>
+  %f_i = linalg.fill ins(%c0_i64 : i64) outs(%e_i : tensor<2x2x4xi64>) -> tensor<2x2x4xi64>
+  %e_m = tensor.empty() : tensor<2x2x4xf32>
+  %f_m = linalg.fill ins(%ninf : f32) outs(%e_m : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %max:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%sb : tensor<2x2x4x4xf32>) outs(%f_m, %f_i : tensor<2x2x4xf32>, tensor<2x2x4xi64>) {
+  ^bb0(%in: f32, %out: f32, %out_1: i64):
+    %j = linalg.index 3 : index
+    %ji = arith.index_cast %j : index to i64
+    %mx = arith.maximumf %in, %out : f32
+    %gt = arith.cmpf ogt, %in, %out : f32
+    %am = arith.select %gt, %ji, %out_1 : i64
+    linalg.yield %mx, %am : f32, i64
+  } -> (tensor<2x2x4xf32>, tensor<2x2x4xi64>)
+  %maxe = tensor.expand_shape %max#0 [[0], [1], [2, 3]] output_shape [2, 2, 4, 1] : tensor<2x2x4xf32> into tensor<2x2x4x1xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sb, %maxe : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.subf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<2x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = math.exp %in : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %e_1 = tensor.empty() : tensor<2x2x4x1xf32>
+  %f_1 = linalg.fill ins(%zero : f32) outs(%e_1 : tensor<2x2x4x1xf32>) -> tensor<2x2x4x1xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<2x2x4x4xf32>) outs(%f_1 : tensor<2x2x4x1xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = arith.addf %in, %out : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x1xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.divf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<2x2x4x4xf32> into tensor<4x4x4xf32>
+  %e_o = tensor.empty() : tensor<4x4x2xf32>
+  %f_o = linalg.fill ins(%zero : f32) outs(%e_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  %o = linalg.batch_matmul ins(%pc, %v : tensor<4x4x4xf32>, tensor<4x4x2xf32>) outs(%f_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  return %o : tensor<4x4x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @nowrap_linalg_softmax
+// CHECK: rpe.lookup %{{.*}} {window = array<i64: 2, 2>}
+// CHECK: rpe.window_attention
+// CHECK-NOT: linalg.softmax
+// FUSED-LABEL: func @nowrap_linalg_softmax
+// FUSED: rpe.fused_window_attention
+// A gather without the negative-index wrap, linalg.softmax.
+func.func @nowrap_linalg_softmax(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
+  %c0_i64 = arith.constant 0 : i64
+  %c9_i64 = arith.constant 9 : i64
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.70710678118654757 : f64
+  %idx = arith.constant dense<[[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]> : tensor<4x4xi64>
+  %e_q = tensor.empty() : tensor<2x2x4x2xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<2x2x4x2xf32>) outs(%e_q : tensor<2x2x4x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %scale : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x4x2xf32>
+  %e_kt = tensor.empty() : tensor<2x2x2x4xf32>
+  %kt = linalg.transpose ins(%k : tensor<2x2x4x2xf32>) outs(%e_kt : tensor<2x2x2x4xf32>) permutation = [0, 1, 3, 2]
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<2x2x4x2xf32> into tensor<4x4x2xf32>
+  %kc = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<2x2x2x4xf32> into tensor<4x2x4xf32>
+  %e_s = tensor.empty() : tensor<4x4x4xf32>
+  %f_s = linalg.fill ins(%zero : f32) outs(%e_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<4x4x2xf32>, tensor<4x2x4xf32>) outs(%f_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [2, 2, 4, 4] : tensor<4x4x4xf32> into tensor<2x2x4x4xf32>
+  %e44 = tensor.empty() : tensor<2x2x4x4xf32>
+  %ic = tensor.collapse_shape %idx [[0, 1]] : tensor<4x4xi64> into tensor<16xi64>
+  %e_g = tensor.empty() : tensor<16x2xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%ic : tensor<16xi64>) outs(%e_g : tensor<16x2xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %i = arith.index_cast %in : i64 to index
+    %h = linalg.index 1 : index
+    %x = tensor.extract %table[%i, %h] : tensor<9x2xf32>
+    linalg.yield %x : f32
+  } -> tensor<16x2xf32>
+  %g3 = tensor.expand_shape %g [[0, 1], [2]] output_shape [4, 4, 2] : tensor<16x2xf32> into tensor<4x4x2xf32>
+  %e_b = tensor.empty() : tensor<2x4x4xf32>
+  %b = linalg.transpose ins(%g3 : tensor<4x4x2xf32>) outs(%e_b : tensor<2x4x4xf32>) permutation = [2, 0, 1]
+  %b4 = tensor.expand_shape %b [[0, 1], [2], [3]] output_shape [1, 2, 4, 4] : tensor<2x4x4xf32> into tensor<1x2x4x4xf32>
+  %sb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %b4 : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.addf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %p = linalg.softmax dimension(3) ins(%sb : tensor<2x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<2x2x4x4xf32> into tensor<4x4x4xf32>
+  %e_o = tensor.empty() : tensor<4x4x2xf32>
+  %f_o = linalg.fill ins(%zero : f32) outs(%e_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  %o = linalg.batch_matmul ins(%pc, %v : tensor<4x4x4xf32>, tensor<4x4x2xf32>) outs(%f_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  return %o : tensor<4x4x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @shift_mask
+// CHECK: %[[B:.*]] = rpe.lookup
+// CHECK: %[[M:.*]] = rpe.shift_mask {resolution = array<i64: 2, 4>, shift = array<i64: 1, 1>, window = array<i64: 2, 2>} : tensor<2x4x4xf32>
+// CHECK: rpe.window_attention ins({{.*}}) bias(%[[B]] : tensor<2x4x4xf32>) mask(%[[M]] : tensor<2x4x4xf32>)
+// FUSED-LABEL: func @shift_mask
+// FUSED: rpe.fused_window_attention
+// FUSED-SAME: resolution = array<i64: 2, 4>, scale = 0.707106769 : f32, shift = array<i64: 1, 1>, window = array<i64: 2, 2>
+// A constant mask that is Swin's for a 2x4 map shifted by 1.
+func.func @shift_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
+  %c0_i64 = arith.constant 0 : i64
+  %c9_i64 = arith.constant 9 : i64
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.70710678118654757 : f64
+  %idx = arith.constant dense<[[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]> : tensor<4x4xi64>
+  %e_q = tensor.empty() : tensor<2x2x4x2xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<2x2x4x2xf32>) outs(%e_q : tensor<2x2x4x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %scale : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x4x2xf32>
+  %e_kt = tensor.empty() : tensor<2x2x2x4xf32>
+  %kt = linalg.transpose ins(%k : tensor<2x2x4x2xf32>) outs(%e_kt : tensor<2x2x2x4xf32>) permutation = [0, 1, 3, 2]
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<2x2x4x2xf32> into tensor<4x4x2xf32>
+  %kc = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<2x2x2x4xf32> into tensor<4x2x4xf32>
+  %e_s = tensor.empty() : tensor<4x4x4xf32>
+  %f_s = linalg.fill ins(%zero : f32) outs(%e_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<4x4x2xf32>, tensor<4x2x4xf32>) outs(%f_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [2, 2, 4, 4] : tensor<4x4x4xf32> into tensor<2x2x4x4xf32>
+  %e44 = tensor.empty() : tensor<2x2x4x4xf32>
+  %ic = tensor.collapse_shape %idx [[0, 1]] : tensor<4x4xi64> into tensor<16xi64>
+  %e_g = tensor.empty() : tensor<16x2xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%ic : tensor<16xi64>) outs(%e_g : tensor<16x2xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %neg = arith.cmpi slt, %in, %c0_i64 : i64
+    %wrapped = arith.addi %in, %c9_i64 : i64
+    %row = arith.select %neg, %wrapped, %in : i64
+    %i = arith.index_cast %row : i64 to index
+    %h = linalg.index 1 : index
+    %x = tensor.extract %table[%i, %h] : tensor<9x2xf32>
+    linalg.yield %x : f32
+  } -> tensor<16x2xf32>
+  %g3 = tensor.expand_shape %g [[0, 1], [2]] output_shape [4, 4, 2] : tensor<16x2xf32> into tensor<4x4x2xf32>
+  %e_b = tensor.empty() : tensor<2x4x4xf32>
+  %b = linalg.transpose ins(%g3 : tensor<4x4x2xf32>) outs(%e_b : tensor<2x4x4xf32>) permutation = [2, 0, 1]
+  %b4 = tensor.expand_shape %b [[0, 1], [2], [3]] output_shape [1, 2, 4, 4] : tensor<2x4x4xf32> into tensor<1x2x4x4xf32>
+  %sb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %b4 : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.addf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %sb5 = tensor.expand_shape %sb [[0, 1], [2], [3], [4]] output_shape [1, 2, 2, 4, 4] : tensor<2x2x4x4xf32> into tensor<1x2x2x4x4xf32>
+  %mask = arith.constant dense<[[[0.0, 0.0, -100.0, -100.0], [0.0, 0.0, -100.0, -100.0], [-100.0, -100.0, 0.0, 0.0], [-100.0, -100.0, 0.0, 0.0]], [[0.0, -100.0, -100.0, -100.0], [-100.0, 0.0, -100.0, -100.0], [-100.0, -100.0, 0.0, -100.0], [-100.0, -100.0, -100.0, 0.0]]]> : tensor<2x4x4xf32>
+  %m5 = tensor.expand_shape %mask [[0, 1], [2, 3], [4]] output_shape [1, 2, 1, 4, 4] : tensor<2x4x4xf32> into tensor<1x2x1x4x4xf32>
+  %e5 = tensor.empty() : tensor<1x2x2x4x4xf32>
+  %sm5 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (0, d1, 0, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%sb5, %m5 : tensor<1x2x2x4x4xf32>, tensor<1x2x1x4x4xf32>) outs(%e5 : tensor<1x2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.addf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<1x2x2x4x4xf32>
+  %sm = tensor.collapse_shape %sm5 [[0, 1], [2], [3], [4]] : tensor<1x2x2x4x4xf32> into tensor<2x2x4x4xf32>
+  %e_i = tensor.empty() : tensor<2x2x4xi64>
+  %f_i = linalg.fill ins(%c0_i64 : i64) outs(%e_i : tensor<2x2x4xi64>) -> tensor<2x2x4xi64>
+  %e_m = tensor.empty() : tensor<2x2x4xf32>
+  %f_m = linalg.fill ins(%ninf : f32) outs(%e_m : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %max:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%sm : tensor<2x2x4x4xf32>) outs(%f_m, %f_i : tensor<2x2x4xf32>, tensor<2x2x4xi64>) {
+  ^bb0(%in: f32, %out: f32, %out_1: i64):
+    %j = linalg.index 3 : index
+    %ji = arith.index_cast %j : index to i64
+    %mx = arith.maximumf %in, %out : f32
+    %gt = arith.cmpf ogt, %in, %out : f32
+    %am = arith.select %gt, %ji, %out_1 : i64
+    linalg.yield %mx, %am : f32, i64
+  } -> (tensor<2x2x4xf32>, tensor<2x2x4xi64>)
+  %maxe = tensor.expand_shape %max#0 [[0], [1], [2, 3]] output_shape [2, 2, 4, 1] : tensor<2x2x4xf32> into tensor<2x2x4x1xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sm, %maxe : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.subf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<2x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = math.exp %in : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %e_1 = tensor.empty() : tensor<2x2x4x1xf32>
+  %f_1 = linalg.fill ins(%zero : f32) outs(%e_1 : tensor<2x2x4x1xf32>) -> tensor<2x2x4x1xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<2x2x4x4xf32>) outs(%f_1 : tensor<2x2x4x1xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = arith.addf %in, %out : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x1xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.divf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<2x2x4x4xf32> into tensor<4x4x4xf32>
+  %e_o = tensor.empty() : tensor<4x4x2xf32>
+  %f_o = linalg.fill ins(%zero : f32) outs(%e_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  %o = linalg.batch_matmul ins(%pc, %v : tensor<4x4x4xf32>, tensor<4x4x2xf32>) outs(%f_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  return %o : tensor<4x4x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @other_mask
+// CHECK: %[[M:.*]] = arith.constant dense<{{.*}}-5.000000e+01{{.*}}> : tensor<2x4x4xf32>
+// CHECK-NOT: rpe.shift_mask
+// CHECK: rpe.window_attention ins({{.*}}) bias(%{{.*}} : tensor<2x4x4xf32>) mask(%[[M]] : tensor<2x4x4xf32>)
+// FUSED-LABEL: func @other_mask
+// FUSED-NOT: rpe.fused_window_attention
+// FUSED: rpe.window_attention
+// A constant mask that is not a shift mask: an explicit operand.
+func.func @other_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
+  %c0_i64 = arith.constant 0 : i64
+  %c9_i64 = arith.constant 9 : i64
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.70710678118654757 : f64
+  %idx = arith.constant dense<[[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]> : tensor<4x4xi64>
+  %e_q = tensor.empty() : tensor<2x2x4x2xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<2x2x4x2xf32>) outs(%e_q : tensor<2x2x4x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %scale : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x4x2xf32>
+  %e_kt = tensor.empty() : tensor<2x2x2x4xf32>
+  %kt = linalg.transpose ins(%k : tensor<2x2x4x2xf32>) outs(%e_kt : tensor<2x2x2x4xf32>) permutation = [0, 1, 3, 2]
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<2x2x4x2xf32> into tensor<4x4x2xf32>
+  %kc = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<2x2x2x4xf32> into tensor<4x2x4xf32>
+  %e_s = tensor.empty() : tensor<4x4x4xf32>
+  %f_s = linalg.fill ins(%zero : f32) outs(%e_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<4x4x2xf32>, tensor<4x2x4xf32>) outs(%f_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [2, 2, 4, 4] : tensor<4x4x4xf32> into tensor<2x2x4x4xf32>
+  %e44 = tensor.empty() : tensor<2x2x4x4xf32>
+  %ic = tensor.collapse_shape %idx [[0, 1]] : tensor<4x4xi64> into tensor<16xi64>
+  %e_g = tensor.empty() : tensor<16x2xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%ic : tensor<16xi64>) outs(%e_g : tensor<16x2xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %neg = arith.cmpi slt, %in, %c0_i64 : i64
+    %wrapped = arith.addi %in, %c9_i64 : i64
+    %row = arith.select %neg, %wrapped, %in : i64
+    %i = arith.index_cast %row : i64 to index
+    %h = linalg.index 1 : index
+    %x = tensor.extract %table[%i, %h] : tensor<9x2xf32>
+    linalg.yield %x : f32
+  } -> tensor<16x2xf32>
+  %g3 = tensor.expand_shape %g [[0, 1], [2]] output_shape [4, 4, 2] : tensor<16x2xf32> into tensor<4x4x2xf32>
+  %e_b = tensor.empty() : tensor<2x4x4xf32>
+  %b = linalg.transpose ins(%g3 : tensor<4x4x2xf32>) outs(%e_b : tensor<2x4x4xf32>) permutation = [2, 0, 1]
+  %b4 = tensor.expand_shape %b [[0, 1], [2], [3]] output_shape [1, 2, 4, 4] : tensor<2x4x4xf32> into tensor<1x2x4x4xf32>
+  %sb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %b4 : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.addf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %sb5 = tensor.expand_shape %sb [[0, 1], [2], [3], [4]] output_shape [1, 2, 2, 4, 4] : tensor<2x2x4x4xf32> into tensor<1x2x2x4x4xf32>
+  %mask = arith.constant dense<[[[0.0, 0.0, -100.0, -100.0], [0.0, 0.0, -100.0, -100.0], [-100.0, -100.0, 0.0, 0.0], [-100.0, -100.0, 0.0, 0.0]], [[0.0, -50.0, -100.0, -100.0], [-100.0, 0.0, -100.0, -100.0], [-100.0, -100.0, 0.0, -100.0], [-100.0, -100.0, -100.0, 0.0]]]> : tensor<2x4x4xf32>
+  %m5 = tensor.expand_shape %mask [[0, 1], [2, 3], [4]] output_shape [1, 2, 1, 4, 4] : tensor<2x4x4xf32> into tensor<1x2x1x4x4xf32>
+  %e5 = tensor.empty() : tensor<1x2x2x4x4xf32>
+  %sm5 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (0, d1, 0, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%sb5, %m5 : tensor<1x2x2x4x4xf32>, tensor<1x2x1x4x4xf32>) outs(%e5 : tensor<1x2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.addf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<1x2x2x4x4xf32>
+  %sm = tensor.collapse_shape %sm5 [[0, 1], [2], [3], [4]] : tensor<1x2x2x4x4xf32> into tensor<2x2x4x4xf32>
+  %e_i = tensor.empty() : tensor<2x2x4xi64>
+  %f_i = linalg.fill ins(%c0_i64 : i64) outs(%e_i : tensor<2x2x4xi64>) -> tensor<2x2x4xi64>
+  %e_m = tensor.empty() : tensor<2x2x4xf32>
+  %f_m = linalg.fill ins(%ninf : f32) outs(%e_m : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %max:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%sm : tensor<2x2x4x4xf32>) outs(%f_m, %f_i : tensor<2x2x4xf32>, tensor<2x2x4xi64>) {
+  ^bb0(%in: f32, %out: f32, %out_1: i64):
+    %j = linalg.index 3 : index
+    %ji = arith.index_cast %j : index to i64
+    %mx = arith.maximumf %in, %out : f32
+    %gt = arith.cmpf ogt, %in, %out : f32
+    %am = arith.select %gt, %ji, %out_1 : i64
+    linalg.yield %mx, %am : f32, i64
+  } -> (tensor<2x2x4xf32>, tensor<2x2x4xi64>)
+  %maxe = tensor.expand_shape %max#0 [[0], [1], [2, 3]] output_shape [2, 2, 4, 1] : tensor<2x2x4xf32> into tensor<2x2x4x1xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sm, %maxe : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.subf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<2x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = math.exp %in : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %e_1 = tensor.empty() : tensor<2x2x4x1xf32>
+  %f_1 = linalg.fill ins(%zero : f32) outs(%e_1 : tensor<2x2x4x1xf32>) -> tensor<2x2x4x1xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<2x2x4x4xf32>) outs(%f_1 : tensor<2x2x4x1xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = arith.addf %in, %out : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x1xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.divf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<2x2x4x4xf32> into tensor<4x4x4xf32>
+  %e_o = tensor.empty() : tensor<4x4x2xf32>
+  %f_o = linalg.fill ins(%zero : f32) outs(%e_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  %o = linalg.batch_matmul ins(%pc, %v : tensor<4x4x4xf32>, tensor<4x4x2xf32>) outs(%f_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  return %o : tensor<4x4x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @scrambled_index
+// CHECK-NOT: rpe.
+// CHECK: linalg.batch_matmul
+// CHECK: tensor.extract
+// CHECK: linalg.batch_matmul
+// FUSED-LABEL: func @scrambled_index
+// FUSED-NOT: rpe.
+// Two index entries swapped: not Swin's index, left as it is.
+func.func @scrambled_index(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
+  %c0_i64 = arith.constant 0 : i64
+  %c9_i64 = arith.constant 9 : i64
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.70710678118654757 : f64
+  %idx = arith.constant dense<[[4, 1, 3, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]> : tensor<4x4xi64>
+  %e_q = tensor.empty() : tensor<2x2x4x2xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<2x2x4x2xf32>) outs(%e_q : tensor<2x2x4x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %scale : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x4x2xf32>
+  %e_kt = tensor.empty() : tensor<2x2x2x4xf32>
+  %kt = linalg.transpose ins(%k : tensor<2x2x4x2xf32>) outs(%e_kt : tensor<2x2x2x4xf32>) permutation = [0, 1, 3, 2]
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<2x2x4x2xf32> into tensor<4x4x2xf32>
+  %kc = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<2x2x2x4xf32> into tensor<4x2x4xf32>
+  %e_s = tensor.empty() : tensor<4x4x4xf32>
+  %f_s = linalg.fill ins(%zero : f32) outs(%e_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<4x4x2xf32>, tensor<4x2x4xf32>) outs(%f_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [2, 2, 4, 4] : tensor<4x4x4xf32> into tensor<2x2x4x4xf32>
+  %e44 = tensor.empty() : tensor<2x2x4x4xf32>
+  %ic = tensor.collapse_shape %idx [[0, 1]] : tensor<4x4xi64> into tensor<16xi64>
+  %e_g = tensor.empty() : tensor<16x2xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%ic : tensor<16xi64>) outs(%e_g : tensor<16x2xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %neg = arith.cmpi slt, %in, %c0_i64 : i64
+    %wrapped = arith.addi %in, %c9_i64 : i64
+    %row = arith.select %neg, %wrapped, %in : i64
+    %i = arith.index_cast %row : i64 to index
+    %h = linalg.index 1 : index
+    %x = tensor.extract %table[%i, %h] : tensor<9x2xf32>
+    linalg.yield %x : f32
+  } -> tensor<16x2xf32>
+  %g3 = tensor.expand_shape %g [[0, 1], [2]] output_shape [4, 4, 2] : tensor<16x2xf32> into tensor<4x4x2xf32>
+  %e_b = tensor.empty() : tensor<2x4x4xf32>
+  %b = linalg.transpose ins(%g3 : tensor<4x4x2xf32>) outs(%e_b : tensor<2x4x4xf32>) permutation = [2, 0, 1]
+  %b4 = tensor.expand_shape %b [[0, 1], [2], [3]] output_shape [1, 2, 4, 4] : tensor<2x4x4xf32> into tensor<1x2x4x4xf32>
+  %sb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %b4 : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.addf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %e_i = tensor.empty() : tensor<2x2x4xi64>
+  %f_i = linalg.fill ins(%c0_i64 : i64) outs(%e_i : tensor<2x2x4xi64>) -> tensor<2x2x4xi64>
+  %e_m = tensor.empty() : tensor<2x2x4xf32>
+  %f_m = linalg.fill ins(%ninf : f32) outs(%e_m : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %max:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%sb : tensor<2x2x4x4xf32>) outs(%f_m, %f_i : tensor<2x2x4xf32>, tensor<2x2x4xi64>) {
+  ^bb0(%in: f32, %out: f32, %out_1: i64):
+    %j = linalg.index 3 : index
+    %ji = arith.index_cast %j : index to i64
+    %mx = arith.maximumf %in, %out : f32
+    %gt = arith.cmpf ogt, %in, %out : f32
+    %am = arith.select %gt, %ji, %out_1 : i64
+    linalg.yield %mx, %am : f32, i64
+  } -> (tensor<2x2x4xf32>, tensor<2x2x4xi64>)
+  %maxe = tensor.expand_shape %max#0 [[0], [1], [2, 3]] output_shape [2, 2, 4, 1] : tensor<2x2x4xf32> into tensor<2x2x4x1xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sb, %maxe : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.subf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<2x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = math.exp %in : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %e_1 = tensor.empty() : tensor<2x2x4x1xf32>
+  %f_1 = linalg.fill ins(%zero : f32) outs(%e_1 : tensor<2x2x4x1xf32>) -> tensor<2x2x4x1xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<2x2x4x4xf32>) outs(%f_1 : tensor<2x2x4x1xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = arith.addf %in, %out : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x1xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.divf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<2x2x4x4xf32> into tensor<4x4x4xf32>
+  %e_o = tensor.empty() : tensor<4x4x2xf32>
+  %f_o = linalg.fill ins(%zero : f32) outs(%e_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  %o = linalg.batch_matmul ins(%pc, %v : tensor<4x4x4xf32>, tensor<4x4x2xf32>) outs(%f_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  return %o : tensor<4x4x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @no_bias
+// CHECK-NOT: rpe.
+// CHECK: linalg.batch_matmul
+// CHECK: linalg.batch_matmul
+// FUSED-LABEL: func @no_bias
+// FUSED-NOT: rpe.
+// No bias: not Swin's attention, left as it is.
+func.func @no_bias(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
+  %c0_i64 = arith.constant 0 : i64
+  %c9_i64 = arith.constant 9 : i64
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.70710678118654757 : f64
+  %idx = arith.constant dense<[[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]> : tensor<4x4xi64>
+  %e_q = tensor.empty() : tensor<2x2x4x2xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<2x2x4x2xf32>) outs(%e_q : tensor<2x2x4x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %scale : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x4x2xf32>
+  %e_kt = tensor.empty() : tensor<2x2x2x4xf32>
+  %kt = linalg.transpose ins(%k : tensor<2x2x4x2xf32>) outs(%e_kt : tensor<2x2x2x4xf32>) permutation = [0, 1, 3, 2]
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<2x2x4x2xf32> into tensor<4x4x2xf32>
+  %kc = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<2x2x2x4xf32> into tensor<4x2x4xf32>
+  %e_s = tensor.empty() : tensor<4x4x4xf32>
+  %f_s = linalg.fill ins(%zero : f32) outs(%e_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<4x4x2xf32>, tensor<4x2x4xf32>) outs(%f_s : tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [2, 2, 4, 4] : tensor<4x4x4xf32> into tensor<2x2x4x4xf32>
+  %e44 = tensor.empty() : tensor<2x2x4x4xf32>
+  %e_i = tensor.empty() : tensor<2x2x4xi64>
+  %f_i = linalg.fill ins(%c0_i64 : i64) outs(%e_i : tensor<2x2x4xi64>) -> tensor<2x2x4xi64>
+  %e_m = tensor.empty() : tensor<2x2x4xf32>
+  %f_m = linalg.fill ins(%ninf : f32) outs(%e_m : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %max:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%s4 : tensor<2x2x4x4xf32>) outs(%f_m, %f_i : tensor<2x2x4xf32>, tensor<2x2x4xi64>) {
+  ^bb0(%in: f32, %out: f32, %out_1: i64):
+    %j = linalg.index 3 : index
+    %ji = arith.index_cast %j : index to i64
+    %mx = arith.maximumf %in, %out : f32
+    %gt = arith.cmpf ogt, %in, %out : f32
+    %am = arith.select %gt, %ji, %out_1 : i64
+    linalg.yield %mx, %am : f32, i64
+  } -> (tensor<2x2x4xf32>, tensor<2x2x4xi64>)
+  %maxe = tensor.expand_shape %max#0 [[0], [1], [2, 3]] output_shape [2, 2, 4, 1] : tensor<2x2x4xf32> into tensor<2x2x4x1xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %maxe : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.subf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<2x2x4x4xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = math.exp %in : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %e_1 = tensor.empty() : tensor<2x2x4x1xf32>
+  %f_1 = linalg.fill ins(%zero : f32) outs(%e_1 : tensor<2x2x4x1xf32>) -> tensor<2x2x4x1xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<2x2x4x4xf32>) outs(%f_1 : tensor<2x2x4x1xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = arith.addf %in, %out : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x1xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) outs(%e44 : tensor<2x2x4x4xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.divf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x4x4xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<2x2x4x4xf32> into tensor<4x4x4xf32>
+  %e_o = tensor.empty() : tensor<4x4x2xf32>
+  %f_o = linalg.fill ins(%zero : f32) outs(%e_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  %o = linalg.batch_matmul ins(%pc, %v : tensor<4x4x4xf32>, tensor<4x4x2xf32>) outs(%f_o : tensor<4x4x2xf32>) -> tensor<4x4x2xf32>
+  return %o : tensor<4x4x2xf32>
+}
