@@ -661,7 +661,7 @@ struct RaiseImportedAttention : public OpRewritePattern<linalg::BatchMatmulOp> {
         queryType.getElementType());
     Value raised = WindowAttentionOp::create(
         rewriter, loc, resultType, attention->query, attention->key, value,
-        bias, mask,
+        bias, mask, /*logit_scale=*/Value(),
         rewriter.getF32FloatAttr(static_cast<float>(attention->scale)));
     rewriter.replaceOpWithNewOp<tensor::CollapseShapeOp>(
         product, product->getResult(0).getType(), raised, kMergeHeads);
