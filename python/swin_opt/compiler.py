@@ -1191,16 +1191,58 @@ class Kernel:
 
     @staticmethod
     def _output(out, shape, like, torch_io: bool):
-        """``out``, allocated like ``like`` when None."""
+        """``out``, allocated like ``like`` when None (large ones in huge pages)."""
         if out is None:
             if torch_io:
                 import torch
 
-                return torch.empty(shape, dtype=like.dtype)
-            return np.empty(shape, dtype=like.dtype)
+                out = torch.empty(shape, dtype=like.dtype)
+                _advise_huge_pages(out.data_ptr(), out.numel() * out.element_size())
+                return out
+            out = np.empty(shape, dtype=like.dtype)
+            _advise_huge_pages(out.ctypes.data, out.nbytes)
+            return out
         if _is_torch(out) != torch_io:
             raise TypeError("out must be of the same kind (numpy/torch) as the inputs")
         return out
+
+
+#: Output buffers the kernels allocate from this size on get transparent huge pages.
+_HUGE_PAGE_MIN_BYTES = 8 << 20
+_HUGE_PAGE_BYTES = 2 << 20
+_MADV_HUGEPAGE = 14
+_libc = None
+
+
+def _advise_huge_pages(address: int, nbytes: int) -> None:
+    """``madvise(MADV_HUGEPAGE)`` on the whole 2 MiB pages of a freshly allocated output.
+
+    A kernel writes its output once, into memory the allocator has just mapped;
+    in 4 KiB pages that is a page fault per 4 KiB. For Swin-T stage 1's
+    gradients (3 x 19 MB, 28k faults) the faults took 20 ms beside the
+    kernel's 28 ms; in 2 MiB pages, 2 ms. Where transparent huge pages are
+    ``madvise``-only (Debian's default) the advice is what enables them, as
+    PyTorch's ``THP_MEM_ALLOC_ENABLE`` does for its own tensors. Only the
+    buffer's own pages are advised. ``SWIN_OPT_HUGE_PAGES=0`` turns it off.
+    """
+    global _libc
+    if nbytes < _HUGE_PAGE_MIN_BYTES or not sys.platform.startswith("linux"):
+        return
+    if _libc is None:
+        _libc = False
+        if os.environ.get("SWIN_OPT_HUGE_PAGES", "1") != "0":
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+                _libc = libc
+            except (OSError, AttributeError):
+                pass
+    if not _libc:
+        return
+    start = (address + _HUGE_PAGE_BYTES - 1) & ~(_HUGE_PAGE_BYTES - 1)
+    end = (address + nbytes) & ~(_HUGE_PAGE_BYTES - 1)
+    if end > start:
+        _libc.madvise(start, end - start, _MADV_HUGEPAGE)  # advice: a failure changes nothing
 
 
 def _load_function(library: Path, abi: "_abi.KernelAbi", what: str):

@@ -128,6 +128,15 @@ def test_op_linear(torch, ops):
     assert out.shape == (3, 5, 40)
     assert (out - want).abs().max().item() <= 1e-5 * want.abs().max().item()
     torch.library.opcheck(torch.ops.swin_opt.linear.default, (x, w, None))
+    # its backward (dx through oneDNN, dW and db through torch) is F.linear's
+    primal = [t.clone().requires_grad_() for t in (x, w, b)]
+    eager = [t.clone().requires_grad_() for t in (x, w, b)]
+    dy = torch.randn(3, 5, 40, generator=gen)
+    torch.ops.swin_opt.linear(*primal).backward(dy)
+    torch.nn.functional.linear(*eager).backward(dy)
+    for name, got, expected in zip(("x", "weight", "bias"), primal, eager):
+        assert _rel_err(got.grad, expected.grad) <= 1e-5, name
+    torch.library.opcheck(torch.ops.swin_opt.linear.default, tuple(primal))
 
 
 def _eager_attention(torch, q, k, v, table, window, scale, mask=None):

@@ -286,13 +286,15 @@ def _linear(torch, x, weight, bias=None):
     same call is wrapped in the custom op ``swin_opt::linear``, which
     inductor calls as it is (it lowers ``mkldnn._linear_pointwise`` itself
     only for frozen, constant weights). Everything else is ``F.linear``;
-    ``SWIN_OPT_ONEDNN=0`` turns the oneDNN path off.
+    ``SWIN_OPT_ONEDNN=0`` turns the oneDNN path off. Under autograd
+    (training) the custom op is called in eager mode too: its backward runs
+    ``dx`` through oneDNN and ``dW`` through torch.
     """
-    differentiating = torch.is_grad_enabled() and (
-        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
     if (_onednn_linear(torch) and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and x.device.type == "cpu" and not differentiating):
-        if torch.compiler.is_compiling():
+            and x.device.type == "cpu"):
+        differentiating = torch.is_grad_enabled() and (
+            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+        if differentiating or torch.compiler.is_compiling():
             return torch.ops.swin_opt.linear(x, weight, bias)
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return torch.nn.functional.linear(x, weight, bias)
