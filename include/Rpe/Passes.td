@@ -89,7 +89,8 @@ def RpeRaiseWindowAttention : Pass<"rpe-raise-window-attention"> {
     gather through any other index is left as it is. A constant mask
     that is Swin's shifted-window mask of some resolution and shift
     becomes `rpe.shift_mask`; any other mask, constant or a function
-    argument, stays an explicit mask operand (computed, not fused).
+    argument, stays an explicit mask operand, which `rpe-fuse-bias-softmax`
+    fuses as the kernel's `mask` operand.
     Attention without a gathered bias is left alone. The importer's ops
     that computed the attention are left dead for later cleanup.
   }];
@@ -120,9 +121,13 @@ def RpeFuseBiasSoftmax : Pass<"rpe-fuse-bias-softmax"> {
     compact table inside the softmax loop and computes the mask from region
     labels, so no bias, index or mask tensor is ever built.
 
-    Attention whose bias is not an `rpe.lookup`, or whose mask is not an
-    `rpe.shift_mask`, is left alone (and lowered unfused), as is attention
-    whose per-thread scratch (keys transposed, `N x d` floats) would exceed
+    A windows-layout mask that is not an `rpe.shift_mask` (a run-time one,
+    as timm's `WindowAttention.forward(x, mask)` takes, or any other
+    constant) fuses too, as the fused op's `mask` operand: the kernel then
+    reads `mask[b mod nW, i, j]` as it is. Attention whose bias is not an
+    `rpe.lookup` is left alone (and lowered unfused), as is a feature-map
+    attention whose mask is not the shift's, and attention whose per-thread
+    scratch (keys transposed, `N x d` floats) would exceed
     `max-scratch-bytes`.
   }];
   let options = [

@@ -38,6 +38,8 @@ def Rpe_FusedAttentionOpInterface : OpInterface<"FusedAttentionOpInterface"> {
     InterfaceMethod<"", "bool", "getPackedQkv">,
     InterfaceMethod<"SwinV2's raw per-head logit scale `[H]` (cosine "
                     "attention), or null", "::mlir::Value", "getLogitScale">,
+    InterfaceMethod<"An explicit additive mask `[nW, N, N]` (window `b` adds "
+                    "`mask[b mod nW]`), or null", "::mlir::Value", "getMask">,
   ];
   let extraSharedClassDeclaration = [{
     ::mlir::ShapedType getQueryType() {

@@ -442,6 +442,7 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
   let arguments = (ins AnyShaped:$query, AnyShaped:$key, AnyShaped:$value,
                        AnyShaped:$table, Variadic<AnyShaped>:$padding_values,
                        Optional<AnyShaped>:$logit_scale,
+                       Optional<AnyShaped>:$mask,
                        AnyShaped:$init,
                        DenseI64ArrayAttr:$window, F32Attr:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$resolution,
@@ -465,7 +466,8 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                    CArg<"ArrayRef<int64_t>", "{}">:$resolution,
                    CArg<"ArrayRef<int64_t>", "{}">:$shift,
                    CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue,
-                   CArg<"Value", "nullptr">:$logitScale)>,
+                   CArg<"Value", "nullptr">:$logitScale,
+                   CArg<"Value", "nullptr">:$mask)>,
     // Token layout on `image`-sized maps; the mask (a non-zero `shift`) is
     // built on the image padded to whole windows, which the builder
     // computes. `packedQkv`: query, key and value are one `[batch, L, 3C]`
@@ -485,6 +487,7 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
       type($key) `,` type($value) `,` type($table) `)`
     (`pads` `(` $padding_values^ `:` type($padding_values) `)`)?
     (`logit_scale` `(` $logit_scale^ `:` type($logit_scale) `)`)?
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
     `outs` `(` $init `:` type($init) `)`
     attr-dict (`->` type($result)^)?
   }];
@@ -577,6 +580,8 @@ def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
     }
     /// The gradient of the cosine form is not implemented: no logit scale.
     ::mlir::Value getLogitScale() { return nullptr; }
+    /// Nor that of an explicit mask operand.
+    ::mlir::Value getMask() { return nullptr; }
   }];
   let hasVerifier = 1;
 }

@@ -78,6 +78,10 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
   if (warpShape && op.isCosine())
     return op.emitOpError("cosine attention (logit_scale) has no warps "
                           "kernel yet; use strategy=rows or tiles");
+  // Nor does it read an explicit mask: such ops get rows, as the ops it
+  // does not take do.
+  if (op.getMask())
+    warpShape = std::nullopt;
   LogicalResult emitted =
       options.strategy == KernelStrategy::Tiles
           ? emitter.emit(options.hoistScratch)

@@ -388,6 +388,8 @@ private:
   /// 1-D views of q, k, v, out; padding value rows (token layout).
   SmallVector<Value, 3> flatInputs, paddingRows;
   Value flatOutput;
+  /// A 1-D view of the op's explicit mask operand, if any.
+  Value flatMask;
   /// The gradient's 1-D views of dq, dk, dv and of dout.
   SmallVector<Value, 3> flatGradients;
   Value flatOutputGradient;

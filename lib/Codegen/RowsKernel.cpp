@@ -124,6 +124,12 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   Value maskValue = arith::ConstantOp::create(
       b, b.getF32FloatAttr(op.getMaskValue().convertToDouble()));
   Value table = op.getTable();
+  // An explicit mask [nW, N, N]: window w adds mask[w mod nW].
+  Value explicitMask = op.getMask();
+  Value maskWindow;
+  if (explicitMask)
+    maskWindow = remConst(
+        w, cast<ShapedType>(explicitMask.getType()).getDimSize(0));
 
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
   RowSoftmaxState init{
@@ -159,6 +165,11 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
                   b, differ, maskValue,
                   arith::ConstantOp::create(b, b.getF32FloatAttr(0.0))));
         }
+        if (explicitMask)
+          s = arith::AddFOp::create(
+              b, s,
+              toF32(memref::LoadOp::create(b, explicitMask,
+                                           ValueRange{maskWindow, i, j})));
         // m' = max(m, s); c = exp(m - m'); p = exp(s - m')
         // l' = l c + p;   acc'[e] = acc[e] c + p v_j[e]
         RowSoftmaxState next;

@@ -371,6 +371,9 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
   if (hasPadding)
     padVector = arith::ConstantOp::create(
         b, DenseElementsAttr::get(vecType, ArrayRef<float>(padLanes)));
+  Value log2e;
+  if (flatMask)
+    log2e = splat(kLog2E);
   Value maskValue, zeroVector;
   if (labels) {
     maskValue = splat(op.getMaskValue().convertToDouble() * kLog2E);
@@ -418,6 +421,16 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
               s = arith::AddFOp::create(
                   b, s,
                   arith::SelectOp::create(b, differ, maskValue, zeroVector));
+            }
+            if (flatMask) {
+              // mask[image, i, r * Wx + x] (base 2), x past the row masked.
+              Value at = add(mulConst(add(mulConst(image, g.tokens), i),
+                                      g.tokens),
+                             add(mulConst(r, g.rowLength), index(v * g.lanes)));
+              int64_t valid = std::min(g.lanes, g.rowLength - v * g.lanes);
+              s = math::FmaOp::create(b, loadVector(flatMask, {at}, valid,
+                                                    g.lanes),
+                                      log2e, s);
             }
             if (hasPadding && v == g.rowVectors - 1)
               s = arith::AddFOp::create(b, s, padVector);
@@ -639,7 +652,15 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
         scratch.values);
     valueBase = index(0);
   }
-  Value image = labels ? remConst(w, imageWindows) : Value();
+  // The window's place in the mask's period: the image's windows for the
+  // shift's labels, the explicit mask's first extent.
+  Value image;
+  if (labels)
+    image = remConst(w, imageWindows);
+  if (Value mask = op.getMask()) {
+    flatMask = flatten(b, b.getLoc(), mask);
+    image = remConst(w, cast<ShapedType>(mask.getType()).getDimSize(0));
+  }
   forLoop(
       index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
         Value rows = arith::MinUIOp::create(

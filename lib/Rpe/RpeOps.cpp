@@ -572,13 +572,13 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
                                    ArrayRef<int64_t> window, float scale,
                                    ArrayRef<int64_t> resolution,
                                    ArrayRef<int64_t> shift, double maskValue,
-                                   Value logitScale) {
+                                   Value logitScale, Value mask) {
   auto optionalArray = [&](ArrayRef<int64_t> values) {
     return values.empty() ? nullptr : builder.getDenseI64ArrayAttr(values);
   };
   // No image: q, k, v are windows already, nothing is padded.
   build(builder, state, getDestinationResultTypes(init), query, key, value,
-        table, /*padding_values=*/ValueRange(), logitScale, init,
+        table, /*padding_values=*/ValueRange(), logitScale, mask, init,
         builder.getDenseI64ArrayAttr(window), builder.getF32FloatAttr(scale),
         optionalArray(resolution), optionalArray(shift),
         builder.getF64FloatAttr(maskValue), /*image=*/nullptr,
@@ -596,7 +596,7 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
                                    bool packedQkv, Value logitScale) {
   // The mask lives on the padded map in both padding orders.
   build(builder, state, getDestinationResultTypes(init), query, key, value,
-        table, paddingValues, logitScale, init,
+        table, paddingValues, logitScale, /*mask=*/nullptr, init,
         builder.getDenseI64ArrayAttr(window), builder.getF32FloatAttr(scale),
         builder.getDenseI64ArrayAttr(getPaddedResolution(image, window)),
         builder.getDenseI64ArrayAttr(shift), builder.getF64FloatAttr(maskValue),
@@ -654,8 +654,26 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
     if (op.getResolution())
       if (auto error = checkShift(*op.getResolution(), op.getWindow(), *op.getShift()))
         return op.emitOpError() << *error;
+    if (Value mask = op.getMask()) {
+      // [nW, N, N] of a float type; window b adds mask[b mod nW].
+      auto maskType = cast<ShapedType>(mask.getType());
+      if (op.hasShiftMask())
+        return op.emitOpError()
+               << "expects either a shift or a mask operand, not both";
+      if (maskType.getRank() != 3 ||
+          ShapedType::isDynamic(maskType.getDimSize(0)) ||
+          maskType.getDimSize(0) < 1 || maskType.getDimSize(1) != n ||
+          maskType.getDimSize(2) != n ||
+          !isa<FloatType>(maskType.getElementType()))
+        return op.emitOpError() << "expects a float mask of shape [windows, "
+                                << n << ", " << n << "], got "
+                                << formatShape(maskType.getShape());
+    }
     return success();
   }
+  if (op.getMask())
+    return op.emitOpError() << "expects a mask operand only in the windows "
+                               "layout (the token layout's mask is the shift)";
 
   // Token layout: [batch, L, H*d] maps on both sides.
   if (!op.getResolution())

@@ -41,6 +41,9 @@ static bool isZeroShift(ArrayRef<int64_t> shift) {
 struct FusibleBias {
   LookupOp lookup;
   ShiftMaskOp shiftMask; // null: no mask, or a mask of shift 0
+  /// A mask that is not rpe.shift_mask (a runtime one, or any other
+  /// constant): read by the kernel as it is (windows layout only).
+  Value explicitMask;
 
   // The mask as the fused op's builders take it: no geometry and Swin's
   // value when there is none.
@@ -58,18 +61,25 @@ struct FusibleBias {
 
 static FailureOr<FusibleBias> matchBias(WindowAttentionOp op,
                                         PatternRewriter &rewriter,
-                                        int64_t maxScratchBytes) {
+                                        int64_t maxScratchBytes,
+                                        bool allowExplicitMask = false) {
   FusibleBias bias;
   bias.lookup = op.getBias().getDefiningOp<LookupOp>();
   if (!bias.lookup)
     return rewriter.notifyMatchFailure(op, "bias is not an rpe.lookup");
   if (Value mask = op.getMask()) {
     bias.shiftMask = mask.getDefiningOp<ShiftMaskOp>();
-    if (!bias.shiftMask)
-      return rewriter.notifyMatchFailure(op, "mask is not an rpe.shift_mask");
-    if (bias.shiftMask.getWindow() != bias.lookup.getWindow())
+    if (!bias.shiftMask) {
+      auto maskType = cast<ShapedType>(mask.getType());
+      if (!allowExplicitMask || ShapedType::isDynamic(maskType.getDimSize(0)))
+        return rewriter.notifyMatchFailure(
+            op, "mask is not an rpe.shift_mask (nor, in the windows layout, "
+                "a mask of a static number of windows)");
+      bias.explicitMask = mask;
+    }
+    if (bias.shiftMask && bias.shiftMask.getWindow() != bias.lookup.getWindow())
       return rewriter.notifyMatchFailure(op, "mask and bias windows differ");
-    if (isZeroShift(bias.shiftMask.getShift()))
+    if (bias.shiftMask && isZeroShift(bias.shiftMask.getShift()))
       bias.shiftMask = nullptr;
   }
   // The kernel keeps k transposed (d x N, padded) per thread.
@@ -94,7 +104,8 @@ struct FuseWindowAttention : public OpRewritePattern<WindowAttentionOp> {
 
   LogicalResult matchAndRewrite(WindowAttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    FailureOr<FusibleBias> bias = matchBias(op, rewriter, maxScratchBytes);
+    FailureOr<FusibleBias> bias =
+        matchBias(op, rewriter, maxScratchBytes, /*allowExplicitMask=*/true);
     if (failed(bias))
       return failure();
     Value init = emptyLike(rewriter, op.getLoc(), op.getResult().getType(),
@@ -103,7 +114,7 @@ struct FuseWindowAttention : public OpRewritePattern<WindowAttentionOp> {
         op, op.getQuery(), op.getKey(), op.getValue(), bias->lookup.getTable(),
         init, bias->lookup.getWindow(), op.getEffectiveScale(),
         bias->maskResolution(), bias->maskShift(), bias->maskValue(),
-        op.getLogitScale());
+        op.getLogitScale(), bias->explicitMask);
     return success();
   }
 

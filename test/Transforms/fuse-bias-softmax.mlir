@@ -55,11 +55,14 @@ func.func @arbitrary_bias(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) ->
 
 // -----
 
-// Nor does a mask that is not Swin's shift mask.
+// A mask that is not Swin's shift mask (here a runtime one, as timm's
+// WindowAttention.forward(x, mask) takes) fuses as the kernel's mask
+// operand, read as it is; the bias still comes from the table.
 // CHECK-LABEL: func @arbitrary_mask
-// CHECK-NOT: rpe.fused_window_attention
-// CHECK: rpe.lookup
-// CHECK: rpe.window_attention
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<?x3x49x32xf32>, %[[T:[a-z0-9]+]]: tensor<169x3xf32>, %[[M:[a-z0-9]+]]: tensor<4x49x49xf32>
+// CHECK-NOT: rpe.lookup
+// CHECK: rpe.fused_window_attention ins(%[[Q]], %[[Q]], %[[Q]], %[[T]] : {{.*}}) mask(%[[M]] : tensor<4x49x49xf32>) outs({{.*}}) {scale = 0.176776692 : f32, window = array<i64: 7, 7>}
+// CHECK-NOT: rpe.window_attention
 func.func @arbitrary_mask(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %m: tensor<4x49x49xf32>) -> tensor<?x3x49x32xf32> {
   %b = rpe.lookup %t {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
   %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>)

@@ -24,13 +24,17 @@
 // RECT-SAME: {scale = 0.353553385 : f32, window = array<i64: 4, 2>}
 
 // WindowAttention.forward(x, mask): a run-time mask stays an operand of the
-// raised attention, which then does not fuse.
-// RUN: swin-opt %S/Inputs/raise/timm_window_attention_mask.mlir --rpe-raise-window-attention --rpe-fuse-bias-softmax | FileCheck %s --check-prefix=MASK
+// raised attention, and of the fused kernel, which reads it as it is.
+// RUN: swin-opt %S/Inputs/raise/timm_window_attention_mask.mlir --rpe-raise-window-attention | FileCheck %s --check-prefix=MASK
+// RUN: swin-opt %S/Inputs/raise/timm_window_attention_mask.mlir --rpe-raise-window-attention --rpe-fuse-bias-softmax | FileCheck %s --check-prefix=FUSEDMASK
 // MASK-LABEL: func.func @forward
 // MASK-SAME: %[[MASK:[a-z0-9]*]]: tensor<2x16x16xf32>)
 // MASK-NOT: rpe.shift_mask
 // MASK: rpe.window_attention {{.*}} mask(%[[MASK]] : tensor<2x16x16xf32>)
-// MASK-NOT: rpe.fused_window_attention
+// FUSEDMASK-LABEL: func.func @forward
+// FUSEDMASK-SAME: %[[RUNTIME:[a-z0-9]*]]: tensor<2x16x16xf32>)
+// FUSEDMASK: rpe.fused_window_attention {{.*}} mask(%[[RUNTIME]] : tensor<2x16x16xf32>)
+// FUSEDMASK-NOT: rpe.window_attention
 
 // A shifted SwinTransformerBlock (8x8 map, window 4, shift 2): its mask
 // constant is proved to be Swin's mask and the attention fuses whole.

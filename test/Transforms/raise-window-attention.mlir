@@ -280,9 +280,11 @@ func.func @shift_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tens
 // CHECK-NOT: rpe.shift_mask
 // CHECK: rpe.window_attention ins({{.*}}) bias(%{{.*}} : tensor<2x4x4xf32>) mask(%[[M]] : tensor<2x4x4xf32>)
 // FUSED-LABEL: func @other_mask
-// FUSED-NOT: rpe.fused_window_attention
-// FUSED: rpe.window_attention
-// A constant mask that is not a shift mask: an explicit operand.
+// FUSED: %[[FM:.*]] = arith.constant dense<{{.*}}-5.000000e+01{{.*}}> : tensor<2x4x4xf32>
+// FUSED: rpe.fused_window_attention {{.*}} mask(%[[FM]] : tensor<2x4x4xf32>)
+// FUSED-NOT: rpe.window_attention
+// A constant mask that is not a shift mask: an explicit operand, of the
+// fused kernel too.
 func.func @other_mask(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<4x4x2xf32>, %table: tensor<9x2xf32>) -> tensor<4x4x2xf32> attributes {llvm.emit_c_interface} {
   %c0_i64 = arith.constant 0 : i64
   %c9_i64 = arith.constant 9 : i64
