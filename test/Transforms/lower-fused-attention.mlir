@@ -120,3 +120,22 @@ func.func @large_window(%q: memref<?x1x576x32xf32>, %t: memref<2209x1xf32>, %o: 
     outs(%o : memref<?x576x32xf32>) {window = array<i64: 24, 24>, scale = 0.25 : f32}
   return
 }
+
+// -----
+
+// An explicit mask operand ([nW, N, N], here a function argument): window w
+// adds mask[w mod nW], one masked 7-lane load per key row of the padded key
+// layout, times log2(e) like the bias (base-2 softmax).
+// CHECK-LABEL: func @runtime_mask
+// CHECK-SAME: %[[M:[a-z0-9]+]]: memref<4x49x49xf32>
+// CHECK: %[[MC:.*]] = memref.collapse_shape %[[M]] {{\[\[}}0, 1, 2]] : memref<4x49x49xf32> into memref<9604xf32>
+// CHECK: %[[MF:.*]] = memref.cast %[[MC]]
+// CHECK: arith.remui %{{.*}}, %c4 : index
+// CHECK: %[[LOG2E:.*]] = arith.constant dense<1.44269502> : vector<8xf32>
+// CHECK: %[[MV:.*]] = vector.maskedload %[[MF]][%{{.*}}], %{{.*}}, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, vector<8xi1>, vector<8xf32> into vector<8xf32>
+// CHECK: math.fma %[[MV]], %[[LOG2E]], %{{.*}} : vector<8xf32>
+func.func @runtime_mask(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %m: memref<4x49x49xf32>, %o: memref<?x49x96xf32>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
+    mask(%m : memref<4x49x49xf32>) outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32}
+  return
+}

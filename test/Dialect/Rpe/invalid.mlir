@@ -697,3 +697,33 @@ func.func @cpb_pretrained(%w1: tensor<4x2xf32>, %b1: tensor<4xf32>, %w2: tensor<
   %t = rpe.continuous_position_bias %w1, %b1, %w2 {window = array<i64: 2, 2>, pretrained_window = array<i64: 0, 4>} : tensor<4x2xf32>, tensor<4xf32>, tensor<2x4xf32> -> tensor<9x2xf32>
   return %t : tensor<9x2xf32>
 }
+
+// -----
+
+func.func @fused_mask_and_shift(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %m: tensor<4x49x49xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects either a shift or a mask operand, not both}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+         mask(%m : tensor<4x49x49xf32>) outs(%o : tensor<?x49x96xf32>)
+         {window = array<i64: 7, 7>, scale = 1.0 : f32, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_mask_shape(%q: tensor<?x3x49x32xf32>, %t: tensor<169x3xf32>, %m: tensor<4x49x48xf32>, %o: tensor<?x49x96xf32>) {
+  // expected-error @below {{expects a float mask of shape [windows, 49, 49], got 4x49x48}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<?x3x49x32xf32>, tensor<169x3xf32>)
+         mask(%m : tensor<4x49x48xf32>) outs(%o : tensor<?x49x96xf32>)
+         {window = array<i64: 7, 7>, scale = 1.0 : f32} -> tensor<?x49x96xf32>
+  return
+}
+
+// -----
+
+func.func @fused_mask_tokens(%x: tensor<2x196x96xf32>, %t: tensor<169x3xf32>, %m: tensor<4x49x49xf32>) {
+  // expected-error @below {{expects a mask operand only in the windows layout}}
+  %r = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x196x96xf32>, tensor<2x196x96xf32>, tensor<2x196x96xf32>, tensor<169x3xf32>)
+         mask(%m : tensor<4x49x49xf32>) outs(%x : tensor<2x196x96xf32>)
+         {window = array<i64: 7, 7>, scale = 1.0 : f32, image = array<i64: 14, 14>, resolution = array<i64: 14, 14>, shift = array<i64: 0, 0>} -> tensor<2x196x96xf32>
+  return
+}
