@@ -11,3 +11,8 @@
 // CHECK-NOT: gpu.module
 // RUN: swin-opt %S/../Transforms/Inputs/raise/timm_swin_block_shifted.mlir --rpe-gpu-pipeline="format=bin toolkit=%cuda_toolkit" | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=BIN
 // BIN: define void @_mlir_ciface_forward(
+
+// timm's WindowAttention with a run-time mask: the fused kernel reads the
+// mask operand (rows), and ptxas assembles it.
+// RUN: swin-opt %S/../Transforms/Inputs/raise/timm_window_attention_mask.mlir --rpe-gpu-pipeline="format=bin toolkit=%cuda_toolkit" | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=MASK
+// MASK: define void @_mlir_ciface_forward(
