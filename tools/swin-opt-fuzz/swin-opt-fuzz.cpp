@@ -58,6 +58,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   StringRef text(reinterpret_cast<const char *>(data), size);
   if (text.contains("array<index"))
     return -1;
+  // So does its linalg.transpose / broadcast / reduce parser on a malformed
+  // `permutation = [...]` or `dimensions = [...]` (`[0, !]`: a null
+  // attribute is added; mlir-opt-22 crashes too). The raise tests' imported
+  // linalg brings these ops into the seeds; skip them the same way.
+  if (text.contains("permutation") || text.contains("dimensions"))
+    return -1;
 
   // A fresh context per input: nothing (uniqued attributes, loaded dialects)
   // carries over, so every finding reproduces from its input alone. Threading
