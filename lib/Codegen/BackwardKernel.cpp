@@ -271,16 +271,9 @@ LogicalResult FusedKernelEmitter::emitBackward() {
   for (Value gradient : {grad.getDquery(), grad.getDkey(), grad.getDvalue()})
     flatGradients.push_back(flatten(b, b.getLoc(), gradient));
   flatOutputGradient = flatten(b, b.getLoc(), grad.getDout());
-  Value rtab = emitReversedTables();
-  Value labels;
-  int64_t imageWindows = 1;
-  if (op.getResolution())
-    imageWindows = getNumWindows(*op.getResolution(), g.window);
-  if (op.hasShiftMask()) {
-    labels = emitRegionLabels();
-    if (!labels)
-      return failure();
-  }
+  FailureOr<ScoreTerms> terms = emitScoreTerms();
+  if (failed(terms))
+    return failure();
 
   auto alloc = [&](ArrayRef<int64_t> shape, Type element = {}) -> Value {
     return memref::AllocaOp::create(
@@ -328,8 +321,8 @@ LogicalResult FusedKernelEmitter::emitBackward() {
     b.setInsertionPoint(loop.getBody()->getTerminator());
     Value item = loop.getInductionVar();
     Value w = divConst(item, g.heads), h = remConst(item, g.heads);
-    Value image = labels ? remConst(w, imageWindows) : Value();
-    emitBackwardItem(w, h, image, rtab, labels, tableGradient, scratch);
+    emitBackwardItem(w, h, maskWindow(w), terms->rtab, terms->labels,
+                     tableGradient, scratch);
   }
   storeTableGradient(tableGradient);
   return success();

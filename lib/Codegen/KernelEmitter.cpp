@@ -270,6 +270,16 @@ Value FusedKernelEmitter::countWindows() {
   return mulConst(windows, getNumWindows(*op.getResolution(), g.window));
 }
 
+Value FusedKernelEmitter::maskWindow(Value w) {
+  // The shift's labels repeat per image; an explicit mask per its first
+  // extent.
+  if (Value mask = op.getMask())
+    return remConst(w, cast<ShapedType>(mask.getType()).getDimSize(0));
+  if (op.hasShiftMask())
+    return remConst(w, getNumWindows(*op.getResolution(), g.window));
+  return Value();
+}
+
 scf::ParallelOp FusedKernelEmitter::createItemLoop(Value items) {
   auto loop = scf::ParallelOp::create(b, ValueRange{index(0)},
                                       ValueRange{items}, ValueRange{index(1)});

@@ -294,6 +294,9 @@ private:
   Value regionLabel(Value wi, Value token);
   /// 2^x on a vector of x in [-115, 0].
   Value exp2(Value x);
+  /// Window `w`'s index into its mask, in every kernel: into the shift's
+  /// region labels (per image) or the explicit mask operand, or null.
+  Value maskWindow(Value w);
   /// Windows of the op's batch: q's first extent, or images times windows
   /// per image.
   Value countWindows();
@@ -363,6 +366,13 @@ private:
   void storeTableGradient(Value tableGradient);
 
   //===--- the steps --------------------------------------------------===//
+  /// What the tiles kernels add to the scores, made once per call: the
+  /// reversed tables and the shift's region labels (null without a shift);
+  /// an explicit mask operand's flat view goes to `flatMask`.
+  struct ScoreTerms {
+    Value rtab, labels;
+  };
+  FailureOr<ScoreTerms> emitScoreTerms();
   Value emitReversedTables();
   Value emitPackRows(function_ref<Row(Value)> row, Value scratch);
   Value emitRegionLabels();

@@ -96,8 +96,6 @@ LogicalResult FusedKernelEmitter::emitRowParallel(bool gpuLaunch) {
 }
 
 void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
-  int64_t imageWindows =
-      op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
   emitOperandViews();
 
   Value scale = arith::ConstantOp::create(
@@ -118,18 +116,15 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   for (Value &x : query)
     x = arith::MulFOp::create(b, x, scale);
   Value queryOffset = tableOffset(i);
-  Value windowInImage = op.hasShiftMask() ? remConst(w, imageWindows) : Value();
+  // The window's index into its mask: the shift's labels or the explicit
+  // mask [nW, N, N] (window w adds mask[w mod nW]).
+  Value windowInMask = maskWindow(w);
   Value queryLabel =
-      op.hasShiftMask() ? regionLabel(windowInImage, i) : Value();
+      op.hasShiftMask() ? regionLabel(windowInMask, i) : Value();
   Value maskValue = arith::ConstantOp::create(
       b, b.getF32FloatAttr(op.getMaskValue().convertToDouble()));
   Value table = op.getTable();
-  // An explicit mask [nW, N, N]: window w adds mask[w mod nW].
   Value explicitMask = op.getMask();
-  Value maskWindow;
-  if (explicitMask)
-    maskWindow = remConst(
-        w, cast<ShapedType>(explicitMask.getType()).getDimSize(0));
 
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
   RowSoftmaxState init{
@@ -158,7 +153,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
         if (queryLabel) {
           Value differ =
               arith::CmpIOp::create(b, arith::CmpIPredicate::ne, queryLabel,
-                                    regionLabel(windowInImage, j));
+                                    regionLabel(windowInMask, j));
           s = arith::AddFOp::create(
               b, s,
               arith::SelectOp::create(
@@ -169,7 +164,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
           s = arith::AddFOp::create(
               b, s,
               toF32(memref::LoadOp::create(b, explicitMask,
-                                           ValueRange{maskWindow, i, j})));
+                                           ValueRange{windowInMask, i, j})));
         // m' = max(m, s); c = exp(m - m'); p = exp(s - m')
         // l' = l c + p;   acc'[e] = acc[e] c + p v_j[e]
         RowSoftmaxState next;

@@ -580,18 +580,26 @@ struct Scratch {
   Value kt, scores, invSums, values, discard;
 };
 
-LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
-  emitFlatViews();
-  Value rtab = emitReversedTables();
-  Value labels;
-  int64_t imageWindows = 1;
-  if (op.getResolution())
-    imageWindows = getNumWindows(*op.getResolution(), g.window);
+FailureOr<FusedKernelEmitter::ScoreTerms>
+FusedKernelEmitter::emitScoreTerms() {
+  ScoreTerms terms;
+  terms.rtab = emitReversedTables();
   if (op.hasShiftMask()) {
-    labels = emitRegionLabels();
-    if (!labels)
+    terms.labels = emitRegionLabels();
+    if (!terms.labels)
       return failure();
   }
+  if (Value mask = op.getMask())
+    flatMask = flatten(b, b.getLoc(), mask);
+  return terms;
+}
+
+LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
+  emitFlatViews();
+  FailureOr<ScoreTerms> terms = emitScoreTerms();
+  if (failed(terms))
+    return failure();
+  Value rtab = terms->rtab, labels = terms->labels;
   auto parallel = createItemLoop(mulConst(countWindows(), g.heads));
   OpBuilder::InsertionGuard guard(b);
 
@@ -652,15 +660,7 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
         scratch.values);
     valueBase = index(0);
   }
-  // The window's place in the mask's period: the image's windows for the
-  // shift's labels, the explicit mask's first extent.
-  Value image;
-  if (labels)
-    image = remConst(w, imageWindows);
-  if (Value mask = op.getMask()) {
-    flatMask = flatten(b, b.getLoc(), mask);
-    image = remConst(w, cast<ShapedType>(mask.getType()).getDimSize(0));
-  }
+  Value image = maskWindow(w);
   forLoop(
       index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
         Value rows = arith::MinUIOp::create(
