@@ -101,9 +101,7 @@ private:
   /// gradients at `partials`, for this thread's share of the entries.
   void sumTableGradients(ValueRange arguments, Value partials, Value thread,
                          Value threads);
-  int64_t tableEntries() const {
-    return config.numTableRows() * config.heads;
-  }
+  int64_t tableEntries() const { return config.numTableRows() * config.heads; }
 
   ModuleOp module;
   const KernelConfig &config;
@@ -160,8 +158,8 @@ void EntryPointBuilder::checkArguments(Block *entry) {
   b.setInsertionPointToStart(valid);
 }
 
-void EntryPointBuilder::callKernel(ValueRange arguments, Value begin,
-                                   Value end, Value tableGradient) {
+void EntryPointBuilder::callKernel(ValueRange arguments, Value begin, Value end,
+                                   Value tableGradient) {
   Value count = arguments[abi.countIndex()];
   SmallVector<Value> args;
   for (const AbiArgument *operand : abi.kernelOperands()) {
@@ -188,7 +186,8 @@ Value EntryPointBuilder::firstOfShare(Value total, Value threads,
                                       Value thread) {
   Value q = LLVM::UDivOp::create(b, loc, total, threads);
   Value r = LLVM::URemOp::create(b, loc, total, threads);
-  Value below = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ult, thread, r);
+  Value below =
+      LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ult, thread, r);
   return LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, thread, q),
                              select(below, thread, r));
 }
@@ -231,12 +230,12 @@ void EntryPointBuilder::runOnTeam(ValueRange arguments) {
   if (backward) {
     auto maxThreads = declare("omp_get_max_threads", i32, {});
     auto malloc = declare("malloc", ptr, {i64});
-    teamSize = LLVM::CallOp::create(b, loc, maxThreads, ValueRange{})
-                   .getResult();
+    teamSize =
+        LLVM::CallOp::create(b, loc, maxThreads, ValueRange{}).getResult();
     Value bytes = LLVM::MulOp::create(b, loc, toI64(teamSize),
                                       constant(i64, tableEntries() * 4));
-    partials = LLVM::CallOp::create(b, loc, malloc, ValueRange{bytes})
-                   .getResult();
+    partials =
+        LLVM::CallOp::create(b, loc, malloc, ValueRange{bytes}).getResult();
     Block *current = b.getInsertionBlock();
     Value isNull =
         LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, partials,
@@ -291,10 +290,10 @@ void EntryPointBuilder::runOnTeam(ValueRange arguments) {
       callKernel(loaded, begin, end);
     } else {
       Value teamPartials = loaded.back();
-      Value own = LLVM::GEPOp::create(
-          b, loc, ptr, b.getF32Type(), teamPartials,
-          ValueRange{LLVM::MulOp::create(b, loc, t,
-                                         constant(i64, tableEntries()))});
+      Value own =
+          LLVM::GEPOp::create(b, loc, ptr, b.getF32Type(), teamPartials,
+                              ValueRange{LLVM::MulOp::create(
+                                  b, loc, t, constant(i64, tableEntries()))});
       callKernel(loaded, begin, end, own);
       // Every partial is written before any is summed.
       LLVM::CallOp::create(b, loc, declare("GOMP_barrier", voidType, {}),
@@ -304,8 +303,9 @@ void EntryPointBuilder::runOnTeam(ValueRange arguments) {
     LLVM::ReturnOp::create(b, loc, ValueRange{});
   }
   Value function = LLVM::AddressOfOp::create(b, loc, worker);
-  LLVM::CallOp::create(b, loc, parallel,
-                       ValueRange{function, address, teamSize, constant(i32, 0)});
+  LLVM::CallOp::create(
+      b, loc, parallel,
+      ValueRange{function, address, teamSize, constant(i32, 0)});
   if (backward)
     LLVM::CallOp::create(b, loc, declare("free", voidType, {ptr}),
                          ValueRange{partials});

@@ -162,7 +162,8 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   os << abi.cDeclaration() << ";\n";
   if (config.grad) {
     KernelAbi backward = getKernelAbi(config, Direction::Backward);
-    os << "\n/* The gradient: given the forward's arguments, its out and dout (the\n"
+    os << "\n/* The gradient: given the forward's arguments, its out and dout "
+          "(the\n"
        << " * gradient of out, out's layout), writes the gradients of "
        << (config.packedQkv ? "qkv (dqkv)" : "q, k, v (dq, dk, dv)")
        << " in\n * their layout and overwrites dtable [(2Wh-1)*(2Ww-1), heads] "

@@ -169,8 +169,7 @@ static void buildBackwardKernel(OpBuilder &b, ModuleOp module,
     image = b.getDenseI64ArrayAttr(config.resolution);
   FusedWindowAttentionGradOp::create(
       b, loc, inputs[0], inputs[1], inputs[2], table, out, dout, gradients[0],
-      gradients[1], gradients[2], dtable,
-      b.getDenseI64ArrayAttr(config.window),
+      gradients[1], gradients[2], dtable, b.getDenseI64ArrayAttr(config.window),
       b.getF32FloatAttr(config.effectiveScale()), resolution, shift,
       b.getF64FloatAttr(kSwinMaskValue), image,
       PaddingOrderAttr::get(&context, config.padding),
@@ -206,8 +205,8 @@ static void buildTableGradientSum(OpBuilder &b, ModuleOp module,
         auto sum = scf::ForOp::create(
             nb, nloc, zero, count, one, ValueRange{initial},
             [&](OpBuilder &ib, Location iloc, Value p, ValueRange acc) {
-              Value partial = memref::LoadOp::create(ib, iloc, partials,
-                                                     ValueRange{p, e});
+              Value partial =
+                  memref::LoadOp::create(ib, iloc, partials, ValueRange{p, e});
               Value next = arith::AddFOp::create(ib, iloc, acc[0], partial);
               scf::YieldOp::create(ib, iloc, next);
             });
@@ -251,11 +250,10 @@ static Value createContinuousPositionBias(OpBuilder &b, Location loc,
 
 OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
                                                    const KernelConfig &config) {
-  context
-      .loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
-                   func::FuncDialect, linalg::LinalgDialect,
-                   memref::MemRefDialect, RpeDialect, scf::SCFDialect,
-                   tensor::TensorDialect>();
+  context.loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
+                      func::FuncDialect, linalg::LinalgDialect,
+                      memref::MemRefDialect, RpeDialect, scf::SCFDialect,
+                      tensor::TensorDialect>();
   OpBuilder b(&context);
   Location loc = NameLoc::get(b.getStringAttr(config.name));
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);

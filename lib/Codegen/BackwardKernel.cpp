@@ -138,7 +138,8 @@ void FusedKernelEmitter::emitScoreGradients(Value w, Value h,
         Value at = add(keyRowBase, index(v * g.lanes));
         Value sum = arith::AddFOp::create(
             b,
-            vector::LoadOp::create(b, vecType, tableGradient, ValueRange{h, at}),
+            vector::LoadOp::create(b, vecType, tableGradient,
+                                   ValueRange{h, at}),
             ds);
         vector::StoreOp::create(b, sum, tableGradient, ValueRange{h, at});
       }
@@ -156,8 +157,8 @@ void FusedKernelEmitter::storeTableGradient(Value tableGradient) {
   forLoop(index(0), index(g.tableRows), 1, {}, [&](Value t, ValueRange) {
     Value reversed = arith::SubIOp::create(b, index(g.tableRows - 1), t);
     forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {
-      Value sum = memref::LoadOp::create(b, tableGradient,
-                                         ValueRange{h, reversed});
+      Value sum =
+          memref::LoadOp::create(b, tableGradient, ValueRange{h, reversed});
       memref::StoreOp::create(b, convertFloat(sum, element), dtable,
                               ValueRange{t, h});
       return SmallVector<Value>{};
@@ -176,8 +177,7 @@ void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
   emitPackTransposed(Input::Value, w, h, s.valuesT, 1.0);
   emitPackRows([&](Value j) { return inputRow(Input::Query, w, h, j); },
                s.queries);
-  emitPackRows([&](Value j) { return inputRow(Input::Key, w, h, j); },
-               s.keys);
+  emitPackRows([&](Value j) { return inputRow(Input::Key, w, h, j); }, s.keys);
   // dout rows are where out's are; padding tokens read a zero row.
   emitPackRows(
       [&](Value j) {
@@ -201,8 +201,8 @@ void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
   auto accumulateInto = [&](Value sums) {
     return [this, sums, width](Value j, int64_t c, int64_t lanes, Value acc) {
       Value at = add(mulConst(j, g.headDim), index(c * width));
-      Value sum = arith::AddFOp::create(
-          b, loadVector(sums, {at}, lanes, width), acc);
+      Value sum =
+          arith::AddFOp::create(b, loadVector(sums, {at}, lanes, width), acc);
       storeVector(sum, sums, {at}, lanes, width);
     };
   };
@@ -215,37 +215,40 @@ void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
   };
   Value scaleVector = splat(scale, computeType);
 
-  forLoop(index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb,
-                                                           ValueRange) {
-    Value rows = arith::MinUIOp::create(
-        b, index(g.queryBlock), arith::SubIOp::create(b, index(g.tokens), qb));
-    emitScores(packedRow(s.queries), s.keysT, s.probabilities, qb, rows);
-    emitSoftmaxRows(h, image, rtab, labels, s.probabilities, s.invSums, qb,
-                    rows);
-    emitScores(packedRow(s.outputGradients), s.valuesT, s.scoreGradients, qb,
-               rows);
-    emitScoreGradients(w, h, s, tableGradient, qb, rows);
-    // dq_i = scale sum_j dS[i, j'] k_j
-    emitRowCombination(
-        rows, index(g.tokens),
-        [&](Value lr, Value j) -> Value {
-          return memref::LoadOp::create(b, s.scoreGradients,
-                                        ValueRange{lr, paddedPosition(j)});
-        },
-        s.keys, index(0), [&](Value lr, int64_t c, int64_t lanes, Value acc) {
-          Row dq = gradientRow(Input::Query, w, h, add(qb, lr), s.discard);
-          storeVector(arith::MulFOp::create(b, acc, scaleVector), dq.memref,
-                      {add(dq.offset, index(c * width))}, lanes, width);
-        });
-    // dv_j += sum_i P[i, j'] dout_i;  dk_j += sum_i dS[i, j'] q_i
-    Value blockBase = mulConst(qb, g.headDim);
-    emitRowCombination(index(g.tokens), rows, coefficientOf(s.probabilities),
-                       s.outputGradients, blockBase,
-                       accumulateInto(s.valueGradients));
-    emitRowCombination(index(g.tokens), rows, coefficientOf(s.scoreGradients),
-                       s.queries, blockBase, accumulateInto(s.keyGradients));
-    return SmallVector<Value>{};
-  });
+  forLoop(
+      index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
+        Value rows = arith::MinUIOp::create(
+            b, index(g.queryBlock),
+            arith::SubIOp::create(b, index(g.tokens), qb));
+        emitScores(packedRow(s.queries), s.keysT, s.probabilities, qb, rows);
+        emitSoftmaxRows(h, image, rtab, labels, s.probabilities, s.invSums, qb,
+                        rows);
+        emitScores(packedRow(s.outputGradients), s.valuesT, s.scoreGradients,
+                   qb, rows);
+        emitScoreGradients(w, h, s, tableGradient, qb, rows);
+        // dq_i = scale sum_j dS[i, j'] k_j
+        emitRowCombination(
+            rows, index(g.tokens),
+            [&](Value lr, Value j) -> Value {
+              return memref::LoadOp::create(b, s.scoreGradients,
+                                            ValueRange{lr, paddedPosition(j)});
+            },
+            s.keys, index(0),
+            [&](Value lr, int64_t c, int64_t lanes, Value acc) {
+              Row dq = gradientRow(Input::Query, w, h, add(qb, lr), s.discard);
+              storeVector(arith::MulFOp::create(b, acc, scaleVector), dq.memref,
+                          {add(dq.offset, index(c * width))}, lanes, width);
+            });
+        // dv_j += sum_i P[i, j'] dout_i;  dk_j += sum_i dS[i, j'] q_i
+        Value blockBase = mulConst(qb, g.headDim);
+        emitRowCombination(index(g.tokens), rows,
+                           coefficientOf(s.probabilities), s.outputGradients,
+                           blockBase, accumulateInto(s.valueGradients));
+        emitRowCombination(index(g.tokens), rows,
+                           coefficientOf(s.scoreGradients), s.queries,
+                           blockBase, accumulateInto(s.keyGradients));
+        return SmallVector<Value>{};
+      });
 
   // The sums of dk (times scale) and dv go to their rows.
   int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;

@@ -48,8 +48,7 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
     KernelGeometry geometry(op, options.vectorWidth, options.scoreBlockBytes);
     rewriter.setInsertionPoint(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    if (failed(FusedKernelEmitter(b, op, geometry)
-                   .emitBackward()))
+    if (failed(FusedKernelEmitter(b, op, geometry).emitBackward()))
       return failure();
     rewriter.eraseOp(op);
     return success();
@@ -68,7 +67,8 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
   if (options.strategy == KernelStrategy::Warps &&
       hasMmaM16N8K16(options.smVersion)) {
     FailureOr<std::optional<WarpTileShape>> shape = getWarpTileShape(
-        cast<FusedWindowAttentionOp>(op), WarpTileOptions{options.keyBlock, options.warpsPerBlock});
+        cast<FusedWindowAttentionOp>(op),
+        WarpTileOptions{options.keyBlock, options.warpsPerBlock});
     if (failed(shape))
       return failure();
     warpShape = *shape;

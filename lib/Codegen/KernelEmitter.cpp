@@ -77,9 +77,10 @@ FusedKernelEmitter::Row FusedKernelEmitter::inputRow(Input which, Value w,
                                   mulConst(h, g.headDim))};
 }
 
-FusedKernelEmitter::Row
-FusedKernelEmitter::outputRow(Value w, Value h, Value token, Value discard,
-                              Value flat) {
+FusedKernelEmitter::Row FusedKernelEmitter::outputRow(Value w, Value h,
+                                                      Value token,
+                                                      Value discard,
+                                                      Value flat) {
   if (!flat)
     flat = flatOutput;
   RowAddress address = outputAddress(w, h, token);

@@ -358,9 +358,8 @@ private:
   /// Row `token` of (w, h) in the gradient of q, k or v: the input's
   /// address in the gradient's buffer; padding tokens write `discard`.
   Row gradientRow(Input which, Value w, Value h, Value token, Value discard);
-  void emitBackwardItem(Value w, Value h, Value image, Value rtab,
-                        Value labels, Value tableGradient,
-                        const BackwardScratch &scratch);
+  void emitBackwardItem(Value w, Value h, Value image, Value rtab, Value labels,
+                        Value tableGradient, const BackwardScratch &scratch);
   void emitScoreGradients(Value w, Value h, const BackwardScratch &scratch,
                           Value tableGradient, Value qb, Value rows);
   void storeTableGradient(Value tableGradient);
@@ -381,10 +380,11 @@ private:
   void zeroExtraKeyColumns(Value kt);
   void emitScores(function_ref<Row(Value)> leftRow, Value kt, Value scores,
                   Value qb, Value rows);
-  void emitRowCombination(
-      Value rows, Value count, function_ref<Value(Value, Value)> coefficient,
-      Value matrix, Value base,
-      function_ref<void(Value, int64_t, int64_t, Value)> finish);
+  void
+  emitRowCombination(Value rows, Value count,
+                     function_ref<Value(Value, Value)> coefficient,
+                     Value matrix, Value base,
+                     function_ref<void(Value, int64_t, int64_t, Value)> finish);
   void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
                        Value scores, Value invSums, Value qb, Value rows);
   void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,

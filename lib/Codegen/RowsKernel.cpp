@@ -119,8 +119,7 @@ void FusedKernelEmitter::emitRow(Value w, Value h, Value i) {
   // The window's index into its mask: the shift's labels or the explicit
   // mask [nW, N, N] (window w adds mask[w mod nW]).
   Value windowInMask = maskWindow(w);
-  Value queryLabel =
-      op.hasShiftMask() ? regionLabel(windowInMask, i) : Value();
+  Value queryLabel = op.hasShiftMask() ? regionLabel(windowInMask, i) : Value();
   Value maskValue = arith::ConstantOp::create(
       b, b.getF32FloatAttr(op.getMaskValue().convertToDouble()));
   Value table = op.getTable();

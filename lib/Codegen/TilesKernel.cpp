@@ -175,11 +175,11 @@ void FusedKernelEmitter::emitPackTransposed(Input which, Value w, Value h,
         SmallVector<std::optional<Row>> keys;
         for (int64_t lane = 0; lane < 8; ++lane) {
           int64_t x = v * 8 + lane;
-          keys.push_back(x < g.rowLength
-                             ? std::optional<Row>(inputRow(
-                                   which, w, h,
-                                   add(mulConst(r, g.rowLength), index(x))))
-                             : std::nullopt);
+          keys.push_back(
+              x < g.rowLength
+                  ? std::optional<Row>(inputRow(
+                        which, w, h, add(mulConst(r, g.rowLength), index(x))))
+                  : std::nullopt);
         }
         Value column = add(mulConst(r, g.paddedRowLength), index(v * 8));
         SmallVector<Value, 8> keyScales;
@@ -424,13 +424,12 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
             }
             if (flatMask) {
               // mask[image, i, r * Wx + x] (base 2), x past the row masked.
-              Value at = add(mulConst(add(mulConst(image, g.tokens), i),
-                                      g.tokens),
-                             add(mulConst(r, g.rowLength), index(v * g.lanes)));
+              Value at =
+                  add(mulConst(add(mulConst(image, g.tokens), i), g.tokens),
+                      add(mulConst(r, g.rowLength), index(v * g.lanes)));
               int64_t valid = std::min(g.lanes, g.rowLength - v * g.lanes);
-              s = math::FmaOp::create(b, loadVector(flatMask, {at}, valid,
-                                                    g.lanes),
-                                      log2e, s);
+              s = math::FmaOp::create(
+                  b, loadVector(flatMask, {at}, valid, g.lanes), log2e, s);
             }
             if (hasPadding && v == g.rowVectors - 1)
               s = arith::AddFOp::create(b, s, padVector);
@@ -496,9 +495,8 @@ Value FusedKernelEmitter::emitPackRows(function_ref<Row(Value)> row,
     Value base = mulConst(j, g.headDim);
     for (int64_t c = 0; c < g.valueVectors; ++c) {
       int64_t lanes = c == g.valueVectors - 1 ? tailLanes : width;
-      Value values =
-          loadVector(source.memref, {add(source.offset, index(c * width))},
-                     lanes, width);
+      Value values = loadVector(
+          source.memref, {add(source.offset, index(c * width))}, lanes, width);
       storeVector(values, scratch, {add(base, index(c * width))}, lanes, width);
     }
     return SmallVector<Value>{};
@@ -527,14 +525,14 @@ void FusedKernelEmitter::emitRowCombination(
         return c0 + c == g.valueVectors - 1 ? tailLanes : width;
       };
       SmallVector<Value> init(mr * nc, splat(0.0, computeType));
-      ValueRange acc = forLoop(
-          index(0), count, 1, init, [&](Value x, ValueRange acc) {
+      ValueRange acc =
+          forLoop(index(0), count, 1, init, [&](Value x, ValueRange acc) {
             SmallVector<Value> next(acc);
             Value rowBase = add(base, mulConst(x, g.headDim));
             SmallVector<Value> coefficients;
             for (int64_t m = 0; m < mr; ++m)
-              coefficients.push_back(broadcast(
-                  coefficient(add(r0, index(m)), x), computeType));
+              coefficients.push_back(
+                  broadcast(coefficient(add(r0, index(m)), x), computeType));
             for (int64_t c = 0; c < nc; ++c) {
               Value row =
                   loadVector(matrix, {add(rowBase, index((c0 + c) * width))},
@@ -568,8 +566,8 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
       values, valueBase,
       [&](Value lr, int64_t c, int64_t lanes, Value acc) {
         Row out = outputRow(w, h, add(qb, lr), discard);
-        Value inv = broadcast(memref::LoadOp::create(b, invSums, lr),
-                              computeType);
+        Value inv =
+            broadcast(memref::LoadOp::create(b, invSums, lr), computeType);
         storeVector(arith::MulFOp::create(b, acc, inv), out.memref,
                     {add(out.offset, index(c * width))}, lanes, width);
       });
@@ -580,8 +578,7 @@ struct Scratch {
   Value kt, scores, invSums, values, discard;
 };
 
-FailureOr<FusedKernelEmitter::ScoreTerms>
-FusedKernelEmitter::emitScoreTerms() {
+FailureOr<FusedKernelEmitter::ScoreTerms> FusedKernelEmitter::emitScoreTerms() {
   ScoreTerms terms;
   terms.rtab = emitReversedTables();
   if (op.hasShiftMask()) {
@@ -655,9 +652,9 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
       mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
   Value discard = scratch.discard;
   if (featureMap) {
-    values = emitPackRows(
-        [&](Value j) { return inputRow(Input::Value, w, h, j); },
-        scratch.values);
+    values =
+        emitPackRows([&](Value j) { return inputRow(Input::Value, w, h, j); },
+                     scratch.values);
     valueBase = index(0);
   }
   Value image = maskWindow(w);
@@ -666,8 +663,8 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
         Value rows = arith::MinUIOp::create(
             b, index(g.queryBlock),
             arith::SubIOp::create(b, index(g.tokens), qb));
-        emitScores([&](Value i) { return inputRow(Input::Query, w, h, i); },
-                   kt, scores, qb, rows);
+        emitScores([&](Value i) { return inputRow(Input::Query, w, h, i); }, kt,
+                   scores, qb, rows);
         emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows);
         emitOutput(w, h, scores, invSums, values, valueBase, discard, qb, rows);
         return SmallVector<Value>{};

@@ -619,9 +619,9 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
       tableType.getDimSize(0) != getNumTableRows(op.getWindow()) ||
       ShapedType::isDynamic(tableType.getDimSize(1)) ||
       tableType.getDimSize(1) < 1)
-    return op.emitOpError() << "expects a table of shape "
-                         << getNumTableRows(op.getWindow()) << "x<heads>, got "
-                         << formatShape(tableType.getShape());
+    return op.emitOpError()
+           << "expects a table of shape " << getNumTableRows(op.getWindow())
+           << "x<heads>, got " << formatShape(tableType.getShape());
   if (!isa<FloatType>(tableType.getElementType()))
     return op.emitOpError() << "expects a floating-point table";
   int64_t heads = op.getNumHeads(), n = op.getNumTokens();
@@ -634,25 +634,27 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
     return failure();
 
   if (op.getPackedQkv() &&
-      (!op.hasTokenLayout() || op.getQuery() != op.getKey() || op.getQuery() != op.getValue()))
+      (!op.hasTokenLayout() || op.getQuery() != op.getKey() ||
+       op.getQuery() != op.getValue()))
     return op.emitOpError() << "expects packed q, k, v as one operand, in the "
-                            "token layout";
+                               "token layout";
   if (!op.hasTokenLayout()) {
     if (!op.getPaddingValues().empty())
       return op.emitOpError() << "expects padding values only in the token "
-                              "layout";
+                                 "layout";
     if (failed(verifyQueryKeyValue(op, qType,
                                    cast<ShapedType>(op.getKey().getType()),
                                    cast<ShapedType>(op.getValue().getType()))))
       return failure();
     if (qType.getDimSize(1) != heads || qType.getDimSize(2) != n)
-      return op.emitOpError() << "expects query of shape [windows, " << heads
-                           << ", " << n << ", head_dim], got "
-                           << formatShape(qType.getShape());
+      return op.emitOpError()
+             << "expects query of shape [windows, " << heads << ", " << n
+             << ", head_dim], got " << formatShape(qType.getShape());
     if (failed(verifyAttentionResult(op, qType, initType, outputName)))
       return failure();
     if (op.getResolution())
-      if (auto error = checkShift(*op.getResolution(), op.getWindow(), *op.getShift()))
+      if (auto error =
+              checkShift(*op.getResolution(), op.getWindow(), *op.getShift()))
         return op.emitOpError() << *error;
     if (Value mask = op.getMask()) {
       // [nW, N, N] of a float type; window b adds mask[b mod nW].
@@ -665,9 +667,9 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
           maskType.getDimSize(0) < 1 || maskType.getDimSize(1) != n ||
           maskType.getDimSize(2) != n ||
           !isa<FloatType>(maskType.getElementType()))
-        return op.emitOpError() << "expects a float mask of shape [windows, "
-                                << n << ", " << n << "], got "
-                                << formatShape(maskType.getShape());
+        return op.emitOpError()
+               << "expects a float mask of shape [windows, " << n << ", " << n
+               << "], got " << formatShape(maskType.getShape());
     }
     return success();
   }
@@ -684,13 +686,14 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
   SmallVector<int64_t> padded = getPaddedResolution(image, op.getWindow());
   if (*op.getResolution() != ArrayRef<int64_t>(padded))
     return op.emitOpError() << "expects resolution " << formatShape(padded)
-                         << ", the image padded to whole windows, got "
-                         << formatShape(*op.getResolution());
+                            << ", the image padded to whole windows, got "
+                            << formatShape(*op.getResolution());
   int64_t tokens = 1;
   for (int64_t extent : image)
     tokens *= extent;
   int64_t parts = op.getPackedQkv() ? 3 : 1;
-  for (Value map : {op.getQuery(), op.getKey(), op.getValue(), op.getAttentionOutput()}) {
+  for (Value map :
+       {op.getQuery(), op.getKey(), op.getValue(), op.getAttentionOutput()}) {
     auto type = cast<ShapedType>(map.getType());
     int64_t mapParts = map == op.getAttentionOutput() ? 1 : parts;
     std::optional<int64_t> headParts = llvm::checkedMul(heads, mapParts);
@@ -703,11 +706,13 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
         failed(verifyCompatibleShape(type.getShape().take_front(2),
                                      qType.getShape().take_front(2))) ||
         type.getElementType() != qType.getElementType())
-      return op.emitOpError() << "expects query, key, value and " << outputName << " of "
-                              "shape [batch, "
-                           << tokens << ", " << (parts == 3 ? "3 * " : "")
-                           << heads << " * head_dim] and one element type, got "
-                           << formatShape(type.getShape());
+      return op.emitOpError()
+             << "expects query, key, value and " << outputName
+             << " of "
+                "shape [batch, "
+             << tokens << ", " << (parts == 3 ? "3 * " : "") << heads
+             << " * head_dim] and one element type, got "
+             << formatShape(type.getShape());
   }
   if (!op.getPaddingValues().empty() && op.getPaddingValues().size() != 3)
     return op.emitOpError() << "expects three padding values (q, k, v) or none";
@@ -715,9 +720,9 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
     auto type = cast<ShapedType>(pad.getType());
     if (type.getShape() != ArrayRef<int64_t>{initType.getDimSize(2)} ||
         type.getElementType() != qType.getElementType())
-      return op.emitOpError() << "expects padding values of shape ["
-                           << initType.getDimSize(2)
-                           << "] and the query's element type";
+      return op.emitOpError()
+             << "expects padding values of shape [" << initType.getDimSize(2)
+             << "] and the query's element type";
   }
   return success();
 }
@@ -800,10 +805,11 @@ LogicalResult FusedWindowAttentionGradOp::verify() {
   if (failed(verifyFusedAttention(*this, "out")))
     return failure();
   // Each gradient has its primal's type: dout is out's, dtable the table's.
-  std::pair<Value, Value> gradients[] = {
-      {getDout(), getOut()},     {getDquery(), getQuery()},
-      {getDkey(), getKey()},     {getDvalue(), getValue()},
-      {getDtable(), getTable()}};
+  std::pair<Value, Value> gradients[] = {{getDout(), getOut()},
+                                         {getDquery(), getQuery()},
+                                         {getDkey(), getKey()},
+                                         {getDvalue(), getValue()},
+                                         {getDtable(), getTable()}};
   StringRef names[] = {"dout", "dquery", "dkey", "dvalue", "dtable"};
   for (auto [pair, name] : llvm::zip(gradients, names)) {
     auto [gradient, primal] = pair;
