@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -988,8 +988,7 @@ class Kernel:
         #: The baked table as float32 ``[T, heads]`` (read-only), or ``None``.
         self.table = table
         self._lock = threading.Lock()
-        self._fn = None
-        self._backward_fn = None
+        self._functions: Dict[str, Any] = {}  # entry point name -> ctypes function
 
     def __repr__(self) -> str:
         baked = " baked-table" if self.table is not None else ""
@@ -998,12 +997,18 @@ class Kernel:
     @property
     def cfunc(self):
         """The raw :mod:`ctypes` function (loads the library). No argument checking!"""
-        if self._fn is None:
+        return self._function(self.abi)
+
+    def _function(self, abi):
+        """The :mod:`ctypes` function of entry point ``abi`` (loaded once)."""
+        fn = self._functions.get(abi.name)
+        if fn is None:
             with self._lock:
-                if self._fn is None:
-                    self._fn, self._lib = _load_function(self.library, self.abi,
-                                                         describe(self.config))
-        return self._fn
+                fn = self._functions.get(abi.name)
+                if fn is None:
+                    fn, self._lib = _load_function(self.library, abi, describe(self.config))
+                    self._functions[abi.name] = fn
+        return fn
 
     # Shapes -------------------------------------------------------------- #
     def input_shape(self, n: int) -> Tuple[int, ...]:
@@ -1045,23 +1050,25 @@ class Kernel:
         given["logit_scale"] = logit_scale
         return self._run(given, out)
 
-    def _run(self, given: dict, out):
-        cfg, abi = self.config, self.abi
-        inputs = abi.role("input")
-        for arg in inputs:
+    def _read_buffers(self, abi, given: dict, read: list):
+        """The checked buffers the entry point ``abi`` reads: the arguments ``read``
+        (all numpy or all torch; the count from the first one's shape) and the
+        table. Returns ``(buffers, count, shapes, first, torch_io)``."""
+        cfg = self.config
+        for arg in read:
             x = given[arg.name]
             if not (_is_torch(x) or isinstance(x, np.ndarray)):
                 raise TypeError(f"{arg.name} must be a numpy.ndarray or torch.Tensor, "
                                 f"got {type(x).__name__}")
-        first = given[inputs[0].name]
+        first = given[read[0].name]
         torch_io = _is_torch(first)
-        if any(_is_torch(given[arg.name]) != torch_io for arg in inputs):
-            raise TypeError(f"{', '.join(a.name for a in inputs)} must all be numpy arrays or "
+        if any(_is_torch(given[arg.name]) != torch_io for arg in read):
+            raise TypeError(f"{', '.join(a.name for a in read)} must all be numpy arrays or "
                             "all torch tensors")
-        n = abi.count_of(inputs[0].name, first.shape)
+        n = abi.count_of(read[0].name, first.shape)
         shapes = abi.shapes(n)
         bufs = {arg.name: _buffer(arg.name, given[arg.name], arg.dtype, shapes[arg.name],
-                                  arg.shape_doc()) for arg in inputs}
+                                  arg.shape_doc()) for arg in read}
         nw = cfg.windows_per_image
         if cfg.layout == "windows" and nw is not None and n % nw:
             raise ValueError(f"num_windows ({n}) must be a multiple of the {nw} windows per "
@@ -1069,6 +1076,23 @@ class Kernel:
         table = self._table_buffer(given["table"])
         if table is not None:
             bufs["table"] = table
+        return bufs, n, shapes, first, torch_io
+
+    def _call(self, abi, bufs: dict, n: int) -> None:
+        """Runs the entry point ``abi`` on ``bufs`` and ``n``; RuntimeError unless it
+        returns 0."""
+        values = {name: (b.ptr or None) for name, b in bufs.items()}
+        values[abi.count.name] = n
+        rc = self._function(abi)(*abi.call_args(values))
+        if rc != 0:
+            why = "out of memory" if rc == 2 else "invalid arguments"
+            raise RuntimeError(f"kernel {abi.name} returned {rc} ({why}: "
+                               f"{abi.count.name}={n})")
+
+    def _run(self, given: dict, out):
+        abi = self.abi
+        bufs, n, shapes, first, torch_io = self._read_buffers(abi, given,
+                                                              list(abi.role("input")))
         padding = {arg.name: arg for arg in abi.role("padding")}
         for name, arg in padding.items():
             if given.get(name) is not None:
@@ -1095,12 +1119,7 @@ class Kernel:
         _abi.check_no_overlap((abi[name], b.ptr, b.nbytes) for name, b in bufs.items())
         if n == 0:
             return out
-        values = {name: (b.ptr or None) for name, b in bufs.items()}
-        values[abi.count.name] = n
-        rc = self.cfunc(*abi.call_args(values))
-        if rc != 0:
-            raise RuntimeError(f"kernel {cfg.name} returned {rc} (invalid arguments: "
-                               f"{abi.count.name}={n})")
+        self._call(abi, bufs, n)
         return out
 
     def backward(self, q, k=None, v=None, table=None, out=None, dout=None, *, grads=None):
@@ -1126,26 +1145,7 @@ class Kernel:
             given = {"q": q, "k": k, "v": v, "table": table, "out": out, "dout": dout}
         read = [arg for arg in abi.arguments
                 if arg.role in ("input", "output", "output_gradient")]
-        for arg in read:
-            if not (_is_torch(given[arg.name]) or isinstance(given[arg.name], np.ndarray)):
-                raise TypeError(f"{arg.name} must be a numpy.ndarray or torch.Tensor, "
-                                f"got {type(given[arg.name]).__name__}")
-        first = given[read[0].name]
-        torch_io = _is_torch(first)
-        if any(_is_torch(given[arg.name]) != torch_io for arg in read):
-            raise TypeError(f"{', '.join(a.name for a in read)} must all be numpy arrays or "
-                            "all torch tensors")
-        n = abi.count_of(read[0].name, first.shape)
-        shapes = abi.shapes(n)
-        bufs = {arg.name: _buffer(arg.name, given[arg.name], arg.dtype, shapes[arg.name],
-                                  arg.shape_doc()) for arg in read}
-        nw = self.config.windows_per_image
-        if self.config.layout == "windows" and nw is not None and n % nw:
-            raise ValueError(f"num_windows ({n}) must be a multiple of the {nw} windows per "
-                             "image")
-        table_buffer = self._table_buffer(given["table"])
-        if table_buffer is not None:
-            bufs["table"] = table_buffer
+        bufs, n, shapes, first, torch_io = self._read_buffers(abi, given, read)
         grads = dict(grads or {})
         results = []
         for arg in abi.arguments:
@@ -1164,17 +1164,7 @@ class Kernel:
             for buf in results:
                 buf[...] = 0
             return tuple(results)
-        if self._backward_fn is None:
-            with self._lock:
-                if self._backward_fn is None:
-                    self._backward_fn, self._backward_lib = _load_function(
-                        self.library, abi, describe(self.config))
-        values = {name: (b.ptr or None) for name, b in bufs.items()}
-        values[abi.count.name] = n
-        rc = self._backward_fn(*abi.call_args(values))
-        if rc != 0:
-            raise RuntimeError(f"kernel {abi.name} returned {rc} ({'out of memory' if rc == 2 else 'invalid arguments'}: "
-                               f"{abi.count.name}={n})")
+        self._call(abi, bufs, n)
         return tuple(results)
 
     def _table_buffer(self, table) -> Optional[_Buffer]:
