@@ -12,6 +12,7 @@ its venv, CI): then a skip for failing to import one of them is a failure.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -124,3 +125,14 @@ def torch():
 def opts(aot_path, kernel_cache):
     """Compile options for swap_attention: a per-module kernel cache."""
     return {"cache_dir": kernel_cache}
+
+
+@pytest.fixture
+def team():
+    """The GNU OpenMP runtime the kernels run on (``libgomp.so.1``, torch's copy in a
+    torch process): tests set its team size with ``omp_set_num_threads``; the size
+    it had is restored afterwards."""
+    gomp = ctypes.CDLL("libgomp.so.1")
+    before = gomp.omp_get_max_threads()
+    yield gomp
+    gomp.omp_set_num_threads(before)

@@ -94,14 +94,6 @@ def test_token_layout(build, resolution, window, shift, padding, packed):
         _close(got, expected, name)
 
 
-@pytest.fixture
-def team():
-    gomp = ctypes.CDLL("libgomp.so.1")
-    before = gomp.omp_get_max_threads()
-    yield gomp
-    gomp.omp_set_num_threads(before)
-
-
 @pytest.mark.parametrize("threads", [1, 3, 7, 64])
 def test_table_gradient_on_any_team(build, team, threads):
     """Each thread of the team sums its items into its own table gradient and the

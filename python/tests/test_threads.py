@@ -9,8 +9,6 @@ libgomp the kernels load (their ``libgomp.so.1``), as PyTorch's
 ``torch.set_num_threads`` does.
 """
 
-import ctypes
-
 import numpy as np
 import pytest
 
@@ -18,14 +16,6 @@ import swin_opt
 from swin_opt import reference as ref
 
 pytestmark = pytest.mark.aot
-
-
-@pytest.fixture
-def team():
-    gomp = ctypes.CDLL("libgomp.so.1")
-    before = gomp.omp_get_max_threads()
-    yield gomp
-    gomp.omp_set_num_threads(before)
 
 
 @pytest.mark.parametrize("threads", [1, 3, 7, 64])
