@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from typing import Optional, Sequence, Tuple, Union
+from typing import NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -437,6 +437,63 @@ def window_attention(q, k, v, bias=None, mask=None, scale=None) -> np.ndarray:
     return out.transpose(0, 2, 1, 3).reshape(b, n, heads * d)
 
 
+class _TokenProblem(NamedTuple):
+    """The checked arguments of a token-layout attention (forward or backward)."""
+
+    window: Shape
+    resolution: Shape
+    shift: Shape
+    padding: Optional[str]
+    table: Optional[np.ndarray]
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    pad_qkv: np.ndarray
+    padded: Shape
+    batch: int
+    channels: int
+    heads: int
+    head_dim: int
+
+
+def _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv,
+                   heads) -> _TokenProblem:
+    """Normalises and checks what :func:`swin_block_attention_tokens` and its
+    backward take: the geometry, the table (its heads), q, k, v (float64,
+    ``[batch, L, heads*head_dim]``) and the padding rows (zeros by default)."""
+    w = normalize_window(window)
+    res = _int_tuple(resolution, "resolution")
+    _check_rank(res, w)
+    s = normalize_shift(shift, len(w))
+    convention = normalize_padding(padding)
+    if table is not None:
+        table = np.asarray(table, dtype=np.float64)
+        if heads is not None and table.ndim == 2 and table.shape[1] != heads:
+            raise ValueError(f"table has {table.shape[1]} heads, expected {heads}")
+        heads = table.shape[1] if table.ndim == 2 else heads
+    if heads is None:
+        raise ValueError("heads is required when table is None")
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    if q.ndim != 3 or q.shape[1] != math.prod(res) or q.shape[2] % heads:
+        raise ValueError(
+            f"q must be [batch, {math.prod(res)}, heads*head_dim] with heads={heads}, got {q.shape}"
+        )
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
+    batch, _, c = q.shape
+    padded = padded_resolution(res, w)
+    if padded != res and convention is None:
+        raise ValueError(
+            f"resolution {res} is not divisible by window {w}; pass padding="
+            "'pad_then_shift' or 'shift_then_pad'"
+        )
+    pad_qkv = np.zeros((3, c)) if pad_qkv is None else np.asarray(pad_qkv, dtype=np.float64)
+    if pad_qkv.shape != (3, c):
+        raise ValueError(f"pad_qkv must be [3, {c}], got {pad_qkv.shape}")
+    return _TokenProblem(w, res, s, convention, table, q, k, v, pad_qkv, padded, batch, c,
+                         heads, c // heads)
+
+
 def swin_block_attention_tokens(
     q,
     k,
@@ -467,41 +524,10 @@ def swin_block_attention_tokens(
     regular shift mask.  ``logit_scale`` (``[heads]``) makes it SwinV2's cosine
     attention (:func:`swinv2_window_attention`; ``scale`` is then unused).
     """
-    w = normalize_window(window)
-    rank = len(w)
-    res = _int_tuple(resolution, "resolution")
-    _check_rank(res, w)
-    s = normalize_shift(shift, rank)
-    convention = normalize_padding(padding)
-    if table is not None:
-        table = np.asarray(table, dtype=np.float64)
-        if heads is not None and table.ndim == 2 and table.shape[1] != heads:
-            raise ValueError(f"table has {table.shape[1]} heads, expected {heads}")
-        heads = table.shape[1] if table.ndim == 2 else heads
-    if heads is None:
-        raise ValueError("heads is required when table is None")
-
-    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
-    if q.ndim != 3 or q.shape[1] != math.prod(res) or q.shape[2] % heads:
-        raise ValueError(
-            f"q must be [batch, {math.prod(res)}, heads*head_dim] with heads={heads}, got {q.shape}"
-        )
-    if k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
-    batch, _, c = q.shape
-    head_dim = c // heads
-
-    padded = padded_resolution(res, w)
-    if padded != res and convention is None:
-        raise ValueError(
-            f"resolution {res} is not divisible by window {w}; pass padding="
-            "'pad_then_shift' or 'shift_then_pad'"
-        )
-    if pad_qkv is None:
-        pad_qkv = np.zeros((3, c))
-    pad_qkv = np.asarray(pad_qkv, dtype=np.float64)
-    if pad_qkv.shape != (3, c):
-        raise ValueError(f"pad_qkv must be [3, {c}], got {pad_qkv.shape}")
+    t = _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv, heads)
+    w, res, s, convention, table = t.window, t.resolution, t.shift, t.padding, t.table
+    q, k, v, pad_qkv, padded = t.q, t.k, t.v, t.pad_qkv, t.padded
+    batch, c, heads, head_dim = t.batch, t.channels, t.heads, t.head_dim
 
     shifted = any(s)
     bias = lookup(table, w) if table is not None else None
@@ -625,37 +651,13 @@ def swin_block_attention_tokens_backward(
 
     Hence ``d windows = windows(dout with zero fill)`` and ``dq = tokens(d windows)``.
     """
-    w = normalize_window(window)
-    res = _int_tuple(resolution, "resolution")
-    _check_rank(res, w)
-    s = normalize_shift(shift, len(w))
-    convention = normalize_padding(padding)
-    if table is not None:
-        table = np.asarray(table, dtype=np.float64)
-        heads = table.shape[1] if table.ndim == 2 else heads
-    if heads is None:
-        raise ValueError("heads is required when table is None")
-    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
-    if q.ndim != 3 or q.shape[1] != math.prod(res) or q.shape[2] % heads:
-        raise ValueError(
-            f"q must be [batch, {math.prod(res)}, heads*head_dim] with heads={heads}, got {q.shape}"
-        )
-    if k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
+    t = _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv, heads)
+    w, res, s, convention, table = t.window, t.resolution, t.shift, t.padding, t.table
+    q, k, v, pad_qkv, padded = t.q, t.k, t.v, t.pad_qkv, t.padded
+    batch, c, heads, head_dim = t.batch, t.channels, t.heads, t.head_dim
     dout = np.asarray(dout, dtype=np.float64)
     if dout.shape != q.shape:
         raise ValueError(f"dout must have the shape of q {q.shape}, got {dout.shape}")
-    batch, _, c = q.shape
-    head_dim = c // heads
-    padded = padded_resolution(res, w)
-    if padded != res and convention is None:
-        raise ValueError(
-            f"resolution {res} is not divisible by window {w}; pass padding="
-            "'pad_then_shift' or 'shift_then_pad'"
-        )
-    pad_qkv = np.zeros((3, c)) if pad_qkv is None else np.asarray(pad_qkv, dtype=np.float64)
-    if pad_qkv.shape != (3, c):
-        raise ValueError(f"pad_qkv must be [3, {c}], got {pad_qkv.shape}")
     mask = shift_mask(padded, w, s) if any(s) else None
     crop = (slice(None),) + tuple(slice(0, n) for n in res) + (slice(None),)
 
