@@ -77,29 +77,31 @@ Value FusedKernelEmitter::emitReversedTables() {
 }
 
 /// The shift mask as data: a constant [nW, N'] table of region labels in
-/// the padded key layout (padding lanes -1). The mask of (i, j) is
-/// mask_value where the labels of i and j differ.
+/// the padded key layout, rows extended to the micro-kernels' score columns
+/// (padding lanes -1). The mask of (i, j) is mask_value where the labels of
+/// i and j differ.
 Value FusedKernelEmitter::emitRegionLabels() {
   ArrayRef<int64_t> resolution = *op.getResolution();
   ArrayRef<int64_t> shift = *op.getShift();
   int64_t numWindows = getNumWindows(resolution, g.window);
-  if (numWindows * g.paddedTokens > kMaxConstantElements) {
+  if (numWindows * g.scoreColumns > kMaxConstantElements) {
     op.emitOpError() << "needs region labels for " << numWindows
                      << " windows, too many to materialize";
     return nullptr;
   }
   SmallVector<int32_t> labels;
-  labels.reserve(numWindows * g.paddedTokens);
+  labels.reserve(numWindows * g.scoreColumns);
   for (int64_t w = 0; w < numWindows; ++w)
-    for (int64_t r = 0; r < g.keyRows; ++r)
-      for (int64_t x = 0; x < g.paddedRowLength; ++x)
-        labels.push_back(x < g.rowLength
-                             ? getShiftRegionLabel(resolution, g.window, shift,
-                                                   w, r * g.rowLength + x)
-                             : -1);
+    for (int64_t column = 0; column < g.scoreColumns; ++column) {
+      int64_t r = column / g.paddedRowLength, x = column % g.paddedRowLength;
+      labels.push_back(r < g.keyRows && x < g.rowLength
+                           ? getShiftRegionLabel(resolution, g.window, shift,
+                                                 w, r * g.rowLength + x)
+                           : -1);
+    }
 
   auto module = op->getParentOfType<ModuleOp>();
-  auto type = MemRefType::get({numWindows, g.paddedTokens}, b.getI32Type());
+  auto type = MemRefType::get({numWindows, g.scoreColumns}, b.getI32Type());
   auto tensorType =
       RankedTensorType::get(type.getShape(), type.getElementType());
   auto value = DenseElementsAttr::get(tensorType, ArrayRef<int32_t>(labels));
@@ -358,26 +360,73 @@ Value FusedKernelEmitter::exp2(Value x) {
 
 /// Per row: S += bias (+ mask) (+ -inf on padding lanes), the row max, then
 /// S = exp(S - max) and 1 / sum(S).
+///
+/// Everything runs at the micro-kernels' width Lc. A vector of Lc lanes
+/// holds Lc / L segments of the padded key layout, segment s being vector
+/// s % (Wpad / L) of window row s / (Wpad / L), or padding past the last
+/// row; which keys a lane holds is therefore known at compile time, and the
+/// bias of each segment is one contiguous load from the reversed table. The
+/// row's vectors are unrolled: a row of at most kRegisterRowVectors vectors
+/// stays in registers from the scores to the probabilities; longer rows
+/// are stored and reloaded at the same width (so that each load is
+/// forwarded from a single store, which narrower stores would prevent).
 void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
                                          Value labels, Value scores,
                                          Value invSums, Value qb, Value rows) {
-  // Lanes past the window row: -inf, so they vanish from the softmax.
-  SmallVector<float> padLanes(g.lanes, 0.0f);
-  for (int64_t lane = 0; lane < g.lanes; ++lane)
-    if ((g.rowVectors - 1) * g.lanes + lane >= g.rowLength)
-      padLanes[lane] = -std::numeric_limits<float>::infinity();
-  bool hasPadding = g.paddedRowLength != g.rowLength;
-  Value padVector;
-  if (hasPadding)
-    padVector = arith::ConstantOp::create(
-        b, DenseElementsAttr::get(vecType, ArrayRef<float>(padLanes)));
-  Value log2e;
+  constexpr int64_t kRegisterRowVectors = 12;
+  const int64_t width = g.computeLanes;
+  const int64_t segmentsPerVector = width / g.lanes;
+  const bool inRegisters = g.computeKeyVectors <= kRegisterRowVectors;
+  const float negInf = -std::numeric_limits<float>::infinity();
+  auto intType = VectorType::get({width}, b.getI32Type());
+  auto segmentType = vecType; // L lanes
+
+  // The keys of a segment: window row r (>= keyRows: padding), the first
+  // padded column x0 of the segment within the row, and how many of its
+  // lanes are keys.
+  struct Segment {
+    int64_t row, x0, keys;
+  };
+  auto segmentOf = [&](int64_t c, int64_t t) {
+    int64_t s = c * segmentsPerVector + t;
+    Segment seg{s / g.rowVectors, (s % g.rowVectors) * g.lanes, 0};
+    if (seg.row < g.keyRows)
+      seg.keys = std::clamp<int64_t>(g.rowLength - seg.x0, 0, g.lanes);
+    return seg;
+  };
+  // P(row r, x = 0): the table offset of a window row's first key.
+  auto rowTableOffset = [&](int64_t r) {
+    int64_t token = r * g.rowLength, offset = 0;
+    for (int64_t a = g.window.size() - 1; a >= 0; --a) {
+      int64_t coord = a == 0 ? token : token % g.window[a];
+      offset += coord * g.tableStrides[a];
+      token /= g.window[a];
+    }
+    return offset;
+  };
+  // Joins the segments of a vector (one segment: itself).
+  auto join = [&](ArrayRef<Value> segments) {
+    SmallVector<Value> parts(segments);
+    while (parts.size() > 1) {
+      SmallVector<Value> next;
+      for (size_t k = 0; k < parts.size(); k += 2) {
+        int64_t n = cast<VectorType>(parts[k].getType()).getNumElements();
+        next.push_back(vector::ShuffleOp::create(
+            b, parts[k], parts[k + 1],
+            llvm::to_vector(llvm::seq<int64_t>(0, 2 * n))));
+      }
+      parts = std::move(next);
+    }
+    return parts.front();
+  };
+
+  Value log2e, maskValue, zeroVector;
   if (flatMask)
-    log2e = splat(kLog2E);
-  Value maskValue, zeroVector;
+    log2e = splat(kLog2E, computeType);
   if (labels) {
-    maskValue = splat(op.getMaskValue().convertToDouble() * kLog2E);
-    zeroVector = splat(0.0);
+    maskValue = splat(op.getMaskValue().convertToDouble() * kLog2E,
+                      computeType);
+    zeroVector = splat(0.0, computeType);
   }
   // 2^x underflows to (almost) zero long before -115 (the smallest normal
   // f32 is 2^-126); clamping keeps the exponent arithmetic away from -inf.
@@ -393,87 +442,87 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
     Value queryLabel;
     if (labels)
       queryLabel = vector::BroadcastOp::create(
-          b, VectorType::get({g.lanes}, b.getI32Type()),
+          b, intType,
           memref::LoadOp::create(b, labels,
                                  ValueRange{image, paddedPosition(i)}));
-    Value rowMax = forLoop(
-        index(0), index(g.keyRows), 1,
-        {splat(-std::numeric_limits<double>::infinity())},
-        [&](Value r, ValueRange carried) {
-          Value keyRowBase =
-              add(queryBase, tableOffset(mulConst(r, g.rowLength)));
-          Value rowStart = mulConst(r, g.paddedRowLength);
-          Value max = carried.front();
-          for (int64_t v = 0; v < g.rowVectors; ++v) {
-            Value column = add(rowStart, index(v * g.lanes));
-            Value s = vector::LoadOp::create(b, vecType, scores,
-                                             ValueRange{lr, column});
-            Value bias = vector::LoadOp::create(
-                b, vecType, rtab,
-                ValueRange{h, add(keyRowBase, index(v * g.lanes))});
-            s = arith::AddFOp::create(b, s, bias);
-            if (labels) {
-              Value keyLabels = vector::LoadOp::create(
-                  b, VectorType::get({g.lanes}, b.getI32Type()), labels,
-                  ValueRange{image, column});
-              Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
-                                                   keyLabels, queryLabel);
-              s = arith::AddFOp::create(
-                  b, s,
-                  arith::SelectOp::create(b, differ, maskValue, zeroVector));
-            }
-            if (flatMask) {
-              // mask[image, i, r * Wx + x] (base 2), x past the row masked.
-              Value at =
-                  add(mulConst(add(mulConst(image, g.tokens), i), g.tokens),
-                      add(mulConst(r, g.rowLength), index(v * g.lanes)));
-              int64_t valid = std::min(g.lanes, g.rowLength - v * g.lanes);
-              s = math::FmaOp::create(
-                  b, loadVector(flatMask, {at}, valid, g.lanes), log2e, s);
-            }
-            if (hasPadding && v == g.rowVectors - 1)
-              s = arith::AddFOp::create(b, s, padVector);
-            vector::StoreOp::create(b, s, scores, ValueRange{lr, column});
-            // s > max ? s : max skips NaN scores (one vmaxps): the max
-            // of the row's other scores shifts them, and a NaN score
-            // reaches the row through its own s - max below.
-            max = arith::SelectOp::create(
-                b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, s, max),
-                s, max);
-          }
-          return SmallVector<Value>{max};
-        })[0];
-    // Columns past the padded keys (up to a whole vector of the
-    // micro-kernel) join the exponentials below as -inf.
-    for (int64_t column = g.paddedTokens; column < g.scoreColumns;
-         column += g.lanes)
-      vector::StoreOp::create(b,
-                              splat(-std::numeric_limits<double>::infinity()),
-                              scores, ValueRange{lr, index(column)});
+    SmallVector<Value> rowScores;
+    Value max = splat(negInf, computeType);
+    for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
+      Value column = index(c * width);
+      SmallVector<Value> biases, masks;
+      SmallVector<float> padLanes;
+      for (int64_t t = 0; t < segmentsPerVector; ++t) {
+        Segment seg = segmentOf(c, t);
+        for (int64_t lane = 0; lane < g.lanes; ++lane)
+          padLanes.push_back(lane < seg.keys ? 0.0f : negInf);
+        if (seg.row >= g.keyRows) {
+          biases.push_back(splat(0.0));
+          masks.push_back(splat(0.0));
+          continue;
+        }
+        biases.push_back(vector::LoadOp::create(
+            b, segmentType, rtab,
+            ValueRange{h, add(queryBase,
+                              index(rowTableOffset(seg.row) + seg.x0))}));
+        if (flatMask) {
+          // mask[image, i, r * Wx + x] (unpadded keys).
+          Value at = add(mulConst(add(mulConst(image, g.tokens), i), g.tokens),
+                         index(seg.row * g.rowLength + seg.x0));
+          masks.push_back(loadVector(flatMask, {at}, seg.keys, g.lanes));
+        }
+      }
+      Value s = vector::LoadOp::create(b, computeType, scores,
+                                       ValueRange{lr, column});
+      s = arith::AddFOp::create(b, s, join(biases));
+      if (flatMask)
+        s = math::FmaOp::create(b, join(masks), log2e, s);
+      if (labels) {
+        Value keyLabels = vector::LoadOp::create(b, intType, labels,
+                                                 ValueRange{image, column});
+        Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                             keyLabels, queryLabel);
+        s = arith::AddFOp::create(
+            b, s, arith::SelectOp::create(b, differ, maskValue, zeroVector));
+      }
+      if (llvm::is_contained(padLanes, negInf))
+        s = arith::AddFOp::create(
+            b, s,
+            arith::ConstantOp::create(
+                b, DenseElementsAttr::get(computeType,
+                                          ArrayRef<float>(padLanes))));
+      if (inRegisters)
+        rowScores.push_back(s);
+      else
+        vector::StoreOp::create(b, s, scores, ValueRange{lr, column});
+      // s > max ? s : max skips NaN scores (one vmaxps): the max of the
+      // row's other scores shifts them, and a NaN score reaches the row
+      // through its own s - max below.
+      max = arith::SelectOp::create(
+          b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, s, max), s,
+          max);
+    }
     // Horizontal reductions as trees, not lane-by-lane chains: the order
     // of a max is irrelevant, and that of the sum is within the tolerance
     // of any f32 softmax. The max is never NaN (above); the sum is NaN when
     // a score is, so it may not assume otherwise.
     auto tree = arith::FastMathFlags::reassoc;
-    Value max = broadcast(
-        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, rowMax,
+    Value rowMax = broadcast(
+        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, max,
                                     tree | arith::FastMathFlags::nnan),
         computeType);
 
-    // The exponentials run at the micro-kernels' width.
-    Value sum =
-        forLoop(index(0), index(g.computeKeyVectors), 1,
-                {splat(0.0, computeType)}, [&](Value kv, ValueRange carried) {
-                  Value column = mulConst(kv, g.computeLanes);
-                  Value s = vector::LoadOp::create(b, computeType, scores,
-                                                   ValueRange{lr, column});
-                  Value shifted = arith::MaximumFOp::create(
-                      b, arith::SubFOp::create(b, s, max), lowest);
-                  Value p = exp2(shifted);
-                  vector::StoreOp::create(b, p, scores, ValueRange{lr, column});
-                  return SmallVector<Value>{
-                      arith::AddFOp::create(b, carried.front(), p)};
-                })[0];
+    Value sum = splat(0.0, computeType);
+    for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
+      Value column = index(c * width);
+      Value s = inRegisters ? rowScores[c]
+                            : vector::LoadOp::create(b, computeType, scores,
+                                                     ValueRange{lr, column})
+                                  .getResult();
+      Value p = exp2(arith::MaximumFOp::create(
+          b, arith::SubFOp::create(b, s, rowMax), lowest));
+      vector::StoreOp::create(b, p, scores, ValueRange{lr, column});
+      sum = arith::AddFOp::create(b, sum, p);
+    }
     Value total =
         vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum, tree);
     Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));

@@ -41,14 +41,14 @@
 // CHECK: vector.load %[[KT]]
 // CHECK: vector.fma
 // Bias: one contiguous load of the reversed table per key row; mask from
-// labels; -inf on the padding lane; running max.
-// CHECK: %[[PAD:.*]] = arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000]> : vector<8xf32>
+// labels; -inf on the padding lane; running max, the row in registers.
 // The softmax runs in base 2: the mask value is -100 * log2(e).
 // CHECK: %[[MASKV:.*]] = arith.constant dense<-144.269501> : vector<8xf32>
 // CHECK: vector.load %[[R]][%[[H]], %{{.*}}] : memref<3x177xf32>, vector<8xf32>
 // CHECK: vector.load %[[LABELS]]
 // CHECK: arith.cmpi ne
 // CHECK: arith.select %{{.*}}, %[[MASKV]]
+// CHECK: %[[PAD:.*]] = arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000]> : vector<8xf32>
 // CHECK: arith.addf %{{.*}}, %[[PAD]]
 // The running max skips NaN scores (s > max ? s : max), so that its
 // reduction may assume no NaN; a NaN score reaches its row through s - max,
@@ -76,12 +76,23 @@
 // CHECK-NOT: rpe.fused_window_attention
 // AVX-512 width: rows stay padded to 8 (N' = 56), the micro-kernels' 16-lane
 // vectors cover 64 columns (the last 8 zero in kᵀ, -inf in the scores) and
-// 5 rows x 4 vectors of accumulators fit the 32 registers.
+// 5 rows x 4 vectors of accumulators fit the 32 registers. The softmax runs
+// at 16 lanes too: the bias of two key rows, two 8-lane loads of the
+// reversed table, joined; labels padded to the 64 columns.
 // W16-LABEL: func @stage1
+// W16: memref.get_global @__rpe_region_labels : memref<4x64xi32>
 // W16: memref.alloca() {alignment = 64 : i64} : memref<32x64xf32>
 // W16: memref.alloca() {alignment = 64 : i64} : memref<49x64xf32>
 // W16: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-// W16: vector.store %{{.*}} : memref<49x64xf32>, vector<8xf32>
+// W16: %[[B0:.*]] = vector.load %{{.*}} : memref<3x177xf32>, vector<8xf32>
+// W16: %[[B1:.*]] = vector.load %{{.*}} : memref<3x177xf32>, vector<8xf32>
+// W16: vector.shuffle %[[B0]], %[[B1]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
+// W16: vector.load %{{.*}} : memref<4x64xi32>, vector<16xi32>
+// The last vector: key row 6, then 8 columns past the keys, all -inf.
+// W16: arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000]> : vector<16xf32>
+// W16: vector.reduction <maxnumf>, %{{.*}} fastmath<reassoc,nnan> : vector<16xf32> into f32
+// W16-NOT: vector<8xf32>
+// W16: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
 func.func @stage1(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>, %v: memref<?x3x49x32xf32>,
                   %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
   rpe.fused_window_attention ins(%q, %k, %v, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
