@@ -377,6 +377,7 @@ private:
   Value emitRegionLabels();
   void emitPackTransposed(Input which, Value w, Value h, Value kt,
                           double scale);
+  void emitPrefetchRows(Value w, Value h, Value token);
   void zeroExtraKeyColumns(Value kt);
   void emitScores(function_ref<Row(Value)> leftRow, Value kt, Value scores,
                   Value qb, Value rows);
@@ -386,7 +387,8 @@ private:
                      Value matrix, Value base,
                      function_ref<void(Value, int64_t, int64_t, Value)> finish);
   void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
-                       Value scores, Value invSums, Value qb, Value rows);
+                       Value scores, Value invSums, Value qb, Value rows,
+                       function_ref<void(Value)> eachRow = nullptr);
   void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,
                   Value valueBase, Value discard, Value qb, Value rows);
 

@@ -359,7 +359,8 @@ Value FusedKernelEmitter::exp2(Value x) {
 }
 
 /// Per row: S += bias (+ mask) (+ -inf on padding lanes), the row max, then
-/// S = exp(S - max) and 1 / sum(S).
+/// S = exp(S - max) and 1 / sum(S). `eachRow(i)`, if given, adds its work
+/// to query row i's.
 ///
 /// Everything runs at the micro-kernels' width Lc. A vector of Lc lanes
 /// holds Lc / L segments of the padded key layout, segment s being vector
@@ -370,10 +371,10 @@ Value FusedKernelEmitter::exp2(Value x) {
 /// stays in registers from the scores to the probabilities; longer rows
 /// are stored and reloaded at the same width (so that each load is
 /// forwarded from a single store, which narrower stores would prevent).
-void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
-                                         Value labels, Value scores,
-                                         Value invSums, Value qb, Value rows) {
-  constexpr int64_t kRegisterRowVectors = 12;
+void FusedKernelEmitter::emitSoftmaxRows(
+    Value h, Value image, Value rtab, Value labels, Value scores,
+    Value invSums, Value qb, Value rows, function_ref<void(Value)> eachRow) {
+  constexpr int64_t kRegisterRowVectors = 12, kInterleavedRows = 3;
   const int64_t width = g.computeLanes;
   const int64_t segmentsPerVector = width / g.lanes;
   const bool inRegisters = g.computeKeyVectors <= kRegisterRowVectors;
@@ -435,100 +436,121 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
   // s - max, the row's sum and so the whole row NaN, as in PyTorch.
   Value lowest = splat(-115.0, computeType);
 
-  forLoop(index(0), rows, 1, {}, [&](Value lr, ValueRange) {
-    Value i = add(qb, lr);
-    // bias(i, j) = R_h[P(j) - P(i) + center]; P(j) = P(row r, x = 0) + x.
-    Value queryBase = arith::SubIOp::create(b, index(g.center), tableOffset(i));
-    Value queryLabel;
-    if (labels)
-      queryLabel = vector::BroadcastOp::create(
-          b, intType,
-          memref::LoadOp::create(b, labels,
-                                 ValueRange{image, paddedPosition(i)}));
-    SmallVector<Value> rowScores;
-    Value max = splat(negInf, computeType);
-    for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
-      Value column = index(c * width);
-      SmallVector<Value> biases, masks;
-      SmallVector<float> padLanes;
-      for (int64_t t = 0; t < segmentsPerVector; ++t) {
-        Segment seg = segmentOf(c, t);
-        for (int64_t lane = 0; lane < g.lanes; ++lane)
-          padLanes.push_back(lane < seg.keys ? 0.0f : negInf);
-        if (seg.row >= g.keyRows) {
-          biases.push_back(splat(0.0));
-          masks.push_back(splat(0.0));
-          continue;
+  // Rows in groups, each step done for every row of the group before the
+  // next step: the max, the exponentials and the sum of one row are a chain
+  // of dependent instructions, and the rows of a group are independent
+  // chains for the core to overlap.
+  int64_t groupRows = inRegisters ? kInterleavedRows : 1;
+  forRowBlocks(rows, groupRows, [&](Value lr0, int64_t mr) {
+    SmallVector<Value> lrs, maxes;
+    SmallVector<SmallVector<Value>> rowScores(mr);
+    for (int64_t m = 0; m < mr; ++m) {
+      Value lr = add(lr0, index(m));
+      lrs.push_back(lr);
+      Value i = add(qb, lr);
+      if (eachRow)
+        eachRow(i);
+      // bias(i, j) = R_h[P(j) - P(i) + center]; P(j) = P(row r, x = 0) + x.
+      Value queryBase =
+          arith::SubIOp::create(b, index(g.center), tableOffset(i));
+      Value queryLabel;
+      if (labels)
+        queryLabel = vector::BroadcastOp::create(
+            b, intType,
+            memref::LoadOp::create(b, labels,
+                                   ValueRange{image, paddedPosition(i)}));
+      Value max = splat(negInf, computeType);
+      for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
+        Value column = index(c * width);
+        SmallVector<Value> biases, masks;
+        SmallVector<float> padLanes;
+        for (int64_t t = 0; t < segmentsPerVector; ++t) {
+          Segment seg = segmentOf(c, t);
+          for (int64_t lane = 0; lane < g.lanes; ++lane)
+            padLanes.push_back(lane < seg.keys ? 0.0f : negInf);
+          if (seg.row >= g.keyRows) {
+            biases.push_back(splat(0.0));
+            masks.push_back(splat(0.0));
+            continue;
+          }
+          biases.push_back(vector::LoadOp::create(
+              b, segmentType, rtab,
+              ValueRange{h, add(queryBase,
+                                index(rowTableOffset(seg.row) + seg.x0))}));
+          if (flatMask) {
+            // mask[image, i, r * Wx + x] (unpadded keys).
+            Value at =
+                add(mulConst(add(mulConst(image, g.tokens), i), g.tokens),
+                    index(seg.row * g.rowLength + seg.x0));
+            masks.push_back(loadVector(flatMask, {at}, seg.keys, g.lanes));
+          }
         }
-        biases.push_back(vector::LoadOp::create(
-            b, segmentType, rtab,
-            ValueRange{h, add(queryBase,
-                              index(rowTableOffset(seg.row) + seg.x0))}));
-        if (flatMask) {
-          // mask[image, i, r * Wx + x] (unpadded keys).
-          Value at = add(mulConst(add(mulConst(image, g.tokens), i), g.tokens),
-                         index(seg.row * g.rowLength + seg.x0));
-          masks.push_back(loadVector(flatMask, {at}, seg.keys, g.lanes));
+        Value s = vector::LoadOp::create(b, computeType, scores,
+                                         ValueRange{lr, column});
+        s = arith::AddFOp::create(b, s, join(biases));
+        if (flatMask)
+          s = math::FmaOp::create(b, join(masks), log2e, s);
+        if (labels) {
+          Value keyLabels = vector::LoadOp::create(b, intType, labels,
+                                                   ValueRange{image, column});
+          Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                               keyLabels, queryLabel);
+          s = arith::AddFOp::create(
+              b, s, arith::SelectOp::create(b, differ, maskValue, zeroVector));
         }
+        if (llvm::is_contained(padLanes, negInf))
+          s = arith::AddFOp::create(
+              b, s,
+              arith::ConstantOp::create(
+                  b, DenseElementsAttr::get(computeType,
+                                            ArrayRef<float>(padLanes))));
+        if (inRegisters)
+          rowScores[m].push_back(s);
+        else
+          vector::StoreOp::create(b, s, scores, ValueRange{lr, column});
+        // s > max ? s : max skips NaN scores (one vmaxps): the max of the
+        // row's other scores shifts them, and a NaN score reaches the row
+        // through its own s - max below.
+        max = arith::SelectOp::create(
+            b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, s, max), s,
+            max);
       }
-      Value s = vector::LoadOp::create(b, computeType, scores,
-                                       ValueRange{lr, column});
-      s = arith::AddFOp::create(b, s, join(biases));
-      if (flatMask)
-        s = math::FmaOp::create(b, join(masks), log2e, s);
-      if (labels) {
-        Value keyLabels = vector::LoadOp::create(b, intType, labels,
-                                                 ValueRange{image, column});
-        Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
-                                             keyLabels, queryLabel);
-        s = arith::AddFOp::create(
-            b, s, arith::SelectOp::create(b, differ, maskValue, zeroVector));
-      }
-      if (llvm::is_contained(padLanes, negInf))
-        s = arith::AddFOp::create(
-            b, s,
-            arith::ConstantOp::create(
-                b, DenseElementsAttr::get(computeType,
-                                          ArrayRef<float>(padLanes))));
-      if (inRegisters)
-        rowScores.push_back(s);
-      else
-        vector::StoreOp::create(b, s, scores, ValueRange{lr, column});
-      // s > max ? s : max skips NaN scores (one vmaxps): the max of the
-      // row's other scores shifts them, and a NaN score reaches the row
-      // through its own s - max below.
-      max = arith::SelectOp::create(
-          b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, s, max), s,
-          max);
+      maxes.push_back(max);
     }
     // Horizontal reductions as trees, not lane-by-lane chains: the order
     // of a max is irrelevant, and that of the sum is within the tolerance
     // of any f32 softmax. The max is never NaN (above); the sum is NaN when
     // a score is, so it may not assume otherwise.
     auto tree = arith::FastMathFlags::reassoc;
-    Value rowMax = broadcast(
-        vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, max,
-                                    tree | arith::FastMathFlags::nnan),
-        computeType);
-
-    Value sum = splat(0.0, computeType);
-    for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
-      Value column = index(c * width);
-      Value s = inRegisters ? rowScores[c]
-                            : vector::LoadOp::create(b, computeType, scores,
-                                                     ValueRange{lr, column})
-                                  .getResult();
-      Value p = exp2(arith::MaximumFOp::create(
-          b, arith::SubFOp::create(b, s, rowMax), lowest));
-      vector::StoreOp::create(b, p, scores, ValueRange{lr, column});
-      sum = arith::AddFOp::create(b, sum, p);
+    for (Value &max : maxes)
+      max = broadcast(
+          vector::ReductionOp::create(b, vector::CombiningKind::MAXNUMF, max,
+                                      tree | arith::FastMathFlags::nnan),
+          computeType);
+    SmallVector<Value> sums;
+    for (int64_t m = 0; m < mr; ++m) {
+      Value sum = splat(0.0, computeType);
+      for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
+        Value column = index(c * width);
+        Value s = inRegisters
+                      ? rowScores[m][c]
+                      : vector::LoadOp::create(b, computeType, scores,
+                                               ValueRange{lrs[m], column})
+                            .getResult();
+        Value p = exp2(arith::MaximumFOp::create(
+            b, arith::SubFOp::create(b, s, maxes[m]), lowest));
+        vector::StoreOp::create(b, p, scores, ValueRange{lrs[m], column});
+        sum = arith::AddFOp::create(b, sum, p);
+      }
+      sums.push_back(sum);
     }
-    Value total =
-        vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum, tree);
     Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
-    memref::StoreOp::create(b, arith::DivFOp::create(b, one, total), invSums,
-                            ValueRange{lr});
-    return SmallVector<Value>{};
+    for (int64_t m = 0; m < mr; ++m) {
+      Value total = vector::ReductionOp::create(b, vector::CombiningKind::ADD,
+                                                sums[m], tree);
+      memref::StoreOp::create(b, arith::DivFOp::create(b, one, total), invSums,
+                              ValueRange{lrs[m]});
+    }
   });
 }
 
@@ -622,6 +644,28 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
       });
 }
 
+/// Prefetches token `token`'s rows of q, k and v in item (w, h) into the
+/// cache, one prefetch per cache line. The kernel prefetches the next item's
+/// rows, one token per query row of its softmax, while it computes: without
+/// it each item waits for its rows from memory (the hardware's stream
+/// prefetchers stop at every 4 KiB page, and an item's rows span one or two
+/// pages per operand), and prefetches issued all at once would overflow the
+/// core's queue of misses.
+void FusedKernelEmitter::emitPrefetchRows(Value w, Value h, Value token) {
+  int64_t bytes =
+      getElementTypeOrSelf(op.getQuery().getType()).getIntOrFloatBitWidth() /
+      8;
+  int64_t lineElements = 64 / bytes;
+  int64_t lines = llvm::divideCeil(g.headDim * bytes, 64);
+  for (Input which : {Input::Query, Input::Key, Input::Value}) {
+    Row row = inputRow(which, w, h, token);
+    for (int64_t line = 0; line < lines; ++line)
+      memref::PrefetchOp::create(
+          b, row.memref, ValueRange{add(row.offset, index(line * lineElements))},
+          /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+  }
+}
+
 /// Stack scratch of one (window, head) of the tiles kernel.
 struct Scratch {
   Value kt, scores, invSums, values, discard;
@@ -646,7 +690,8 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   if (failed(terms))
     return failure();
   Value rtab = terms->rtab, labels = terms->labels;
-  auto parallel = createItemLoop(mulConst(countWindows(), g.heads));
+  Value items = mulConst(countWindows(), g.heads);
+  auto parallel = createItemLoop(items);
   OpBuilder::InsertionGuard guard(b);
 
   // Scratch on the stack: kᵀ, one block of scores, the row sums' inverses
@@ -693,6 +738,10 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
     scratch = allocateScratch();
   }
   Value kt = scratch.kt, scores = scratch.scores, invSums = scratch.invSums;
+  // The next item (the last item: itself), whose rows are prefetched.
+  Value next = arith::MinUIOp::create(
+      b, add(item, index(1)), arith::SubIOp::create(b, items, index(1)));
+  Value nextW = divConst(next, g.heads), nextH = remConst(next, g.heads);
   emitPackTransposed(Input::Key, w, h, kt,
                      op.getScale().convertToDouble() * kLog2E);
   // Values: read in place from the windows layout, packed from a map.
@@ -714,7 +763,8 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
             arith::SubIOp::create(b, index(g.tokens), qb));
         emitScores([&](Value i) { return inputRow(Input::Query, w, h, i); }, kt,
                    scores, qb, rows);
-        emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows);
+        emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
+                        [&](Value i) { emitPrefetchRows(nextW, nextH, i); });
         emitOutput(w, h, scores, invSums, values, valueBase, discard, qb, rows);
         return SmallVector<Value>{};
       });
