@@ -59,6 +59,11 @@ std::string getTableGradientSumName(const KernelConfig &config);
 /// internal.
 LogicalResult lowerToLLVMDialect(ModuleOp module, const KernelConfig &config);
 
+/// Whether the configured CPU (its name, or this machine's features for
+/// "native") has the LLVM target feature `feature` ("avx512bf16"); false
+/// for an unknown CPU (codegen reports that).
+bool cpuHasFeature(const KernelConfig &config, llvm::StringRef feature);
+
 /// Translates the LLVM-dialect module to optimized (O3) LLVM IR for the
 /// configured CPU (CpuCodegen.cpp).
 llvm::Expected<std::unique_ptr<llvm::Module>>

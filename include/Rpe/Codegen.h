@@ -49,6 +49,8 @@ struct FusedKernelOptions {
   KernelTarget target = KernelTarget::Host;
   /// f32 lanes of the CPU micro-kernels.
   int64_t vectorWidth = 8;
+  /// bf16 operands of the CPU kernel take AVX512-BF16 dot products.
+  bool bf16Dot = false;
   /// Bytes of scores the CPU kernel keeps per query block.
   int64_t scoreBlockBytes = 32768;
   /// Allocate the CPU kernel's scratch once, outside the (window, head)

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
@@ -92,6 +93,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "vector-width",
       llvm::cl::desc("f32 lanes per vector in the fused kernel"),
       llvm::cl::init(8)};
+  PassOptions::Option<bool> bf16Dot{
+      *this, "bf16-dot",
+      llvm::cl::desc("bf16 operands take AVX512-BF16 dot products (the CPU "
+                     "must have AVX512-BF16)"),
+      llvm::cl::init(false)};
   PassOptions::Option<KernelStrategy> kernel{
       *this, "kernel",
       llvm::cl::desc("The fused kernel: tiles (the CPU's), or the GPU's rows "

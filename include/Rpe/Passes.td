@@ -168,7 +168,21 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
 
     Query rows are processed in blocks so that a block of scores fits in
     `score-block-bytes`: the softmax of a row always sees the whole row, so
-    a single pass suffices and no online rescaling is needed.
+    a single pass suffices and no online rescaling is needed. Steps 3-4 run
+    at the micro-kernels' width, on groups of rows step by step (a row's
+    max, exponentials and sum are a chain of dependent instructions; the
+    rows of a group overlap), and each row keeps its scores in registers
+    when they fit. Each softmax row also prefetches one token's rows of q,
+    k and v of the next (window, head): at large batches the kernel would
+    otherwise wait for memory at the start of every item.
+
+    `bf16-dot` makes bf16 operands (AVX-512 width, head_dim a multiple of
+    16, not cosine) take AVX512-BF16 dot products (`x86vector.avx512.dot`,
+    vdpbf16ps: two bf16 multiply-adds per f32 lane): kᵀ and v are packed in
+    pairs of channels and of keys, the scale multiplies the f32 scores with
+    the bias, and the probabilities are rounded to bf16 for `P·v`; the
+    softmax and every accumulation stay f32. Without it (and on CPUs
+    without AVX512-BF16) bf16 operands are widened to f32 on load.
 
     `strategy=rows` emits instead one online softmax per query row (running
     max `m`, sum `l` and rescaled accumulator), with the bias read from the
@@ -221,6 +235,9 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
            "f32 lanes of the micro-kernels and the exponentials (8 for AVX2, "
            "16 for AVX-512); key rows are padded to min(width, 8) lanes">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "tiles: bf16 operands take AVX512-BF16 dot products (vdpbf16ps; "
+           "the CPU must have AVX512-BF16) where the shape allows">,
     Option<"hoistScratch", "hoist-scratch", "bool", /*default=*/"false",
            "Allocate the scratch of the tiles kernel and of the warp "
            "emulation once, before the (window, head) "
@@ -250,6 +267,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
+    "::mlir::x86vector::X86VectorDialect",
   ];
 }
 

@@ -63,6 +63,16 @@ createTargetMachine(const KernelConfig &config) {
   return machine;
 }
 
+bool mlir::rpe::cpuHasFeature(const KernelConfig &config,
+                              llvm::StringRef feature) {
+  auto machine = createTargetMachine(config);
+  if (!machine) {
+    llvm::consumeError(machine.takeError());
+    return false;
+  }
+  return (*machine)->getMCSubtargetInfo()->checkFeatures(("+" + feature).str());
+}
+
 llvm::Expected<std::unique_ptr<llvm::Module>>
 mlir::rpe::translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
                                 const KernelConfig &config) {

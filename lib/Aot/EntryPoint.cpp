@@ -382,15 +382,15 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   options.itemRange = config.fuse;
   options.fuse = config.fuse;
   options.kernel = config.effectiveKernel();
-  options.vectorWidth = config.vectorWidth;
-  if (!config.vectorWidth) {
-    bool avx512 = false;
-    if (config.cpu == "native") {
-      llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-      avx512 = features.lookup("avx512f");
-    }
-    options.vectorWidth = avx512 ? 16 : 8;
-  }
+  // 16 lanes where the target CPU has AVX-512, else AVX2's 8.
+  options.vectorWidth = config.vectorWidth ? config.vectorWidth
+                        : cpuHasFeature(config, "avx512f") ? 16
+                                                            : 8;
+  // bf16 products on AVX512-BF16 where the CPU has it (Zen 4 and later,
+  // Cooper Lake, Sapphire Rapids); else bf16 is widened to f32 on load.
+  options.bf16Dot = config.elementKind == ElementKind::BF16 &&
+                    options.vectorWidth == 16 &&
+                    cpuHasFeature(config, "avx512bf16");
   buildCpuPipeline(pm, options);
   if (failed(pm.run(module)))
     return failure();

@@ -118,6 +118,17 @@ struct WarpTileOptions {
 FailureOr<std::optional<WarpTileShape>>
 getWarpTileShape(FusedWindowAttentionOp op, const WarpTileOptions &options);
 
+/// What a caller of the tiles kernel's softmax step adds to its rows.
+struct SoftmaxRowOptions {
+  /// Work for query row i, interleaved with the row's.
+  function_ref<void(Value)> eachRow;
+  /// The scores' factor (a vector), applied with the bias: S * f + bias.
+  Value scoreScale;
+  /// A flat bf16 [rows, scoreColumns] buffer that takes the probabilities
+  /// (rounded) instead of the f32 scores buffer.
+  Value bf16Probabilities;
+};
+
 class Warp;
 struct WarpScratch;
 struct WarpItem;
@@ -139,8 +150,10 @@ public:
         computeType(VectorType::get({g.computeLanes}, b.getF32Type())) {}
 
   /// The CPU kernel: register-blocked tiles (the steps above), with its
-  /// scratch allocated once (`hoistScratch`) or per (window, head).
-  LogicalResult emit(bool hoistScratch);
+  /// scratch allocated once (`hoistScratch`) or per (window, head). With
+  /// `bf16Dot`, bf16 operands take AVX512-BF16 dot products
+  /// (PairedBf16.cpp) where the shape allows.
+  LogicalResult emit(bool hoistScratch, bool bf16Dot = false);
   /// The row-parallel form: one online softmax per query row, as nested
   /// scf.parallel loops (host) or one gpu.launch (block = (window, head),
   /// thread = query row).
@@ -388,7 +401,17 @@ private:
                      function_ref<void(Value, int64_t, int64_t, Value)> finish);
   void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
                        Value scores, Value invSums, Value qb, Value rows,
-                       function_ref<void(Value)> eachRow = nullptr);
+                       const SoftmaxRowOptions &extra = SoftmaxRowOptions());
+
+  //===--- AVX512-BF16 products (PairedBf16.cpp) ------------------------===//
+  bool canPairBf16();
+  Value broadcastPair(Row row, Value x);
+  void emitPackKeyPairs(Value w, Value h, Value kp);
+  void emitPackValuePairs(Value w, Value h, Value vp);
+  void emitPairDotProducts(Value rows, int64_t pairs,
+                           function_ref<Row(Value)> leftRow, Value right,
+                           int64_t vectors,
+                           function_ref<void(Value, int64_t, Value)> finish);
   void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,
                   Value valueBase, Value discard, Value qb, Value rows);
 
@@ -407,6 +430,9 @@ private:
   Value flatOutputGradient;
   std::optional<FeatureMap> featureMap;
 };
+
+/// Transposes 8 vectors of 8 lanes (of any 32-bit element) in registers.
+void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows);
 
 /// A 1-D view of a contiguous memref, of one type for all (any size and
 /// offset), so that rows of different buffers can be selected between.

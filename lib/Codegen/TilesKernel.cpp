@@ -40,6 +40,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
 #include <limits>
 
@@ -124,10 +125,9 @@ Value FusedKernelEmitter::emitRegionLabels() {
   return memref::GetGlobalOp::create(b, type, global.getSymName());
 }
 
-/// Kt[e, j'] = scale * k[w, h, j, e]; padding columns are zero.
 /// Transposes 8 vectors of 8 lanes in registers: 24 two-input shuffles
 /// (unpack, 4-lane shuffle, 128-bit permute on AVX), portable as shuffles.
-static void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
+void transpose8x8(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
   auto shuffle = [&](Value x, Value y, ArrayRef<int64_t> mask) -> Value {
     return vector::ShuffleOp::create(b, x, y, mask);
   };
@@ -359,8 +359,8 @@ Value FusedKernelEmitter::exp2(Value x) {
 }
 
 /// Per row: S += bias (+ mask) (+ -inf on padding lanes), the row max, then
-/// S = exp(S - max) and 1 / sum(S). `eachRow(i)`, if given, adds its work
-/// to query row i's.
+/// S = exp(S - max) and 1 / sum(S); `extra` adds to this (see
+/// SoftmaxRowOptions).
 ///
 /// Everything runs at the micro-kernels' width Lc. A vector of Lc lanes
 /// holds Lc / L segments of the padded key layout, segment s being vector
@@ -373,8 +373,8 @@ Value FusedKernelEmitter::exp2(Value x) {
 /// forwarded from a single store, which narrower stores would prevent).
 void FusedKernelEmitter::emitSoftmaxRows(
     Value h, Value image, Value rtab, Value labels, Value scores,
-    Value invSums, Value qb, Value rows, function_ref<void(Value)> eachRow) {
-  constexpr int64_t kRegisterRowVectors = 12, kInterleavedRows = 3;
+    Value invSums, Value qb, Value rows, const SoftmaxRowOptions &extra) {
+  constexpr int64_t kRegisterRowVectors = 12, kInterleavedRows = 4;
   const int64_t width = g.computeLanes;
   const int64_t segmentsPerVector = width / g.lanes;
   const bool inRegisters = g.computeKeyVectors <= kRegisterRowVectors;
@@ -448,8 +448,8 @@ void FusedKernelEmitter::emitSoftmaxRows(
       Value lr = add(lr0, index(m));
       lrs.push_back(lr);
       Value i = add(qb, lr);
-      if (eachRow)
-        eachRow(i);
+      if (extra.eachRow)
+        extra.eachRow(i);
       // bias(i, j) = R_h[P(j) - P(i) + center]; P(j) = P(row r, x = 0) + x.
       Value queryBase =
           arith::SubIOp::create(b, index(g.center), tableOffset(i));
@@ -487,7 +487,10 @@ void FusedKernelEmitter::emitSoftmaxRows(
         }
         Value s = vector::LoadOp::create(b, computeType, scores,
                                          ValueRange{lr, column});
-        s = arith::AddFOp::create(b, s, join(biases));
+        s = extra.scoreScale
+                ? math::FmaOp::create(b, s, extra.scoreScale, join(biases))
+                      .getResult()
+                : arith::AddFOp::create(b, s, join(biases)).getResult();
         if (flatMask)
           s = math::FmaOp::create(b, join(masks), log2e, s);
         if (labels) {
@@ -539,7 +542,15 @@ void FusedKernelEmitter::emitSoftmaxRows(
                             .getResult();
         Value p = exp2(arith::MaximumFOp::create(
             b, arith::SubFOp::create(b, s, maxes[m]), lowest));
-        vector::StoreOp::create(b, p, scores, ValueRange{lrs[m], column});
+        if (extra.bf16Probabilities)
+          vector::StoreOp::create(
+              b,
+              x86vector::CvtPackedF32ToBF16Op::create(
+                  b, VectorType::get({width}, b.getBF16Type()), p),
+              extra.bf16Probabilities,
+              add(mulConst(lrs[m], g.scoreColumns), column));
+        else
+          vector::StoreOp::create(b, p, scores, ValueRange{lrs[m], column});
         sum = arith::AddFOp::create(b, sum, p);
       }
       sums.push_back(sum);
@@ -669,6 +680,7 @@ void FusedKernelEmitter::emitPrefetchRows(Value w, Value h, Value token) {
 /// Stack scratch of one (window, head) of the tiles kernel.
 struct Scratch {
   Value kt, scores, invSums, values, discard;
+  Value probabilities; // bf16 P (AVX512-BF16 products)
 };
 
 FailureOr<FusedKernelEmitter::ScoreTerms> FusedKernelEmitter::emitScoreTerms() {
@@ -684,7 +696,8 @@ FailureOr<FusedKernelEmitter::ScoreTerms> FusedKernelEmitter::emitScoreTerms() {
   return terms;
 }
 
-LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
+LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
+  bool pairs = bf16Dot && canPairBf16();
   emitFlatViews();
   FailureOr<ScoreTerms> terms = emitScoreTerms();
   if (failed(terms))
@@ -701,24 +714,31 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   // lowering to sequential loops.
   auto allocateScratch = [&] {
     Scratch scratch;
-    scratch.kt = memref::AllocaOp::create(
-        b, MemRefType::get({g.headDim, g.scoreColumns}, f32),
-        b.getI64IntegerAttr(64));
+    auto alloc = [&](ArrayRef<int64_t> shape, Type element) -> Value {
+      return memref::AllocaOp::create(b, MemRefType::get(shape, element),
+                                      b.getI64IntegerAttr(64));
+    };
+    if (pairs) {
+      Type bf16 = b.getBF16Type();
+      scratch.kt = alloc({g.headDim / 2, 2 * g.scoreColumns}, bf16);
+      scratch.values = alloc({g.paddedTokens / 2, 2 * g.headDim}, bf16);
+      scratch.probabilities =
+          flatten(b, b.getLoc(), alloc({g.queryBlock * g.scoreColumns}, bf16));
+    } else {
+      scratch.kt = alloc({g.headDim, g.scoreColumns}, f32);
+    }
     scratch.scores = memref::AllocaOp::create(
         b, MemRefType::get({g.queryBlock, g.scoreColumns}, f32),
         b.getI64IntegerAttr(64));
     scratch.invSums =
         memref::AllocaOp::create(b, MemRefType::get({g.queryBlock}, f32));
-    if (featureMap) {
-      scratch.values = memref::AllocaOp::create(
-          b, MemRefType::get({g.tokens * g.headDim}, f32),
-          b.getI64IntegerAttr(64));
-      if (featureMap->isPadded()) {
-        Type element = getElementTypeOrSelf(op.getAttentionOutput().getType());
-        scratch.discard = flatten(
-            b, b.getLoc(),
-            memref::AllocaOp::create(b, MemRefType::get({g.headDim}, element)));
-      }
+    if (featureMap && !pairs)
+      scratch.values = alloc({g.tokens * g.headDim}, f32);
+    if (featureMap && featureMap->isPadded()) {
+      Type element = getElementTypeOrSelf(op.getAttentionOutput().getType());
+      scratch.discard = flatten(
+          b, b.getLoc(),
+          memref::AllocaOp::create(b, MemRefType::get({g.headDim}, element)));
     }
     return scratch;
   };
@@ -742,32 +762,82 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch) {
   Value next = arith::MinUIOp::create(
       b, add(item, index(1)), arith::SubIOp::create(b, items, index(1)));
   Value nextW = divConst(next, g.heads), nextH = remConst(next, g.heads);
-  emitPackTransposed(Input::Key, w, h, kt,
-                     op.getScale().convertToDouble() * kLog2E);
-  // Values: read in place from the windows layout, packed from a map.
-  Value values = flatInputs[2];
-  Value valueBase =
-      mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
-  Value discard = scratch.discard;
-  if (featureMap) {
-    values =
-        emitPackRows([&](Value j) { return inputRow(Input::Value, w, h, j); },
-                     scratch.values);
-    valueBase = index(0);
-  }
   Value image = maskWindow(w);
-  forLoop(
-      index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
-        Value rows = arith::MinUIOp::create(
-            b, index(g.queryBlock),
-            arith::SubIOp::create(b, index(g.tokens), qb));
-        emitScores([&](Value i) { return inputRow(Input::Query, w, h, i); }, kt,
-                   scores, qb, rows);
-        emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
-                        [&](Value i) { emitPrefetchRows(nextW, nextH, i); });
-        emitOutput(w, h, scores, invSums, values, valueBase, discard, qb, rows);
-        return SmallVector<Value>{};
-      });
+  SoftmaxRowOptions softmax;
+  auto prefetchNext = [&](Value i) { emitPrefetchRows(nextW, nextH, i); };
+  softmax.eachRow = prefetchNext;
+  if (pairs) {
+    // AVX512-BF16 (PairedBf16.cpp): kᵀ and v packed in pairs, the scale
+    // applied to the f32 scores, P rounded to bf16 for P·v.
+    emitPackKeyPairs(w, h, kt);
+    emitPackValuePairs(w, h, scratch.values);
+    softmax.scoreScale =
+        splat(op.getScale().convertToDouble() * kLog2E, computeType);
+    softmax.bf16Probabilities = scratch.probabilities;
+    Value discard = scratch.discard;
+    forLoop(index(0), index(g.tokens), g.queryBlock, {},
+            [&](Value qb, ValueRange) {
+              Value rows = arith::MinUIOp::create(
+                  b, index(g.queryBlock),
+                  arith::SubIOp::create(b, index(g.tokens), qb));
+              emitPairDotProducts(
+                  rows, g.headDim / 2,
+                  [&](Value lr) {
+                    return inputRow(Input::Query, w, h, add(qb, lr));
+                  },
+                  kt, g.computeKeyVectors,
+                  [&](Value lr, int64_t c, Value acc) {
+                    vector::StoreOp::create(
+                        b, acc, scores,
+                        ValueRange{lr, index(c * g.computeLanes)});
+                  });
+              emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb,
+                              rows, softmax);
+              emitPairDotProducts(
+                  rows, g.paddedTokens / 2,
+                  [&](Value lr) {
+                    return Row{scratch.probabilities,
+                               mulConst(lr, g.scoreColumns)};
+                  },
+                  scratch.values, g.headDim / 16,
+                  [&](Value lr, int64_t c, Value acc) {
+                    Row out = outputRow(w, h, add(qb, lr), discard);
+                    Value inv = broadcast(
+                        memref::LoadOp::create(b, invSums, lr), computeType);
+                    storeVector(arith::MulFOp::create(b, acc, inv), out.memref,
+                                {add(out.offset, index(c * 16))}, 16, 16);
+                  });
+              return SmallVector<Value>{};
+            });
+  } else {
+    emitPackTransposed(Input::Key, w, h, kt,
+                       op.getScale().convertToDouble() * kLog2E);
+    // Values: read in place from the windows layout, packed from a map.
+    Value values = flatInputs[2];
+    Value valueBase =
+        mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
+    Value discard = scratch.discard;
+    if (featureMap) {
+      values = emitPackRows(
+          [&](Value j) { return inputRow(Input::Value, w, h, j); },
+          scratch.values);
+      valueBase = index(0);
+    }
+    forLoop(index(0), index(g.tokens), g.queryBlock, {},
+            [&](Value qb, ValueRange) {
+              Value rows = arith::MinUIOp::create(
+                  b, index(g.queryBlock),
+                  arith::SubIOp::create(b, index(g.tokens), qb));
+              emitScores(
+                  [&](Value i) { return inputRow(Input::Query, w, h, i); }, kt,
+                  scores, qb, rows);
+              emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb,
+                              rows, softmax);
+              emitOutput(w, h, scores, invSums, values, valueBase, discard, qb,
+                         rows);
+              return SmallVector<Value>{};
+            });
+  }
   if (scope)
     memref::AllocaScopeReturnOp::create(b, ValueRange{});
   return success();

@@ -59,6 +59,7 @@ struct RpeLowerFusedAttentionPass
     options.vectorWidth = vectorWidth;
     options.scoreBlockBytes = scoreBlockBytes;
     options.hoistScratch = hoistScratch;
+    options.bf16Dot = bf16Dot;
     options.keyBlock = keyBlock;
     options.warpsPerBlock = warpsPerBlock;
     options.smVersion = smVersion;

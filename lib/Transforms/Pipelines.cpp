@@ -70,6 +70,7 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   if (options.fuse) {
     RpeLowerFusedAttentionOptions fused;
     fused.vectorWidth = options.vectorWidth;
+    fused.bf16Dot = options.bf16Dot;
     fused.strategy = options.kernel;
     fused.hoistScratch = !openMP;
     pm.addPass(createRpeLowerFusedAttention(fused));
@@ -98,7 +99,10 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
-  pm.addPass(createConvertVectorToLLVMPass());
+  // x86vector: the AVX512-BF16 dot products of bf16-dot kernels.
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  vectorToLLVM.x86Vector = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   pm.addPass(createConvertMathToLLVMPass());
   // What has no LLVM intrinsic (math.erf of an imported GELU, tan, ...)
   // calls libm, which the kernels link anyway.

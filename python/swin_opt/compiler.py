@@ -637,7 +637,7 @@ class Artifacts:
     """The files of one compiled configuration and ``--emit`` (in the cache).
 
     ``main`` is swin-aot's ``-o`` output; ``header`` the C header (not for
-    ``mlir``); ``abi`` the ABI description (``obj``/``so``/``ptx``/``cubin``/
+    ``mlir`` and ``llvm``); ``abi`` the ABI description (``obj``/``so``/``ptx``/``cubin``/
     ``fatbin``); ``runtime`` the GPU host runtime ``.c`` (nvptx binaries);
     ``library`` what :mod:`ctypes` loads: the CPU ``.so``, or the runtime
     built into a shared library.
@@ -656,7 +656,7 @@ class Artifacts:
         gpu_binary = cfg.target == "nvptx" and emit != "mlir"
         return cls(
             config=cfg, emit=emit, main=directory / (_STEM + _EMITS[cfg.target][emit]),
-            header=directory / f"{_STEM}.h" if emit != "mlir" else None,
+            header=directory / f"{_STEM}.h" if emit not in ("mlir", "llvm") else None,
             abi=directory / f"{_STEM}.json" if emit in _ABI_EMITS else None,
             runtime=directory / f"{_STEM}.c" if gpu_binary else None,
             library=(directory / _RUNTIME_LIB if gpu_binary

@@ -115,8 +115,9 @@ struct KernelConfig {
   std::string cudaToolkit = SWIN_CUDA_TOOLKIT_DEFAULT;
   /// Run windows x heads on all cores (OpenMP; see threadRuntime).
   bool parallel = true;
-  /// f32 lanes of the CPU micro-kernels; 0: 16 where the CPU has AVX-512
-  /// (cpu=native), else 8.
+  /// f32 lanes of the CPU micro-kernels; 0: 16 where the CPU has AVX-512,
+  /// else 8. bf16 kernels at 16 lanes take AVX512-BF16 dot products where
+  /// the CPU has them.
   int64_t vectorWidth = 0;
   /// Fuse the bias gather and the mask into the softmax (false: the unfused
   /// reference lowering, for comparison).
