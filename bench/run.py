@@ -17,10 +17,13 @@ kernel's time and GFLOP/s and how it compares with
   same run,
 
 plus the parallel speed-up of the fused kernel (the same kernel on one
-thread, and its ``--no-parallel`` build).
+thread, and its ``--no-parallel`` build) and the same fused kernel compiled
+for bfloat16 storage (``dtype="bfloat16"``; ``--no-bf16`` skips it).  The
+Swin-T stages are also timed at batch 1 (``Swin-T s1 b1`` ...: latency).
 Every implementation's output is checked against the float64 NumPy reference
 (``swin_opt.reference``) once per configuration; the run aborts when one
-differs by more than 1e-4 relative to the largest output.
+differs by more than 1e-4 relative to the largest output (bf16: 2e-2, against
+the reference of the bf16-rounded inputs).
 
 FLOPs are counted as ``4 * N^2 * d`` per (window, head): ``2 N^2 d`` for
 ``q kᵀ`` and ``2 N^2 d`` for ``P v``; scale, bias, mask and softmax are not
@@ -31,7 +34,9 @@ OpenMP runtimes of the implementations (the unfused kernel's and the C++
 loop's LLVM libomp, the fused kernels' and PyTorch's GNU libgomp) never share a
 process; the rows are timed one after the other, all implementations of
 a row back to back.  Times are the median of ``--repeat`` calls after warm-up on
-fixed random inputs.  See bench/README.md.
+fixed random inputs (calls shorter than 20 ms are timed in groups of
+back-to-back calls, each sample the group's time / its calls).  See
+bench/README.md.
 """
 
 from __future__ import annotations
@@ -66,16 +71,27 @@ from swin_opt import reference as ref  # noqa: E402
 
 #: Relative error (max |out - ref| / max |ref|) above which the run aborts.
 TOLERANCE = 1e-4
-#: Implementations in the order they are timed; "torch" only when importable.
-IMPLS = ("fused", "fused1t", "serial", "unfused", "naive", "torch")
+#: The same for the bf16 kernel, against the reference of its bf16-rounded inputs
+#: (its output is rounded to bf16: 2^-9 relative, and so are P and v inside).
+BF16_TOLERANCE = 2e-2
+#: Implementations in the order they are timed; "torch" only when importable,
+#: "bf16" unless --no-bf16.
+IMPLS = ("fused", "bf16", "fused1t", "serial", "unfused", "naive", "torch")
 IMPL_TITLES = {
     "fused": "swin-opt fused (parallel)",
+    "bf16": "swin-opt fused bf16 (parallel)",
     "fused1t": "swin-opt fused, 1 thread",
     "serial": "swin-opt fused --no-parallel",
     "unfused": "swin-opt --unfused",
     "naive": "plain C++ loop",
     "torch": "PyTorch eager",
 }
+#: A timing sample lasts at least this long: shorter calls are timed in groups.
+MIN_SAMPLE_S = 0.02
+
+
+def tolerance(impl: str) -> float:
+    return BF16_TOLERANCE if impl == "bf16" else TOLERANCE
 
 
 # --------------------------------------------------------------------------- #
@@ -138,21 +154,24 @@ def configurations(quick: bool) -> List[Config]:
     the shift off when the window covers the map, and swin-aot refuses it).
     Larger windows use Swin(V2)-T stage-1 shapes (3 heads, head_dim 32) with
     shift W/2; for N >= 144 the batch is reduced so that one call stays at
-    3-4 GFLOP (see the notes printed under the table).
+    3-4 GFLOP (see the notes printed under the table).  The Swin-T stages
+    come again at batch 1 ("Swin-T s1 b1" ...: one image, the latency case).
     """
     rows = []
-    for stage, (res, heads) in enumerate([(56, 3), (28, 6), (14, 12), (7, 24)], start=1):
-        for shift in (0, 3):
-            if shift and res == 7:
-                continue
-            rows.append(Config(f"Swin-T s{stage}", 7, heads, 32, res, 32, shift))
+    stages = [(56, 3), (28, 6), (14, 12), (7, 24)]
+    for batch, suffix in ((32, ""), (1, " b1")):
+        for stage, (res, heads) in enumerate(stages, start=1):
+            for shift in (0, 3):
+                if shift and res == 7:
+                    continue
+                rows.append(Config(f"Swin-T s{stage}{suffix}", 7, heads, 32, res, batch, shift))
     # window, feature map (SwinV2 stage 1 at 256/192/256/384 px), batch
     for window, res, batch in [(8, 64, 32), (12, 48, 16), (16, 64, 8), (24, 96, 2)]:
         note = f"batch {batch} (not 32) to bound the run time" if batch != 32 else ""
         for shift in (0, window // 2):
             rows.append(Config(f"win {window}", window, 3, 32, res, batch, shift, note))
     if quick:
-        keep = {"Swin-T s1", "Swin-T s3", "Swin-T s4", "win 16"}
+        keep = {"Swin-T s1", "Swin-T s3", "Swin-T s4", "win 16", "Swin-T s1 b1", "Swin-T s4 b1"}
         rows = [c for c in rows if c.name in keep]
     return rows
 
@@ -216,18 +235,18 @@ def aot_args(cfg: Config) -> List[str]:
     return args
 
 
-def build_kernels(cfgs: List[Config], out: Path) -> Dict[str, Dict[str, str]]:
-    """Build fused (through swin_opt.compile), serial and unfused kernels for every config."""
+def build_kernels(cfgs: List[Config], out: Path, bf16: bool) -> Dict[str, Dict[str, str]]:
+    """Build fused (through swin_opt.compile), serial, unfused and (``bf16``) bf16 kernels."""
     aot = swin_opt.find_swin_aot()
     kdir = out / "kernels"
     kdir.mkdir(parents=True, exist_ok=True)
 
-    def fused(cfg: Config, parallel: bool) -> str:
+    def fused(cfg: Config, parallel: bool, dtype: str = "float32") -> str:
         win = (cfg.window, cfg.window)
         kw = {}
         if cfg.shift:
             kw = {"resolution": (cfg.resolution,) * 2, "shift": cfg.shift}
-        kern = swin_opt.compile(win, cfg.heads, cfg.head_dim, parallel=parallel,
+        kern = swin_opt.compile(win, cfg.heads, cfg.head_dim, parallel=parallel, dtype=dtype,
                                 cache_dir=kdir / "cache", **kw)
         return str(kern.library)
 
@@ -244,6 +263,8 @@ def build_kernels(cfgs: List[Config], out: Path) -> Dict[str, Dict[str, str]]:
             jobs[(cfg.key, "fused")] = pool.submit(fused, cfg, True)
             jobs[(cfg.key, "serial")] = pool.submit(fused, cfg, False)
             jobs[(cfg.key, "unfused")] = pool.submit(unfused, cfg)
+            if bf16:
+                jobs[(cfg.key, "bf16")] = pool.submit(fused, cfg, True, "bfloat16")
     libs: Dict[str, Dict[str, str]] = {}
     for (key, impl), fut in jobs.items():
         libs.setdefault(key, {})[impl] = fut.result()
@@ -276,21 +297,49 @@ def best_peak(a: dict, b: dict, threads: int) -> dict:
 # --------------------------------------------------------------------------- #
 # Worker: times one implementation on every configuration (own process)
 # --------------------------------------------------------------------------- #
-def time_calls(fn, repeat: int, budget_s: float) -> List[float]:
-    """Warm up, then time up to ``repeat`` calls (at least 3 when over ``budget_s``)."""
+def calls_per_sample(fn, min_s: float = MIN_SAMPLE_S) -> int:
+    """Back-to-back calls that take at least ``min_s`` (1 for calls that long).
+
+    Doubles the count until the group takes a quarter of ``min_s``, then
+    scales it up; the calls also finish the warm-up.
+    """
+    calls = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        elapsed = time.perf_counter() - t
+        if elapsed >= min_s:
+            return calls
+        if elapsed >= min_s / 4:
+            return max(1, math.ceil(calls * min_s / elapsed))
+        calls *= 2
+
+
+def time_calls(fn, repeat: int, budget_s: float):
+    """Warm up, then take up to ``repeat`` samples (at least 3 when over ``budget_s``).
+
+    A sample is ``calls`` back-to-back calls, as many as take at least
+    MIN_SAMPLE_S (one for longer calls); returns the per-call times (each
+    sample's time / ``calls``) and ``calls``.
+    """
     t0 = time.perf_counter()
     fn()  # warm-up: page faults, thread pool start, caches
-    if time.perf_counter() - t0 < 0.05:
+    cold = time.perf_counter() - t0
+    if cold < 0.05:
         fn()
+    # A call that took 0.25 s cold is not a short call: skip the calibration.
+    calls = 1 if cold >= 0.25 else calls_per_sample(fn)
     times: List[float] = []
     start = time.perf_counter()
     for _ in range(repeat):
         t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t) / calls)
         if len(times) >= 3 and time.perf_counter() - start > budget_s:
             break
-    return times
+    return times, calls
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -300,7 +349,7 @@ def _ptr(a: np.ndarray) -> int:
 def make_runner(impl: str, cfg: Config, entry: dict, inputs, out: np.ndarray):
     """A no-argument callable that runs ``impl`` once, writing ``out``."""
     q, k, v, table = inputs
-    if impl in ("fused", "fused1t", "serial", "unfused"):
+    if impl in ("fused", "fused1t", "serial", "unfused", "bf16"):
         lib = ctypes.CDLL(entry["libs"]["fused" if impl == "fused1t" else impl])
         fn = lib.swin_window_attention
         fn.restype = ctypes.c_int
@@ -368,8 +417,11 @@ def worker(impl: str, plan_path: Path) -> None:
     Protocol (one JSON object per line): the worker first writes
     ``{"info": {...}}``; then, for each ``{"key": CONFIG_KEY}`` read from
     stdin, it times the configuration, saves the first ``check_windows``
-    output windows to an .npy file and answers ``{"times": [...], "sample":
-    PATH}``.  End of input ends it.  Nothing else may go to stdout.
+    output windows to an .npy file (float32; the bf16 worker's widened from
+    its bf16 bits) and answers ``{"times": [...], "calls": C, "sample":
+    PATH}`` (``times``: per call; C: calls per sample).  End of input ends it.
+    Nothing else may go to stdout.  The bf16 worker runs on the bf16-rounded
+    inputs (raw ``uint16`` bits).
     """
     plan = json.loads(plan_path.read_text())
     entries = {Config(**e["config"]).key: e for e in plan["configs"]}
@@ -385,13 +437,18 @@ def worker(impl: str, plan_path: Path) -> None:
         entry = entries[json.loads(line)["key"]]
         cfg = Config(**entry["config"])
         inputs = make_inputs(cfg, plan["seed"])
-        out = np.zeros((cfg.num_windows, cfg.n, cfg.heads * cfg.head_dim), dtype=np.float32)
+        dtype = np.float32
+        if impl == "bf16":
+            inputs = tuple(swin_opt.float32_to_bf16_bits(a) for a in inputs)
+            dtype = np.uint16
+        out = np.zeros((cfg.num_windows, cfg.n, cfg.heads * cfg.head_dim), dtype=dtype)
         run = make_runner(impl, cfg, {**entry, "naive": plan["naive"]}, inputs, out)
-        times = time_calls(run, plan["repeat"], plan["budget_s"])
+        times, calls = time_calls(run, plan["repeat"], plan["budget_s"])
         sample = Path(plan["dir"]) / f"out-{impl}-{cfg.key}.npy"
-        np.save(sample, out[: cfg.check_windows])
+        kept = out[: cfg.check_windows]
+        np.save(sample, swin_opt.bf16_bits_to_float32(kept) if impl == "bf16" else kept)
         del inputs, out, run
-        print(json.dumps({"times": times, "sample": str(sample)}), flush=True)
+        print(json.dumps({"times": times, "calls": calls, "sample": str(sample)}), flush=True)
 
 
 class Workers:
@@ -479,23 +536,49 @@ def rel_error(out: np.ndarray, expected: np.ndarray) -> float:
 
 
 def check_outputs(cfg: Config, seed: int, samples: Dict[str, str]) -> Dict[str, float]:
-    """Relative error of every implementation on the first ``check_windows`` windows."""
-    q, k, v, table = make_inputs(cfg, seed)
+    """Relative error of every implementation on the first ``check_windows`` windows.
+
+    The bf16 kernel is compared with the reference computed (in float64) from
+    the bf16-rounded inputs it was given.
+    """
     cw = cfg.check_windows
     win = (cfg.window,) * 2
     mask = mask_of(cfg)
-    expected = ref.window_attention(q[:cw], k[:cw], v[:cw], bias=ref.lookup(table, win),
-                                    mask=mask, scale=cfg.scale)
-    return {impl: rel_error(np.load(path), expected) for impl, path in samples.items()}
+
+    def expected(round_bf16: bool) -> np.ndarray:
+        q, k, v, table = make_inputs(cfg, seed)
+        q, k, v = q[:cw], k[:cw], v[:cw]
+        if round_bf16:
+            q, k, v, table = (swin_opt.bf16_bits_to_float32(swin_opt.float32_to_bf16_bits(a))
+                              for a in (q, k, v, table))
+        return ref.window_attention(q, k, v, bias=ref.lookup(table, win), mask=mask,
+                                    scale=cfg.scale)
+
+    refs: Dict[bool, np.ndarray] = {}
+    errors = {}
+    for impl, path in samples.items():
+        bf16 = impl == "bf16"
+        if bf16 not in refs:
+            refs[bf16] = expected(bf16)
+        errors[impl] = rel_error(np.load(path), refs[bf16])
+    return errors
 
 
 def fmt_ratio(num: Optional[float], den: float) -> str:
     return f"{num / den:.2f}x" if num else "n/a"
 
 
+def fmt_ms(ms: float) -> str:
+    """Milliseconds: 3 decimals, 4 below 1 ms (the batch-1 rows take ~0.05 ms)."""
+    return f"{ms:.3f}" if ms >= 1 else f"{ms:.4f}"
+
+
 def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
     head = ["config", "N", "windows", "heads", "shift", "fused ms", "GFLOP/s", "%peak",
             "%ymm pk", "x unfused", "x naive", "x torch", "x 1thr", "x nopar", "max rel err", "bg cpu"]
+    bf16 = "bf16" in impls
+    if bf16:
+        head += ["bf16 ms", "bf16 GFLOP/s", "bf16 %peak", "x f32", "bf16 err"]
     table = []
     for r in rows:
         c: Config = r["config"]
@@ -503,7 +586,7 @@ def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
         gflops = c.flops / (t["fused"] * 1e-3) * 1e-9
         table.append([
             c.name, str(c.n), str(c.num_windows), str(c.heads), str(c.shift) if c.shift else "-",
-            f"{t['fused']:.3f}", f"{gflops:.1f}",
+            fmt_ms(t["fused"]), f"{gflops:.1f}",
             f"{100 * gflops / peak['peak_all']:.1f}%",
             f"{100 * gflops / peak['ymm_all']:.1f}%",
             fmt_ratio(t.get("unfused"), t["fused"]),
@@ -514,6 +597,10 @@ def print_table(rows: List[dict], peak: dict, impls: List[str]) -> None:
             f"{r['errors']['fused']:.1e}",
             "?" if r["background"] is None else f"{100 * r['background']:.0f}%",
         ])
+        if bf16:
+            g16 = c.flops / (t["bf16"] * 1e-3) * 1e-9
+            table[-1] += [fmt_ms(t["bf16"]), f"{g16:.1f}", f"{100 * g16 / peak['peak_all']:.1f}%",
+                          fmt_ratio(t["fused"], t["bf16"]), f"{r['errors']['bf16']:.1e}"]
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(head)]
     left = {0}
     line = lambda cells: "  ".join(  # noqa: E731
@@ -537,19 +624,34 @@ def print_legend(cfgs, impls, peak: dict, threads: int, cxx: str, cxx_flags: str
         f"x 1thr: the fused kernel with OMP_NUM_THREADS=1 / with {threads}; x nopar: its "
         "--no-parallel build / the parallel kernel.",
         "max rel err: max |fused - reference| / max |reference| (float64 NumPy reference).",
+        f"calls shorter than {1e3 * MIN_SAMPLE_S:.0f} ms are timed {MIN_SAMPLE_S * 1e3:.0f} ms "
+        "at a time (back-to-back calls per sample; the cell is still the median time per call).",
         "bg cpu: CPU time other processes took while the row was timed, as a share of all "
         "CPUs (more than a few %: that row is disturbed).",
         f"naive: {cxx} {cxx_flags}, OpenMP over windows x heads, {threads} threads.",
     ]
+    if "bf16" in impls:
+        lines.append(
+            "bf16: the fused kernel compiled with dtype=bfloat16 (q, k, v, table, out as bf16), "
+            f"{threads} threads, on the bf16-rounded inputs; bf16 GFLOP/s: the same FLOP count; "
+            "bf16 %peak: of the same f32 FMA peak (bf16 dot-product instructions, 2 products "
+            "per f32 lane, could pass 100%); x f32: fused f32 time / bf16 time (> 1: bf16 is "
+            "faster); bf16 err: against the float64 reference of the bf16-rounded inputs "
+            f"(tolerance {BF16_TOLERANCE:g}; f32: {TOLERANCE:g}).")
+    else:
+        lines.append("bf16: skipped (--no-bf16).")
     if "torch" in impls:
         lines.append(f"torch: {torch_info.get('torch')} eager, "
                      f"{torch_info.get('torch_threads')} threads, BLAS {torch_info.get('blas')}.")
     else:
         lines.append("torch: not importable (or --no-torch): x torch is n/a.")
     lines += [f"note: {n}" for n in dict.fromkeys(f"{c.name}: {c.note}" for c in cfgs if c.note)]
-    if any(c.name == "Swin-T s4" for c in cfgs):
+    if any(c.name.startswith("Swin-T s4") for c in cfgs):
         lines.append("note: Swin-T s4 has no shifted row (its 7x7 map is one window, where Swin "
                      "turns the shift off)")
+    if any(c.name.endswith(" b1") for c in cfgs):
+        lines.append("note: Swin-T ... b1: the same stage at batch 1 (one 224x224 image): the "
+                     "latency of one call")
     print("\n".join(lines))
 
 
@@ -563,7 +665,7 @@ def plot(rows: List[dict], peak: dict, impls: List[str], path: Path) -> bool:
         print(f"(matplotlib not importable: no PNG written to {path})")
         return False
     labels = [f"{r['config'].label}\nN={r['config'].n}" for r in rows]
-    shown = [i for i in ("fused", "unfused", "naive", "torch", "fused1t") if i in impls]
+    shown = [i for i in ("fused", "bf16", "unfused", "naive", "torch", "fused1t") if i in impls]
     x = np.arange(len(rows))
     width = 0.8 / len(shown)
     fig, ax = plt.subplots(figsize=(max(10, 0.9 * len(rows)), 6))
@@ -579,7 +681,8 @@ def plot(rows: List[dict], peak: dict, impls: List[str], path: Path) -> bool:
     ax.set_ylim(bottom=1)
     ax.set_ylabel(f"GFLOP/s (4·N²·d per window-head), {peak['threads']} threads")
     ax.set_xticks(x, labels, fontsize=8)
-    ax.set_title("Swin window attention with relative position bias (f32); SW = shifted windows")
+    ax.set_title("Swin window attention with relative position bias (f32 unless bf16); "
+                 "SW = shifted windows")
     ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
@@ -604,6 +707,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--build-dir", type=Path,
                    help="where to build (default: a temporary directory, removed afterwards)")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
+    p.add_argument("--no-bf16", action="store_true",
+                   help="skip the bf16 build of the fused kernel (the bf16 columns)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--plan", type=Path, help=argparse.SUPPRESS)
@@ -625,7 +730,8 @@ def main(argv=None) -> int:
     threads = args.threads or len(os.sched_getaffinity(0))
     repeat = args.repeat or (3 if args.quick else 7)
     cfgs = configurations(args.quick)
-    impls = [i for i in IMPLS if i != "torch" or (not args.no_torch and torch_available())]
+    impls = [i for i in IMPLS if (i != "torch" or (not args.no_torch and torch_available()))
+             and (i != "bf16" or not args.no_bf16)]
 
     tmp = None
     if args.build_dir:
@@ -644,7 +750,8 @@ def main(argv=None) -> int:
 def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
     cxx = find_cxx()
     print(f"swin-opt benchmark: {len(cfgs)} configurations, {threads} threads, "
-          f"median of {repeat} calls; build dir {out}")
+          f"median of {repeat} samples (calls under {1e3 * MIN_SAMPLE_S:.0f} ms in groups); "
+          f"build dir {out}")
     probe = CpuMonitor()
     time.sleep(0.5)
     busy = probe.foreign_share()
@@ -653,7 +760,7 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
               "numbers will be noisy")
     monitor = CpuMonitor()
     cpp = build_cpp(cxx, out)
-    libs = build_kernels(cfgs, out)
+    libs = build_kernels(cfgs, out, "bf16" in impls)
     t_built = time.perf_counter()
 
     first_peak = measure_peak(cpp["fma_peak"], threads)
@@ -677,16 +784,18 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
             background = row_monitor.foreign_share()
             errors = check_outputs(cfg, args.seed, {impl: r["sample"] for impl, r in res.items()})
             ms = {impl: 1e3 * statistics.median(r["times"]) for impl, r in res.items()}
-            print(f"  [{i:2}/{len(cfgs)}] {cfg.label:<13} " + "  ".join(
-                f"{impl} {ms[impl]:.1f} ms" for impl in impls), flush=True)
+            print(f"  [{i:2}/{len(cfgs)}] {cfg.label:<16} " + "  ".join(
+                f"{impl} {ms[impl]:.1f} ms" if ms[impl] >= 1 else f"{impl} {ms[impl]:.3f} ms"
+                for impl in impls), flush=True)
             failures = [f"{cfg.label}: {IMPL_TITLES[impl]} differs from the NumPy reference "
-                        f"by {err:.2e} (relative) > {TOLERANCE:g}"
-                        for impl, err in errors.items() if not err <= TOLERANCE]
+                        f"by {err:.2e} (relative) > {tolerance(impl):g}"
+                        for impl, err in errors.items() if not err <= tolerance(impl)]
             if failures:
                 print("\nMISMATCH - aborting:\n  " + "\n  ".join(failures), file=sys.stderr)
                 return 1
             rows.append({"config": cfg, "ms": ms, "errors": errors, "background": background,
-                         "times_s": {impl: r["times"] for impl, r in res.items()}})
+                         "times_s": {impl: r["times"] for impl, r in res.items()},
+                         "calls": {impl: r["calls"] for impl, r in res.items()}})
     finally:
         workers.close()
 
@@ -702,8 +811,12 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
     if foreign is not None:
         print(f"other processes used {100 * foreign:.1f}% of the CPU time during the run"
               + (" - WARNING: the numbers are disturbed" if foreign > 0.05 else ""))
-    worst = max(e for r in rows for e in r["errors"].values())
-    print(f"all outputs match the NumPy float64 reference (worst relative error {worst:.1e}).")
+    worst = max(e for r in rows for i, e in r["errors"].items() if i != "bf16")
+    msg = f"all outputs match the NumPy float64 reference (worst relative error {worst:.1e}"
+    if "bf16" in impls:
+        worst16 = max(r["errors"]["bf16"] for r in rows)
+        msg += f"; bf16 {worst16:.1e}, tolerance {BF16_TOLERANCE:g}"
+    print(msg + ").")
 
     if args.png and plot(rows, peak, impls, args.png):
         print(f"wrote {args.png}")
@@ -712,19 +825,35 @@ def _run(args, cfgs, impls, threads, repeat, out: Path, t_start: float) -> int:
             "machine": {"cpu": _cpu_model(), "threads": threads, "platform": platform.platform(),
                         "foreign_cpu_share": foreign},
             "peak": peak, "compiler": cxx, "torch": torch_info, "repeat": repeat,
+            "min_sample_s": MIN_SAMPLE_S,
+            "tolerance": {"f32": TOLERANCE, "bf16": BF16_TOLERANCE},
             "build_seconds": round(t_built - t_start, 1),
-            "rows": [{**dataclasses.asdict(r["config"]), "n": r["config"].n,
-                      "num_windows": r["config"].num_windows, "flops": r["config"].flops,
-                      "ms": r["ms"], "times_s": r["times_s"], "rel_errors": r["errors"],
-                      "background_cpu_share": r["background"],
-                      "gflops": {i: r["config"].flops / (ms * 1e-3) * 1e-9
-                                 for i, ms in r["ms"].items()}}
-                     for r in rows],
+            "rows": [json_row(r, peak) for r in rows],
         }
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"wrote {args.json}")
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
+
+
+def json_row(r: dict, peak: dict) -> dict:
+    """One row of --json: the config, every implementation's times, errors and GFLOP/s.
+
+    ``times_s`` are per call (each sample's time / ``calls_per_sample``);
+    ``bf16`` (when measured) sums up the bf16 columns of the table.
+    """
+    c: Config = r["config"]
+    gflops = {i: c.flops / (ms * 1e-3) * 1e-9 for i, ms in r["ms"].items()}
+    row = {**dataclasses.asdict(c), "n": c.n, "num_windows": c.num_windows, "flops": c.flops,
+           "ms": r["ms"], "times_s": r["times_s"], "calls_per_sample": r["calls"],
+           "rel_errors": r["errors"], "background_cpu_share": r["background"],
+           "gflops": gflops}
+    if "bf16" in r["ms"]:
+        row["bf16"] = {"ms": r["ms"]["bf16"], "gflops": gflops["bf16"],
+                       "pct_peak": 100 * gflops["bf16"] / peak["peak_all"],
+                       "x_f32": r["ms"]["fused"] / r["ms"]["bf16"],
+                       "rel_error": r["errors"]["bf16"], "tolerance": BF16_TOLERANCE}
+    return row
 
 
 class CpuMonitor:
