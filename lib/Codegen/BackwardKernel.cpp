@@ -217,9 +217,7 @@ void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
 
   forLoop(
       index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
-        Value rows = arith::MinUIOp::create(
-            b, index(g.queryBlock),
-            arith::SubIOp::create(b, index(g.tokens), qb));
+        Value rows = queryBlockRows(qb);
         emitScores(packedRow(s.queries), s.keysT, s.probabilities, qb, rows);
         emitSoftmaxRows(h, image, rtab, labels, s.probabilities, s.invSums, qb,
                         rows);

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
@@ -142,17 +143,27 @@ void FusedKernelEmitter::forRowBlocks(Value count, int64_t blockRows,
                                       function_ref<void(Value, int64_t)> body) {
   Value zero = index(0);
   Value full = count;
+  std::optional<int64_t> known = getConstantIntValue(count);
   if (blockRows > 1)
-    full = arith::SubIOp::create(b, count, remConst(count, blockRows));
+    full = known ? index(*known - *known % blockRows)
+                 : arith::SubIOp::create(b, count, remConst(count, blockRows));
   forLoop(zero, full, blockRows, {}, [&](Value row, ValueRange) {
     body(row, blockRows);
     return SmallVector<Value>{};
   });
-  if (blockRows > 1)
-    forLoop(full, count, 1, {}, [&](Value row, ValueRange) {
-      body(row, 1);
-      return SmallVector<Value>{};
-    });
+  if (blockRows == 1)
+    return;
+  // A known count's remainder is one block of its own size (a micro-kernel
+  // of fewer rows, not that many single rows).
+  if (known) {
+    if (*known % blockRows)
+      body(full, *known % blockRows);
+    return;
+  }
+  forLoop(full, count, 1, {}, [&](Value row, ValueRange) {
+    body(row, 1);
+    return SmallVector<Value>{};
+  });
 }
 
 Value FusedKernelEmitter::cosineHeadScale(Value h) {

@@ -254,6 +254,14 @@ private:
   /// then on the remaining rows one at a time.
   void forRowBlocks(Value count, int64_t blockRows,
                     function_ref<void(Value, int64_t)> body);
+  /// Query rows of the block starting at row `qb`: min(block, N - qb), a
+  /// constant when one block holds every row.
+  Value queryBlockRows(Value qb) {
+    if (g.queryBlock == g.tokens)
+      return index(g.tokens);
+    return arith::MinUIOp::create(
+        b, index(g.queryBlock), arith::SubIOp::create(b, index(g.tokens), qb));
+  }
   /// j' = j + (j / Wx) * (Wpad - Wx): the padded position of token j.
   Value paddedPosition(Value token);
   /// P(t) for a token index `t`.

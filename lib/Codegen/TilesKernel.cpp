@@ -321,15 +321,17 @@ void FusedKernelEmitter::emitScores(function_ref<Row(Value)> leftRow, Value kt,
 }
 
 /// 2^x for x in [-115, 0] or NaN, in registers: x = n + f with n the
-/// nearest integer, f in [-1/2, 1/2]; 2^f = e^(f ln 2) by its degree-6
-/// Taylor polynomial (relative error < 2e-7 on that interval), times 2^n
-/// built in the exponent bits (a normal float for n >= -126).
+/// nearest integer, f in [-1/2, 1/2]; 2^f by a degree-5 polynomial (near
+/// minimax for the relative error; < 2.4e-7 evaluated in f32, as the
+/// degree-6 Taylor polynomial of e^(f ln 2) it replaces), times 2^n built
+/// in the exponent bits (a normal float for n >= -126).
 ///
-/// n is rounded by adding and subtracting 1.5 * 2^23, where floats are the
-/// integers: the sum's low mantissa bits then hold n itself, so that
-/// shifting them into the exponent field needs no float-to-int conversion
-/// (whose result is poison for NaN). A NaN x makes f, the polynomial and so
-/// the product NaN, whatever the bits of 2^n are.
+/// n is rounded by adding and subtracting 1.5 * 2^23 + 127, where floats
+/// are the integers: the sum's low mantissa bits then hold n + 127, the
+/// biased exponent of 2^n itself, so that shifting them into the exponent
+/// field gives 2^n with no float-to-int conversion (whose result is poison
+/// for NaN) and no add. A NaN x makes f, the polynomial and so the product
+/// NaN, whatever the bits of 2^n are.
 Value FusedKernelEmitter::exp2(Value x) {
   VectorType type = cast<VectorType>(x.getType());
   auto constant = [&](double v) {
@@ -337,24 +339,23 @@ Value FusedKernelEmitter::exp2(Value x) {
         b, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
   };
   auto intType = VectorType::get(type.getShape(), b.getI32Type());
-  auto intConstant = [&](int32_t v) {
-    return arith::ConstantOp::create(
-        b, DenseElementsAttr::get(intType, b.getI32IntegerAttr(v)));
-  };
-  Value shifter = constant(12582912.0); // 1.5 * 2^23
+  Value shifter = constant(12582912.0 + 127.0); // 1.5 * 2^23 + 127
   Value rounded = arith::AddFOp::create(b, x, shifter);
   Value n = arith::SubFOp::create(b, rounded, shifter);
-  Value t = arith::MulFOp::create(b, arith::SubFOp::create(b, x, n),
-                                  constant(0.6931471805599453));
-  // Horner: 1 + t (1 + t/2 (1 + t/3 (1 + t/4 (1 + t/5 (1 + t/6))))).
-  Value poly = constant(1.0 / 720);
-  for (double c : {1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1.0, 1.0})
-    poly = math::FmaOp::create(b, poly, t, constant(c));
-  // (bits(rounded) << 23) = n << 23: the bits of 1.5 * 2^23 shift out.
-  Value exponent = arith::ShLIOp::create(
-      b, arith::BitcastOp::create(b, intType, rounded), intConstant(23));
+  Value f = arith::SubFOp::create(b, x, n);
+  // Horner, highest degree first.
+  constexpr double kCoefficients[] = {1.3276471e-3, 9.6755419e-3, 5.5507131e-2,
+                                      2.4022120e-1, 6.9314694e-1, 1.0000001};
+  Value poly = constant(kCoefficients[0]);
+  for (double c : ArrayRef<double>(kCoefficients).drop_front())
+    poly = math::FmaOp::create(b, poly, f, constant(c));
+  // bits(rounded) << 23 = (n + 127) << 23: the bits of 1.5 * 2^23 shift out.
   Value twoToN = arith::BitcastOp::create(
-      b, type, arith::AddIOp::create(b, exponent, intConstant(127 << 23)));
+      b, type,
+      arith::ShLIOp::create(
+          b, arith::BitcastOp::create(b, intType, rounded),
+          arith::ConstantOp::create(
+              b, DenseElementsAttr::get(intType, b.getI32IntegerAttr(23)))));
   return arith::MulFOp::create(b, poly, twoToN);
 }
 
@@ -777,9 +778,7 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
     Value discard = scratch.discard;
     forLoop(index(0), index(g.tokens), g.queryBlock, {},
             [&](Value qb, ValueRange) {
-              Value rows = arith::MinUIOp::create(
-                  b, index(g.queryBlock),
-                  arith::SubIOp::create(b, index(g.tokens), qb));
+              Value rows = queryBlockRows(qb);
               emitPairDotProducts(
                   rows, g.headDim / 2,
                   [&](Value lr) {
@@ -825,9 +824,7 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
     }
     forLoop(index(0), index(g.tokens), g.queryBlock, {},
             [&](Value qb, ValueRange) {
-              Value rows = arith::MinUIOp::create(
-                  b, index(g.queryBlock),
-                  arith::SubIOp::create(b, index(g.tokens), qb));
+              Value rows = queryBlockRows(qb);
               emitScores(
                   [&](Value i) { return inputRow(Input::Query, w, h, i); }, kt,
                   scores, qb, rows);
