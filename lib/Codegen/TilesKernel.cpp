@@ -656,8 +656,8 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
       });
 }
 
-/// Prefetches token `token`'s rows of q, k and v in item (w, h) into the
-/// cache, one prefetch per cache line. The kernel prefetches the next item's
+/// Prefetches token `token`'s rows of q, k, v and out in item (w, h) into
+/// the cache, one prefetch per cache line. The kernel prefetches the next item's
 /// rows, one token per query row of its softmax, while it computes: without
 /// it each item waits for its rows from memory (the hardware's stream
 /// prefetchers stop at every 4 KiB page, and an item's rows span one or two
@@ -676,6 +676,16 @@ void FusedKernelEmitter::emitPrefetchRows(Value w, Value h, Value token) {
           b, row.memref, ValueRange{add(row.offset, index(line * lineElements))},
           /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
   }
+  // The output row too, for writing: its lines are then owned by the
+  // time the row is stored, instead of each store waiting for its line to
+  // be read (a padding token's row, cropped, prefetches row 0).
+  RowAddress out = outputAddress(w, h, token);
+  Value offset = out.valid ? select(out.valid, out.offset, index(0))
+                           : out.offset;
+  for (int64_t line = 0; line < lines; ++line)
+    memref::PrefetchOp::create(
+        b, flatOutput, ValueRange{add(offset, index(line * lineElements))},
+        /*isWrite=*/true, /*localityHint=*/3, /*isDataCache=*/true);
 }
 
 /// Stack scratch of one (window, head) of the tiles kernel.

@@ -85,8 +85,9 @@
 // W16: memref.alloca() {alignment = 64 : i64} : memref<49x64xf32>
 // W16: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // Each query row of the softmax prefetches one token of the next item: its
-// rows of q, k and v, two cache lines each.
+// rows of q, k and v, two cache lines each, and its output row for writing.
 // W16-COUNT-6: memref.prefetch %{{.*}}[%{{.*}}], read, locality<3>, data
+// W16-COUNT-2: memref.prefetch %[[OUT:.*]][%{{.*}}], write, locality<3>, data
 // W16: %[[B0:.*]] = vector.load %{{.*}} : memref<3x177xf32>, vector<8xf32>
 // W16: %[[B1:.*]] = vector.load %{{.*}} : memref<3x177xf32>, vector<8xf32>
 // W16: vector.shuffle %[[B0]], %[[B1]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
