@@ -144,6 +144,11 @@ void FusedKernelEmitter::forRowBlocks(Value count, int64_t blockRows,
   Value zero = index(0);
   Value full = count;
   std::optional<int64_t> known = getConstantIntValue(count);
+  // A known count is split into blocks of even size: 49 rows in blocks of
+  // at most 8 are 7 x 7, not 6 x 8 and a single row, whose micro-kernel
+  // would be one long chain of dependent FMAs.
+  if (known && *known > 0)
+    blockRows = llvm::divideCeil(*known, llvm::divideCeil(*known, blockRows));
   if (blockRows > 1)
     full = known ? index(*known - *known % blockRows)
                  : arith::SubIOp::create(b, count, remConst(count, blockRows));

@@ -127,6 +127,10 @@ struct SoftmaxRowOptions {
   /// A flat bf16 [rows, scoreColumns] buffer that takes the probabilities
   /// (rounded) instead of the f32 scores buffer.
   Value bf16Probabilities;
+  /// The scores of rows lr0 .. lr0 + mr - 1 (blocks of producedRows), in
+  /// registers, instead of loads from the scores buffer.
+  function_ref<SmallVector<SmallVector<Value>>(Value, int64_t)> produceScores;
+  int64_t producedRows = 1;
 };
 
 class Warp;
@@ -313,8 +317,8 @@ private:
   /// Swin's region label of token `token` of the image's window `wi`, in
   /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
   Value regionLabel(Value wi, Value token);
-  /// 2^x on a vector of x in [-115, 0].
-  Value exp2(Value x);
+  /// 2^x on a vector of x in [-115, 0] (to f32's accuracy, or bf16's).
+  Value exp2(Value x, bool bf16Accuracy = false);
   /// Window `w`'s index into its mask, in every kernel: into the shift's
   /// region labels (per image) or the explicit mask operand, or null.
   Value maskWindow(Value w);
@@ -402,6 +406,18 @@ private:
   void zeroExtraKeyColumns(Value kt);
   void emitScores(function_ref<Row(Value)> leftRow, Value kt, Value scores,
                   Value qb, Value rows);
+  SmallVector<Value> emitScoreBlock(ArrayRef<Row> queries, Value kt,
+                                    int64_t c0, int64_t nc);
+  int64_t scoreBlockRows(int64_t vectors);
+  /// A micro-kernel block's mr * n accumulators as mr rows of n.
+  static SmallVector<SmallVector<Value>> splitRows(ArrayRef<Value> acc,
+                                                   int64_t mr) {
+    SmallVector<SmallVector<Value>> rows;
+    int64_t n = acc.size() / mr;
+    for (int64_t m = 0; m < mr; ++m)
+      rows.emplace_back(acc.slice(m * n, n));
+    return rows;
+  }
   void
   emitRowCombination(Value rows, Value count,
                      function_ref<Value(Value, Value)> coefficient,
@@ -416,10 +432,11 @@ private:
   Value broadcastPair(Row row, Value x);
   void emitPackKeyPairs(Value w, Value h, Value kp);
   void emitPackValuePairs(Value w, Value h, Value vp);
-  void emitPairDotProducts(Value rows, int64_t pairs,
-                           function_ref<Row(Value)> leftRow, Value right,
-                           int64_t vectors,
+  void emitPairDotProducts(Value rows, function_ref<Row(Value)> leftRow,
+                           Value right, int64_t vectors,
                            function_ref<void(Value, int64_t, Value)> finish);
+  SmallVector<Value> emitPairDotBlock(ArrayRef<Row> lefts, Value right,
+                                      int64_t c0, int64_t nc);
   void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,
                   Value valueBase, Value discard, Value qb, Value rows);
 

@@ -152,45 +152,57 @@ void FusedKernelEmitter::emitPackValuePairs(Value w, Value h, Value vp) {
 }
 
 /// C[r, :] = sum_x left_r[x] * right[x, :] for the `rows` rows r, over
-/// `pairs` pairs of x: left_r the bf16 row `leftRow(r)`, right packed in
-/// pairs as [pairs, 2 * vectors * 16]. A micro-kernel over blocks of `mr`
-/// rows x `nc` vectors of 16 f32 accumulators (the right's vectors are
-/// memory operands). `finish(r, c, acc)` consumes vector c of row r.
+/// the pairs of x: left_r the bf16 row `leftRow(r)`, right packed in pairs
+/// as [pairs, 2 * vectors * 16]. A micro-kernel over blocks of `mr` rows x
+/// `nc` vectors of 16 f32 accumulators (the right's vectors are memory
+/// operands). `finish(r, c, acc)` consumes vector c of row r.
 void FusedKernelEmitter::emitPairDotProducts(
-    Value rows, int64_t pairs, function_ref<Row(Value)> leftRow, Value right,
-    int64_t vectors, function_ref<void(Value, int64_t, Value)> finish) {
-  auto accType = VectorType::get({16}, f32);
-  auto pairsType = VectorType::get({32}, b.getBF16Type());
+    Value rows, function_ref<Row(Value)> leftRow, Value right, int64_t vectors,
+    function_ref<void(Value, int64_t, Value)> finish) {
   int64_t chunk = std::min<int64_t>(vectors, 8);
   int64_t blockRows =
-      std::clamp<int64_t>((g.registers - 2 - chunk) / (chunk + 1), 1, 8);
+      std::clamp<int64_t>((g.registers - 2 - chunk) / (chunk + 1), 1, 12);
   forRowBlocks(rows, blockRows, [&](Value r0, int64_t mr) {
     SmallVector<Row> lefts;
     for (int64_t m = 0; m < mr; ++m)
       lefts.push_back(leftRow(add(r0, index(m))));
     for (int64_t c0 = 0; c0 < vectors; c0 += chunk) {
       int64_t nc = std::min(chunk, vectors - c0);
-      SmallVector<Value> init(mr * nc, splat(0.0, accType));
-      ValueRange acc = forLoop(
-          index(0), index(pairs), 1, init, [&](Value x, ValueRange acc) {
-            SmallVector<Value> next(acc);
-            SmallVector<Value> broadcasts;
-            for (const Row &left : lefts)
-              broadcasts.push_back(broadcastPair(left, mulConst(x, 2)));
-            for (int64_t c = 0; c < nc; ++c) {
-              Value columns = vector::LoadOp::create(
-                  b, pairsType, right, ValueRange{x, index(32 * (c0 + c))});
-              for (int64_t m = 0; m < mr; ++m)
-                next[m * nc + c] = x86vector::DotBF16Op::create(
-                    b, accType, next[m * nc + c], broadcasts[m], columns);
-            }
-            return next;
-          });
+      SmallVector<Value> acc = emitPairDotBlock(lefts, right, c0, nc);
       for (int64_t m = 0; m < mr; ++m)
         for (int64_t c = 0; c < nc; ++c)
           finish(add(r0, index(m)), c0 + c, acc[m * nc + c]);
     }
   });
+}
+
+/// One block of emitPairDotProducts: the rows `lefts` times vectors
+/// [c0, c0 + nc) of `right`, over all of right's pairs (mr * nc
+/// accumulators, row-major).
+SmallVector<Value> FusedKernelEmitter::emitPairDotBlock(ArrayRef<Row> lefts,
+                                                        Value right, int64_t c0,
+                                                        int64_t nc) {
+  auto accType = VectorType::get({16}, f32);
+  auto pairsType = VectorType::get({32}, b.getBF16Type());
+  int64_t mr = lefts.size();
+  int64_t pairs = cast<MemRefType>(right.getType()).getDimSize(0);
+  SmallVector<Value> init(mr * nc, splat(0.0, accType));
+  ValueRange acc = forLoop(
+      index(0), index(pairs), 1, init, [&](Value x, ValueRange acc) {
+        SmallVector<Value> next(acc);
+        SmallVector<Value> broadcasts;
+        for (const Row &left : lefts)
+          broadcasts.push_back(broadcastPair(left, mulConst(x, 2)));
+        for (int64_t c = 0; c < nc; ++c) {
+          Value columns = vector::LoadOp::create(
+              b, pairsType, right, ValueRange{x, index(32 * (c0 + c))});
+          for (int64_t m = 0; m < mr; ++m)
+            next[m * nc + c] = x86vector::DotBF16Op::create(
+                b, accType, next[m * nc + c], broadcasts[m], columns);
+        }
+        return next;
+      });
+  return SmallVector<Value>(acc);
 }
 
 } // namespace mlir::rpe::detail

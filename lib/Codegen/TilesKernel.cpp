@@ -265,66 +265,80 @@ void FusedKernelEmitter::zeroExtraKeyColumns(Value kt) {
 void FusedKernelEmitter::emitScores(function_ref<Row(Value)> leftRow, Value kt,
                                     Value scores, Value qb, Value rows) {
   // Registers: mr * nc accumulators and mr broadcasts (the key vectors are
-  // memory operands). AVX2 (16): 2 x 7 for N' = 56, else 3 x 4; AVX-512
-  // (32): up to 8 vectors, as many rows as fit.
-  int64_t chunk, blockRows;
-  if (g.registers == 16) {
-    chunk = g.computeKeyVectors <= 7 ? g.computeKeyVectors : 4;
-    blockRows = g.computeKeyVectors <= 7 ? 2 : 3;
-  } else {
-    chunk = std::min<int64_t>(g.computeKeyVectors, 8);
-    blockRows =
-        std::clamp<int64_t>((g.registers - 2 - chunk) / (chunk + 1), 1, 6);
-  }
+  // memory operands); at most 8 vectors (AVX2: 7) per block.
+  int64_t chunk = g.registers == 16
+                      ? (g.computeKeyVectors <= 7 ? g.computeKeyVectors : 4)
+                      : std::min<int64_t>(g.computeKeyVectors, 8);
+  int64_t blockRows = scoreBlockRows(chunk);
   forRowBlocks(rows, blockRows, [&](Value lr, int64_t mr) {
     Value i = add(qb, lr);
     SmallVector<Row> queries;
     for (int64_t m = 0; m < mr; ++m)
       queries.push_back(leftRow(add(i, index(m))));
-    // Cosine attention: q · k̂ of a row, times 1 / |q|, is q̂ · k̂. (The
-    // gradient, whose op has no cosine form, also runs dout · vᵀ here.)
-    SmallVector<Value> queryNorms;
-    if (op.isCosine())
-      for (const Row &query : queries)
-        queryNorms.push_back(broadcast(reciprocalRowNorm(query), computeType));
     for (int64_t c0 = 0; c0 < g.computeKeyVectors; c0 += chunk) {
       int64_t nc = std::min(chunk, g.computeKeyVectors - c0);
-      SmallVector<Value> init(mr * nc, splat(0.0, computeType));
-      ValueRange acc = forLoop(
-          index(0), index(g.headDim), 1, init, [&](Value e, ValueRange acc) {
-            SmallVector<Value> next(acc);
-            SmallVector<Value> qs;
-            for (int64_t m = 0; m < mr; ++m)
-              qs.push_back(broadcast(loadElement(queries[m], e), computeType));
-            for (int64_t c = 0; c < nc; ++c) {
-              Value keys = vector::LoadOp::create(
-                  b, computeType, kt,
-                  ValueRange{e, index((c0 + c) * g.computeLanes)});
-              for (int64_t m = 0; m < mr; ++m)
-                next[m * nc + c] =
-                    vector::FMAOp::create(b, qs[m], keys, next[m * nc + c]);
-            }
-            return next;
-          });
+      SmallVector<Value> acc = emitScoreBlock(queries, kt, c0, nc);
       for (int64_t m = 0; m < mr; ++m)
         for (int64_t c = 0; c < nc; ++c)
           vector::StoreOp::create(
-              b,
-              queryNorms.empty()
-                  ? acc[m * nc + c]
-                  : arith::MulFOp::create(b, acc[m * nc + c], queryNorms[m])
-                        .getResult(),
-              scores,
+              b, acc[m * nc + c], scores,
               ValueRange{add(lr, index(m)), index((c0 + c) * g.computeLanes)});
     }
   });
 }
 
+/// Rows of the scores micro-kernel: the queries' products with vectors
+/// [c0, c0 + nc) of Kt, reduced over e (mr * nc accumulators, row-major),
+/// and scaled by 1 / |q| for cosine attention.
+SmallVector<Value> FusedKernelEmitter::emitScoreBlock(ArrayRef<Row> queries,
+                                                      Value kt, int64_t c0,
+                                                      int64_t nc) {
+  int64_t mr = queries.size();
+  SmallVector<Value> init(mr * nc, splat(0.0, computeType));
+  ValueRange acc = forLoop(
+      index(0), index(g.headDim), 1, init, [&](Value e, ValueRange acc) {
+        SmallVector<Value> next(acc);
+        SmallVector<Value> qs;
+        for (const Row &query : queries)
+          qs.push_back(broadcast(loadElement(query, e), computeType));
+        for (int64_t c = 0; c < nc; ++c) {
+          Value keys = vector::LoadOp::create(
+              b, computeType, kt,
+              ValueRange{e, index((c0 + c) * g.computeLanes)});
+          for (int64_t m = 0; m < mr; ++m)
+            next[m * nc + c] =
+                vector::FMAOp::create(b, qs[m], keys, next[m * nc + c]);
+        }
+        return next;
+      });
+  SmallVector<Value> result(acc);
+  // Cosine attention: q · k̂ of a row, times 1 / |q|, is q̂ · k̂. (The
+  // gradient, whose op has no cosine form, also runs dout · vᵀ here.)
+  if (op.isCosine())
+    for (int64_t m = 0; m < mr; ++m) {
+      Value norm = broadcast(reciprocalRowNorm(queries[m]), computeType);
+      for (int64_t c = 0; c < nc; ++c)
+        result[m * nc + c] =
+            arith::MulFOp::create(b, result[m * nc + c], norm);
+    }
+  return result;
+}
+
+/// The micro-kernels' rows per block of scores of `vectors` vectors: as
+/// many rows of accumulators and a broadcast as the registers hold (AVX2:
+/// 2 x 7 for N' = 56, else 3 x 4; AVX-512: at most 6 rows).
+int64_t FusedKernelEmitter::scoreBlockRows(int64_t vectors) {
+  if (g.registers == 16)
+    return g.computeKeyVectors <= 7 ? 2 : 3;
+  return std::clamp<int64_t>((g.registers - 2 - vectors) / (vectors + 1), 1, 6);
+}
+
 /// 2^x for x in [-115, 0] or NaN, in registers: x = n + f with n the
 /// nearest integer, f in [-1/2, 1/2]; 2^f by a degree-5 polynomial (near
 /// minimax for the relative error; < 2.4e-7 evaluated in f32, as the
-/// degree-6 Taylor polynomial of e^(f ln 2) it replaces), times 2^n built
-/// in the exponent bits (a normal float for n >= -126).
+/// degree-6 Taylor polynomial of e^(f ln 2) it replaces), or, for
+/// `bf16Accuracy`, degree 3 (< 7.5e-5, far below bf16's rounding, 2^-9),
+/// times 2^n built in the exponent bits (a normal float for n >= -126).
 ///
 /// n is rounded by adding and subtracting 1.5 * 2^23 + 127, where floats
 /// are the integers: the sum's low mantissa bits then hold n + 127, the
@@ -332,7 +346,7 @@ void FusedKernelEmitter::emitScores(function_ref<Row(Value)> leftRow, Value kt,
 /// field gives 2^n with no float-to-int conversion (whose result is poison
 /// for NaN) and no add. A NaN x makes f, the polynomial and so the product
 /// NaN, whatever the bits of 2^n are.
-Value FusedKernelEmitter::exp2(Value x) {
+Value FusedKernelEmitter::exp2(Value x, bool bf16Accuracy) {
   VectorType type = cast<VectorType>(x.getType());
   auto constant = [&](double v) {
     return arith::ConstantOp::create(
@@ -344,10 +358,14 @@ Value FusedKernelEmitter::exp2(Value x) {
   Value n = arith::SubFOp::create(b, rounded, shifter);
   Value f = arith::SubFOp::create(b, x, n);
   // Horner, highest degree first.
-  constexpr double kCoefficients[] = {1.3276471e-3, 9.6755419e-3, 5.5507131e-2,
-                                      2.4022120e-1, 6.9314694e-1, 1.0000001};
-  Value poly = constant(kCoefficients[0]);
-  for (double c : ArrayRef<double>(kCoefficients).drop_front())
+  constexpr double kDegree5[] = {1.3276471e-3, 9.6755419e-3, 5.5507131e-2,
+                                 2.4022120e-1, 6.9314694e-1, 1.0000001};
+  constexpr double kDegree3[] = {5.5171669e-2, 2.4261114e-1, 6.9326097e-1,
+                                 9.9992806e-1};
+  ArrayRef<double> coefficients =
+      bf16Accuracy ? ArrayRef<double>(kDegree3) : ArrayRef<double>(kDegree5);
+  Value poly = constant(coefficients.front());
+  for (double c : coefficients.drop_front())
     poly = math::FmaOp::create(b, poly, f, constant(c));
   // bits(rounded) << 23 = (n + 127) << 23: the bits of 1.5 * 2^23 shift out.
   Value twoToN = arith::BitcastOp::create(
@@ -441,9 +459,17 @@ void FusedKernelEmitter::emitSoftmaxRows(
   // next step: the max, the exponentials and the sum of one row are a chain
   // of dependent instructions, and the rows of a group are independent
   // chains for the core to overlap.
-  int64_t groupRows = inRegisters ? kInterleavedRows : 1;
+  // A caller that computes the scores block by block hands each block to
+  // its softmax in registers (extra.produceScores): S is never stored, and
+  // the softmax of one block overlaps the products of the next.
+  int64_t groupRows = extra.produceScores ? extra.producedRows
+                      : inRegisters       ? kInterleavedRows
+                                          : 1;
   forRowBlocks(rows, groupRows, [&](Value lr0, int64_t mr) {
     SmallVector<Value> lrs, maxes;
+    SmallVector<SmallVector<Value>> produced;
+    if (extra.produceScores)
+      produced = extra.produceScores(lr0, mr);
     SmallVector<SmallVector<Value>> rowScores(mr);
     for (int64_t m = 0; m < mr; ++m) {
       Value lr = add(lr0, index(m));
@@ -486,8 +512,11 @@ void FusedKernelEmitter::emitSoftmaxRows(
             masks.push_back(loadVector(flatMask, {at}, seg.keys, g.lanes));
           }
         }
-        Value s = vector::LoadOp::create(b, computeType, scores,
-                                         ValueRange{lr, column});
+        Value s = produced.empty()
+                      ? vector::LoadOp::create(b, computeType, scores,
+                                               ValueRange{lr, column})
+                            .getResult()
+                      : produced[m][c];
         s = extra.scoreScale
                 ? math::FmaOp::create(b, s, extra.scoreScale, join(biases))
                       .getResult()
@@ -541,8 +570,10 @@ void FusedKernelEmitter::emitSoftmaxRows(
                       : vector::LoadOp::create(b, computeType, scores,
                                                ValueRange{lrs[m], column})
                             .getResult();
+        // Probabilities rounded to bf16 need no more than bf16's accuracy.
         Value p = exp2(arith::MaximumFOp::create(
-            b, arith::SubFOp::create(b, s, maxes[m]), lowest));
+                           b, arith::SubFOp::create(b, s, maxes[m]), lowest),
+                       /*bf16Accuracy=*/bool(extra.bf16Probabilities));
         if (extra.bf16Probabilities)
           vector::StoreOp::create(
               b,
@@ -774,6 +805,9 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
       b, add(item, index(1)), arith::SubIOp::create(b, items, index(1)));
   Value nextW = divConst(next, g.heads), nextH = remConst(next, g.heads);
   Value image = maskWindow(w);
+  // The scores go from the micro-kernel's registers to the softmax when a
+  // row's vectors fit the registers (AVX-512, N' up to 128 columns).
+  bool fuseScores = g.registers == 32 && g.computeKeyVectors <= 8;
   SoftmaxRowOptions softmax;
   auto prefetchNext = [&](Value i) { emitPrefetchRows(nextW, nextH, i); };
   softmax.eachRow = prefetchNext;
@@ -789,21 +823,35 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
     forLoop(index(0), index(g.tokens), g.queryBlock, {},
             [&](Value qb, ValueRange) {
               Value rows = queryBlockRows(qb);
-              emitPairDotProducts(
-                  rows, g.headDim / 2,
-                  [&](Value lr) {
-                    return inputRow(Input::Query, w, h, add(qb, lr));
-                  },
-                  kt, g.computeKeyVectors,
-                  [&](Value lr, int64_t c, Value acc) {
-                    vector::StoreOp::create(
-                        b, acc, scores,
-                        ValueRange{lr, index(c * g.computeLanes)});
-                  });
+              auto produce = [&](Value lr0, int64_t mr) {
+                SmallVector<Row> queries;
+                for (int64_t m = 0; m < mr; ++m)
+                  queries.push_back(
+                      inputRow(Input::Query, w, h, add(qb, add(lr0, index(m)))));
+                return splitRows(
+                    emitPairDotBlock(queries, kt, 0, g.computeKeyVectors), mr);
+              };
+              SoftmaxRowOptions fused = softmax;
+              if (fuseScores) {
+                fused.produceScores = produce;
+                fused.producedRows = scoreBlockRows(g.computeKeyVectors);
+              } else {
+                emitPairDotProducts(
+                    rows,
+                    [&](Value lr) {
+                      return inputRow(Input::Query, w, h, add(qb, lr));
+                    },
+                    kt, g.computeKeyVectors,
+                    [&](Value lr, int64_t c, Value acc) {
+                      vector::StoreOp::create(
+                          b, acc, scores,
+                          ValueRange{lr, index(c * g.computeLanes)});
+                    });
+              }
               emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb,
-                              rows, softmax);
+                              rows, fused);
               emitPairDotProducts(
-                  rows, g.paddedTokens / 2,
+                  rows,
                   [&](Value lr) {
                     return Row{scratch.probabilities,
                                mulConst(lr, g.scoreColumns)};
@@ -835,11 +883,25 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
     forLoop(index(0), index(g.tokens), g.queryBlock, {},
             [&](Value qb, ValueRange) {
               Value rows = queryBlockRows(qb);
-              emitScores(
-                  [&](Value i) { return inputRow(Input::Query, w, h, i); }, kt,
-                  scores, qb, rows);
+              SoftmaxRowOptions fused = softmax;
+              auto produce = [&](Value lr0, int64_t mr) {
+                SmallVector<Row> queries;
+                for (int64_t m = 0; m < mr; ++m)
+                  queries.push_back(
+                      inputRow(Input::Query, w, h, add(qb, add(lr0, index(m)))));
+                return splitRows(
+                    emitScoreBlock(queries, kt, 0, g.computeKeyVectors), mr);
+              };
+              if (fuseScores) {
+                fused.produceScores = produce;
+                fused.producedRows = scoreBlockRows(g.computeKeyVectors);
+              } else {
+                emitScores(
+                    [&](Value i) { return inputRow(Input::Query, w, h, i); },
+                    kt, scores, qb, rows);
+              }
               emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb,
-                              rows, softmax);
+                              rows, fused);
               emitOutput(w, h, scores, invSums, values, valueBase, discard, qb,
                          rows);
               return SmallVector<Value>{};
