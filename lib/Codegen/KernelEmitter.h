@@ -124,8 +124,8 @@ struct SoftmaxRowOptions {
   function_ref<void(Value)> eachRow;
   /// The scores' factor (a vector), applied with the bias: S * f + bias.
   Value scoreScale;
-  /// A flat bf16 [rows, scoreColumns] buffer that takes the probabilities
-  /// (rounded) instead of the f32 scores buffer.
+  /// A flat bf16 [rows, denseProbabilityRow()] buffer that takes the
+  /// probabilities (rounded; keys unpadded) instead of the scores buffer.
   Value bf16Probabilities;
   /// The scores of rows lr0 .. lr0 + mr - 1 (blocks of producedRows), in
   /// registers, instead of loads from the scores buffer.
@@ -429,6 +429,11 @@ private:
 
   //===--- AVX512-BF16 products (PairedBf16.cpp) ------------------------===//
   bool canPairBf16();
+  /// bf16 elements per row of P for the paired P·v: the N keys, then the
+  /// padding lanes of the last segment stored (zeros), rounded to 16.
+  int64_t denseProbabilityRow() {
+    return llvm::alignTo(g.tokens + g.lanes, 16);
+  }
   Value broadcastPair(Row row, Value x);
   void emitPackKeyPairs(Value w, Value h, Value kp);
   void emitPackValuePairs(Value w, Value h, Value vp);

@@ -17,9 +17,10 @@
 //           of channels), b = Kp[e / 2, j', e % 2], kᵀ transposed as 32-bit
 //           pairs of channels (the f32 kernel's 8 x 8 register transpose);
 //           the scale (times log2 e) multiplies S in the softmax's bias step.
-//   output  out[i, e] = sum_j' P[i, j'] v[j, e]: a = the row of P, rounded
-//           to bf16 by the softmax (pairs of padded keys), b = Vp[j' / 2, e,
-//           j' % 2], two rows of v interleaved (zero rows for padding keys).
+//   output  out[i, e] = sum_j P[i, j] v[j, e]: a = the row of P, rounded
+//           to bf16 by the softmax and stored with the keys unpadded (pairs
+//           of consecutive keys), b = Vp[j / 2, e, j % 2], two rows of v
+//           interleaved (an odd N's last pair: a zero row).
 //
 // Accumulation, the softmax and the row sums stay f32; only the operands of
 // the products are bf16 (q, k and v as given, and P).
@@ -114,8 +115,8 @@ void FusedKernelEmitter::emitPackKeyPairs(Value w, Value h, Value kp) {
     });
 }
 
-/// Vp[j' / 2, 2 e + j' % 2] = v[w, h, j, e] over the padded keys j'
-/// (padding keys: zero rows).
+/// Vp[j / 2, 2 e + j % 2] = v[w, h, j, e] over the keys j (unpadded; an
+/// odd N's last pair ends in a zero row).
 void FusedKernelEmitter::emitPackValuePairs(Value w, Value h, Value vp) {
   auto halfType = VectorType::get({16}, b.getBF16Type());
   Value zeros = arith::ConstantOp::create(
@@ -123,32 +124,29 @@ void FusedKernelEmitter::emitPackValuePairs(Value w, Value h, Value vp) {
   SmallVector<int64_t> interleave;
   for (int64_t l = 0; l < 16; ++l)
     interleave.append({l, l + 16});
-  int64_t rowPairs = g.paddedRowLength / 2;
-  forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
-    for (int64_t pair = 0; pair < rowPairs; ++pair) {
-      SmallVector<std::optional<Row>, 2> rows;
-      for (int64_t x : {2 * pair, 2 * pair + 1})
-        rows.push_back(x < g.rowLength
-                           ? std::optional<Row>(inputRow(
-                                 Input::Value, w, h,
-                                 add(mulConst(r, g.rowLength), index(x))))
-                           : std::nullopt);
-      Value p = add(mulConst(r, rowPairs), index(pair));
-      for (int64_t c = 0; c < g.headDim / 16; ++c) {
-        SmallVector<Value, 2> halves;
-        for (const std::optional<Row> &row : rows)
-          halves.push_back(
-              row ? vector::LoadOp::create(b, halfType, row->memref,
-                                           add(row->offset, index(16 * c)))
-                        .getResult()
-                  : zeros);
-        Value pairs =
-            vector::ShuffleOp::create(b, halves[0], halves[1], interleave);
-        vector::StoreOp::create(b, pairs, vp, ValueRange{p, index(32 * c)});
-      }
+  auto packPair = [&](Value p, Row first, std::optional<Row> second) {
+    for (int64_t c = 0; c < g.headDim / 16; ++c) {
+      Value a = vector::LoadOp::create(b, halfType, first.memref,
+                                       add(first.offset, index(16 * c)));
+      Value bValues =
+          second ? vector::LoadOp::create(b, halfType, second->memref,
+                                          add(second->offset, index(16 * c)))
+                       .getResult()
+                 : zeros;
+      vector::StoreOp::create(
+          b, vector::ShuffleOp::create(b, a, bValues, interleave), vp,
+          ValueRange{p, index(32 * c)});
     }
+  };
+  forLoop(index(0), index(g.tokens / 2), 1, {}, [&](Value p, ValueRange) {
+    Value j = mulConst(p, 2);
+    packPair(p, inputRow(Input::Value, w, h, j),
+             inputRow(Input::Value, w, h, add(j, index(1))));
     return SmallVector<Value>{};
   });
+  if (g.tokens % 2)
+    packPair(index(g.tokens / 2), inputRow(Input::Value, w, h, index(g.tokens - 1)),
+             std::nullopt);
 }
 
 /// C[r, :] = sum_x left_r[x] * right[x, :] for the `rows` rows r, over

@@ -574,14 +574,28 @@ void FusedKernelEmitter::emitSoftmaxRows(
         Value p = exp2(arith::MaximumFOp::create(
                            b, arith::SubFOp::create(b, s, maxes[m]), lowest),
                        /*bf16Accuracy=*/bool(extra.bf16Probabilities));
-        if (extra.bf16Probabilities)
-          vector::StoreOp::create(
-              b,
-              x86vector::CvtPackedF32ToBF16Op::create(
-                  b, VectorType::get({width}, b.getBF16Type()), p),
-              extra.bf16Probabilities,
-              add(mulConst(lrs[m], g.scoreColumns), column));
-        else
+        if (extra.bf16Probabilities) {
+          // P in bf16, the keys unpadded (P·v pairs consecutive keys):
+          // each segment's L lanes go to its keys' place, in increasing
+          // order, so that the next segment overwrites its padding lanes
+          // (the last row's stay, as zeros after the N keys).
+          Value rounded = x86vector::CvtPackedF32ToBF16Op::create(
+              b, VectorType::get({width}, b.getBF16Type()), p);
+          Value rowStart = mulConst(lrs[m], denseProbabilityRow());
+          for (int64_t t = 0; t < segmentsPerVector; ++t) {
+            Segment seg = segmentOf(c, t);
+            if (seg.row >= g.keyRows)
+              continue;
+            Value lanes = rounded;
+            if (segmentsPerVector > 1)
+              lanes = vector::ExtractStridedSliceOp::create(
+                  b, rounded, ArrayRef<int64_t>{t * g.lanes},
+                  ArrayRef<int64_t>{g.lanes}, ArrayRef<int64_t>{1});
+            vector::StoreOp::create(
+                b, lanes, extra.bf16Probabilities,
+                add(rowStart, index(seg.row * g.rowLength + seg.x0)));
+          }
+        } else
           vector::StoreOp::create(b, p, scores, ValueRange{lrs[m], column});
         sum = arith::AddFOp::create(b, sum, p);
       }
@@ -763,9 +777,10 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
     if (pairs) {
       Type bf16 = b.getBF16Type();
       scratch.kt = alloc({g.headDim / 2, 2 * g.scoreColumns}, bf16);
-      scratch.values = alloc({g.paddedTokens / 2, 2 * g.headDim}, bf16);
-      scratch.probabilities =
-          flatten(b, b.getLoc(), alloc({g.queryBlock * g.scoreColumns}, bf16));
+      scratch.values = alloc({(g.tokens + 1) / 2, 2 * g.headDim},
+                             bf16);
+      scratch.probabilities = flatten(
+          b, b.getLoc(), alloc({g.queryBlock * denseProbabilityRow()}, bf16));
     } else {
       scratch.kt = alloc({g.headDim, g.scoreColumns}, f32);
     }
@@ -854,15 +869,26 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
                   rows,
                   [&](Value lr) {
                     return Row{scratch.probabilities,
-                               mulConst(lr, g.scoreColumns)};
+                               mulConst(lr, denseProbabilityRow())};
                   },
                   scratch.values, g.headDim / 16,
                   [&](Value lr, int64_t c, Value acc) {
                     Row out = outputRow(w, h, add(qb, lr), discard);
                     Value inv = broadcast(
                         memref::LoadOp::create(b, invSums, lr), computeType);
-                    storeVector(arith::MulFOp::create(b, acc, inv), out.memref,
-                                {add(out.offset, index(c * 16))}, 16, 16);
+                    Value result = arith::MulFOp::create(b, acc, inv);
+                    Value at = add(out.offset, index(c * 16));
+                    // bf16 is rounded by the CPU's conversion instruction,
+                    // not the integer arithmetic of arith.truncf's expansion.
+                    if (getElementTypeOrSelf(out.memref.getType()).isBF16())
+                      vector::StoreOp::create(
+                          b,
+                          x86vector::CvtPackedF32ToBF16Op::create(
+                              b, VectorType::get({16}, b.getBF16Type()),
+                              result),
+                          out.memref, at);
+                    else
+                      storeVector(result, out.memref, {at}, 16, 16);
                   });
               return SmallVector<Value>{};
             });

@@ -4,11 +4,12 @@
 
 // AVX512-BF16: Swin-T stage 1 (bf16, shifted) on vdpbf16ps. kᵀ packed as
 // 32-bit pairs of channels [d/2, 2 x 64 columns], transposed 8 x 8 in
-// registers; v as pairs of padded keys [N'/2 = 28, 2d], two rows
-// interleaved; P rounded to bf16 per query row.
+// registers; v as pairs of consecutive keys [ceil(N/2) = 25, 2d], two rows
+// interleaved; P rounded to bf16 per query row, stored with the keys
+// unpadded ([49 rows, 64]).
 // CHECK-LABEL: func @stage1_bf16
 // CHECK: %[[KP:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16x128xbf16>
-// CHECK: %[[VP:.*]] = memref.alloca() {alignment = 64 : i64} : memref<28x64xbf16>
+// CHECK: %[[VP:.*]] = memref.alloca() {alignment = 64 : i64} : memref<25x64xbf16>
 // CHECK: memref.alloca() {alignment = 64 : i64} : memref<3136xbf16>
 // CHECK: vector.bitcast %{{.*}} : vector<16xbf16> to vector<8xi32>
 // CHECK-COUNT-24: vector.shuffle {{.*}} : vector<8xi32>, vector<8xi32>
@@ -26,11 +27,16 @@
 // CHECK-COUNT-5: x86vector.avx512.dot %{{.*}} : vector<32xbf16> -> vector<16xf32>
 // The scale (times log2 e) is applied in f32 with the bias.
 // CHECK: math.fma %{{.*}}, %[[SCALE]], %{{.*}} : vector<16xf32>
-// CHECK: x86vector.avx512.cvt.packed.f32_to_bf16 %{{.*}} : vector<16xf32> -> vector<16xbf16>
-// P·v: pairs of keys, 2 vectors of 16 channels per row.
-// CHECK: vector.load %[[VP]]{{.*}} : memref<28x64xbf16>, vector<32xbf16>
+// CHECK: %[[P:.*]] = x86vector.avx512.cvt.packed.f32_to_bf16 %{{.*}} : vector<16xf32> -> vector<16xbf16>
+// Each 8-lane segment (a key row) at its keys' unpadded place.
+// CHECK: %[[SEG:.*]] = vector.extract_strided_slice %[[P]] {offsets = [0], sizes = [8], strides = [1]} : vector<16xbf16> to vector<8xbf16>
+// CHECK: vector.store %[[SEG]], %{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, vector<8xbf16>
+// P·v: pairs of keys, 2 vectors of 16 channels per row; the result rounded
+// by the conversion instruction.
+// CHECK: vector.load %[[VP]]{{.*}} : memref<25x64xbf16>, vector<32xbf16>
 // CHECK: x86vector.avx512.dot
-// CHECK: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// CHECK: x86vector.avx512.cvt.packed.f32_to_bf16
+// CHECK-NOT: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
 // NODOT-LABEL: func @stage1_bf16
 // NODOT-NOT: x86vector
 // NODOT: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>

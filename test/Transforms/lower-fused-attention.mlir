@@ -84,6 +84,9 @@
 // W16: memref.alloca() {alignment = 64 : i64} : memref<32x64xf32>
 // W16: memref.alloca() {alignment = 64 : i64} : memref<49x64xf32>
 // W16: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// The scores go from the micro-kernel's accumulators to the softmax in
+// registers: no store of S between the products and the bias.
+// W16-NOT: vector.store %{{.*}} : memref<49x64xf32>, vector<16xf32>
 // Each query row of the softmax prefetches one token of the next item: its
 // rows of q, k and v, two cache lines each, and its output row for writing.
 // W16-COUNT-6: memref.prefetch %{{.*}}[%{{.*}}], read, locality<3>, data
