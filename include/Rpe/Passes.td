@@ -152,7 +152,9 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
        (8 keys x 8 channels at a time, transposed in registers by shuffles,
        when `L` is 8);
     2. scores `S[i, :] = q[i, :] · kᵀ`, a register-blocked outer-product
-       micro-kernel (rows x vectors of accumulators, FMA);
+       micro-kernel (rows x vectors of accumulators, FMA); on AVX-512, when
+       a row's score vectors fit the registers, each block of rows goes
+       from the accumulators to steps 3-4 without being stored;
     3. per row: `S += bias + mask + pad`, where the bias vector of a key row
        is a contiguous load from the head's reversed table at offset
        `idx(j, i)` (index arithmetic; `bias(i, j) = table[T-1-idx(j, i)]`),
@@ -161,7 +163,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     4. `P = exp(S - max)` and the row sum, in one pass over the row, which
        stays in L1. The softmax runs in base 2: log2(e) is folded into the
        scale of kᵀ, the table and the mask value (all three, or the scores
-       would mix bases), and `2^x` is a degree-6 polynomial plus exponent
+       would mix bases), and `2^x` is a degree-5 polynomial plus exponent
        arithmetic in registers;
     5. `out[i, :] = (P[i, :] · v) / sum`, a register-blocked micro-kernel,
        normalized once per output row rather than per probability.

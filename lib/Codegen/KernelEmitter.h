@@ -90,6 +90,17 @@ struct KernelGeometry {
       tableStrides[a] = tableStrides[a + 1] * (2 * window[a + 1] - 1);
     center = (tableRows - 1) / 2;
   }
+
+  /// P(t) of a token known at compile time (FusedKernelEmitter::tableOffset
+  /// emits it for a runtime token).
+  int64_t tableOffsetOf(int64_t token) const {
+    int64_t offset = 0;
+    for (int64_t a = window.size() - 1; a >= 0; --a) {
+      offset += (a == 0 ? token : token % window[a]) * tableStrides[a];
+      token /= window[a];
+    }
+    return offset;
+  }
 };
 
 /// Compile-time shape of the warp-level (tensor-core) kernel; see

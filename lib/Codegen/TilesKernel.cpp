@@ -22,6 +22,13 @@
 // coordinates, bias(i, j) = R_h[P(r, 0) - P(i) + (T - 1) / 2 + x]. No N x N
 // index, bias or mask exists anywhere.
 //
+// On AVX-512 the scores of a block of query rows go from the micro-kernel's
+// accumulators straight into the softmax (bias, max, exponentials) when a
+// row's vectors fit the registers, and each softmax row prefetches one
+// token's rows of q, k, v and out of the next (window, head), so that at
+// large batches the items do not wait for memory. bf16 operands on CPUs
+// with AVX512-BF16 take dot products instead of FMAs (PairedBf16.cpp).
+//
 // q, k, v and out are read and written through flat views, one row (the
 // head_dim channels of one token and head) at a time: the windows layout
 // addresses rows as [b, h, t] (or [b, t, h] for out), the token layout as
@@ -414,16 +421,6 @@ void FusedKernelEmitter::emitSoftmaxRows(
       seg.keys = std::clamp<int64_t>(g.rowLength - seg.x0, 0, g.lanes);
     return seg;
   };
-  // P(row r, x = 0): the table offset of a window row's first key.
-  auto rowTableOffset = [&](int64_t r) {
-    int64_t token = r * g.rowLength, offset = 0;
-    for (int64_t a = g.window.size() - 1; a >= 0; --a) {
-      int64_t coord = a == 0 ? token : token % g.window[a];
-      offset += coord * g.tableStrides[a];
-      token /= g.window[a];
-    }
-    return offset;
-  };
   // Joins the segments of a vector (one segment: itself).
   auto join = [&](ArrayRef<Value> segments) {
     SmallVector<Value> parts(segments);
@@ -503,7 +500,8 @@ void FusedKernelEmitter::emitSoftmaxRows(
           biases.push_back(vector::LoadOp::create(
               b, segmentType, rtab,
               ValueRange{h, add(queryBase,
-                                index(rowTableOffset(seg.row) + seg.x0))}));
+                                index(g.tableOffsetOf(seg.row * g.rowLength) +
+                                      seg.x0))}));
           if (flatMask) {
             // mask[image, i, r * Wx + x] (unpadded keys).
             Value at =
