@@ -383,9 +383,9 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   options.fuse = config.fuse;
   options.kernel = config.effectiveKernel();
   // 16 lanes where the target CPU has AVX-512, else AVX2's 8.
-  options.vectorWidth = config.vectorWidth ? config.vectorWidth
+  options.vectorWidth = config.vectorWidth                 ? config.vectorWidth
                         : cpuHasFeature(config, "avx512f") ? 16
-                                                            : 8;
+                                                           : 8;
   // bf16 products on AVX512-BF16 where the CPU has it (Zen 4 and later,
   // Cooper Lake, Sapphire Rapids); else bf16 is widened to f32 on load.
   options.bf16Dot = config.elementKind == ElementKind::BF16 &&

@@ -85,10 +85,9 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
   LogicalResult emitted =
       options.strategy == KernelStrategy::Tiles
           ? emitter.emit(options.hoistScratch, options.bf16Dot)
-      : warpShape
-          ? emitter.emitWarpTiles(*warpShape, gpu, options.hoistScratch)
-          // rows, and the ops the warp kernel does not take
-          : emitter.emitRowParallel(gpu);
+      : warpShape ? emitter.emitWarpTiles(*warpShape, gpu, options.hoistScratch)
+                  // rows, and the ops the warp kernel does not take
+                  : emitter.emitRowParallel(gpu);
   if (failed(emitted))
     return failure();
   rewriter.eraseOp(op);

@@ -417,8 +417,8 @@ private:
   void zeroExtraKeyColumns(Value kt);
   void emitScores(function_ref<Row(Value)> leftRow, Value kt, Value scores,
                   Value qb, Value rows);
-  SmallVector<Value> emitScoreBlock(ArrayRef<Row> queries, Value kt,
-                                    int64_t c0, int64_t nc);
+  SmallVector<Value> emitScoreBlock(ArrayRef<Row> queries, Value kt, int64_t c0,
+                                    int64_t nc);
   int64_t scoreBlockRows(int64_t vectors);
   /// A micro-kernel block's mr * n accumulators as mr rows of n.
   static SmallVector<SmallVector<Value>> splitRows(ArrayRef<Value> acc,

@@ -54,12 +54,11 @@ Value FusedKernelEmitter::broadcastPair(Row row, Value x) {
   // The bf16 pair at row[x], x even, as one 32-bit lane, in all 16 lanes.
   auto bf16 = b.getBF16Type();
   auto i32 = b.getI32Type();
-  Value pair = vector::LoadOp::create(b, VectorType::get({2}, bf16),
-                                      row.memref, add(row.offset, x));
-  Value bits =
-      vector::BitCastOp::create(b, VectorType::get({1}, i32), pair);
-  Value lanes = vector::BroadcastOp::create(b, VectorType::get({16}, i32),
-                                            bits);
+  Value pair = vector::LoadOp::create(b, VectorType::get({2}, bf16), row.memref,
+                                      add(row.offset, x));
+  Value bits = vector::BitCastOp::create(b, VectorType::get({1}, i32), pair);
+  Value lanes =
+      vector::BroadcastOp::create(b, VectorType::get({16}, i32), bits);
   return vector::BitCastOp::create(b, VectorType::get({32}, bf16), lanes);
 }
 
@@ -86,14 +85,13 @@ void FusedKernelEmitter::emitPackKeyPairs(Value w, Value h, Value kp) {
       forLoop(index(0), index(g.headDim / 2), 8, {}, [&](Value p0, ValueRange) {
         SmallVector<Value, 8> block;
         for (const std::optional<Row> &key : keys)
-          block.push_back(
-              key ? vector::BitCastOp::create(
-                        b, pairsType,
-                        vector::LoadOp::create(b, bf16Type, key->memref,
-                                               add(key->offset,
-                                                   mulConst(p0, 2))))
-                        .getResult()
-                  : zeros);
+          block.push_back(key ? vector::BitCastOp::create(
+                                    b, pairsType,
+                                    vector::LoadOp::create(
+                                        b, bf16Type, key->memref,
+                                        add(key->offset, mulConst(p0, 2))))
+                                    .getResult()
+                              : zeros);
         transpose8x8(b, block);
         for (int64_t lane = 0; lane < 8; ++lane)
           vector::StoreOp::create(
@@ -145,8 +143,8 @@ void FusedKernelEmitter::emitPackValuePairs(Value w, Value h, Value vp) {
     return SmallVector<Value>{};
   });
   if (g.tokens % 2)
-    packPair(index(g.tokens / 2), inputRow(Input::Value, w, h, index(g.tokens - 1)),
-             std::nullopt);
+    packPair(index(g.tokens / 2),
+             inputRow(Input::Value, w, h, index(g.tokens - 1)), std::nullopt);
 }
 
 /// C[r, :] = sum_x left_r[x] * right[x, :] for the `rows` rows r, over
@@ -185,8 +183,8 @@ SmallVector<Value> FusedKernelEmitter::emitPairDotBlock(ArrayRef<Row> lefts,
   int64_t mr = lefts.size();
   int64_t pairs = cast<MemRefType>(right.getType()).getDimSize(0);
   SmallVector<Value> init(mr * nc, splat(0.0, accType));
-  ValueRange acc = forLoop(
-      index(0), index(pairs), 1, init, [&](Value x, ValueRange acc) {
+  ValueRange acc =
+      forLoop(index(0), index(pairs), 1, init, [&](Value x, ValueRange acc) {
         SmallVector<Value> next(acc);
         SmallVector<Value> broadcasts;
         for (const Row &left : lefts)

@@ -103,8 +103,8 @@ Value FusedKernelEmitter::emitRegionLabels() {
     for (int64_t column = 0; column < g.scoreColumns; ++column) {
       int64_t r = column / g.paddedRowLength, x = column % g.paddedRowLength;
       labels.push_back(r < g.keyRows && x < g.rowLength
-                           ? getShiftRegionLabel(resolution, g.window, shift,
-                                                 w, r * g.rowLength + x)
+                           ? getShiftRegionLabel(resolution, g.window, shift, w,
+                                                 r * g.rowLength + x)
                            : -1);
     }
 
@@ -325,8 +325,7 @@ SmallVector<Value> FusedKernelEmitter::emitScoreBlock(ArrayRef<Row> queries,
     for (int64_t m = 0; m < mr; ++m) {
       Value norm = broadcast(reciprocalRowNorm(queries[m]), computeType);
       for (int64_t c = 0; c < nc; ++c)
-        result[m * nc + c] =
-            arith::MulFOp::create(b, result[m * nc + c], norm);
+        result[m * nc + c] = arith::MulFOp::create(b, result[m * nc + c], norm);
     }
   return result;
 }
@@ -397,9 +396,10 @@ Value FusedKernelEmitter::exp2(Value x, bool bf16Accuracy) {
 /// stays in registers from the scores to the probabilities; longer rows
 /// are stored and reloaded at the same width (so that each load is
 /// forwarded from a single store, which narrower stores would prevent).
-void FusedKernelEmitter::emitSoftmaxRows(
-    Value h, Value image, Value rtab, Value labels, Value scores,
-    Value invSums, Value qb, Value rows, const SoftmaxRowOptions &extra) {
+void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
+                                         Value labels, Value scores,
+                                         Value invSums, Value qb, Value rows,
+                                         const SoftmaxRowOptions &extra) {
   constexpr int64_t kRegisterRowVectors = 12, kInterleavedRows = 4;
   const int64_t width = g.computeLanes;
   const int64_t segmentsPerVector = width / g.lanes;
@@ -441,8 +441,8 @@ void FusedKernelEmitter::emitSoftmaxRows(
   if (flatMask)
     log2e = splat(kLog2E, computeType);
   if (labels) {
-    maskValue = splat(op.getMaskValue().convertToDouble() * kLog2E,
-                      computeType);
+    maskValue =
+        splat(op.getMaskValue().convertToDouble() * kLog2E, computeType);
     zeroVector = splat(0.0, computeType);
   }
   // 2^x underflows to (almost) zero long before -115 (the smallest normal
@@ -700,31 +700,31 @@ void FusedKernelEmitter::emitOutput(Value w, Value h, Value scores,
 }
 
 /// Prefetches token `token`'s rows of q, k, v and out in item (w, h) into
-/// the cache, one prefetch per cache line. The kernel prefetches the next item's
-/// rows, one token per query row of its softmax, while it computes: without
-/// it each item waits for its rows from memory (the hardware's stream
+/// the cache, one prefetch per cache line. The kernel prefetches the next
+/// item's rows, one token per query row of its softmax, while it computes:
+/// without it each item waits for its rows from memory (the hardware's stream
 /// prefetchers stop at every 4 KiB page, and an item's rows span one or two
 /// pages per operand), and prefetches issued all at once would overflow the
 /// core's queue of misses.
 void FusedKernelEmitter::emitPrefetchRows(Value w, Value h, Value token) {
   int64_t bytes =
-      getElementTypeOrSelf(op.getQuery().getType()).getIntOrFloatBitWidth() /
-      8;
+      getElementTypeOrSelf(op.getQuery().getType()).getIntOrFloatBitWidth() / 8;
   int64_t lineElements = 64 / bytes;
   int64_t lines = llvm::divideCeil(g.headDim * bytes, 64);
   for (Input which : {Input::Query, Input::Key, Input::Value}) {
     Row row = inputRow(which, w, h, token);
     for (int64_t line = 0; line < lines; ++line)
       memref::PrefetchOp::create(
-          b, row.memref, ValueRange{add(row.offset, index(line * lineElements))},
+          b, row.memref,
+          ValueRange{add(row.offset, index(line * lineElements))},
           /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
   }
   // The output row too, for writing: its lines are then owned by the
   // time the row is stored, instead of each store waiting for its line to
   // be read (a padding token's row, cropped, prefetches row 0).
   RowAddress out = outputAddress(w, h, token);
-  Value offset = out.valid ? select(out.valid, out.offset, index(0))
-                           : out.offset;
+  Value offset =
+      out.valid ? select(out.valid, out.offset, index(0)) : out.offset;
   for (int64_t line = 0; line < lines; ++line)
     memref::PrefetchOp::create(
         b, flatOutput, ValueRange{add(offset, index(line * lineElements))},
@@ -775,8 +775,7 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
     if (pairs) {
       Type bf16 = b.getBF16Type();
       scratch.kt = alloc({g.headDim / 2, 2 * g.scoreColumns}, bf16);
-      scratch.values = alloc({(g.tokens + 1) / 2, 2 * g.headDim},
-                             bf16);
+      scratch.values = alloc({(g.tokens + 1) / 2, 2 * g.headDim}, bf16);
       scratch.probabilities = flatten(
           b, b.getLoc(), alloc({g.queryBlock * denseProbabilityRow()}, bf16));
     } else {
@@ -833,63 +832,62 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
         splat(op.getScale().convertToDouble() * kLog2E, computeType);
     softmax.bf16Probabilities = scratch.probabilities;
     Value discard = scratch.discard;
-    forLoop(index(0), index(g.tokens), g.queryBlock, {},
-            [&](Value qb, ValueRange) {
-              Value rows = queryBlockRows(qb);
-              auto produce = [&](Value lr0, int64_t mr) {
-                SmallVector<Row> queries;
-                for (int64_t m = 0; m < mr; ++m)
-                  queries.push_back(
-                      inputRow(Input::Query, w, h, add(qb, add(lr0, index(m)))));
-                return splitRows(
-                    emitPairDotBlock(queries, kt, 0, g.computeKeyVectors), mr);
-              };
-              SoftmaxRowOptions fused = softmax;
-              if (fuseScores) {
-                fused.produceScores = produce;
-                fused.producedRows = scoreBlockRows(g.computeKeyVectors);
-              } else {
-                emitPairDotProducts(
-                    rows,
-                    [&](Value lr) {
-                      return inputRow(Input::Query, w, h, add(qb, lr));
-                    },
-                    kt, g.computeKeyVectors,
-                    [&](Value lr, int64_t c, Value acc) {
-                      vector::StoreOp::create(
-                          b, acc, scores,
-                          ValueRange{lr, index(c * g.computeLanes)});
-                    });
-              }
-              emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb,
-                              rows, fused);
-              emitPairDotProducts(
-                  rows,
-                  [&](Value lr) {
-                    return Row{scratch.probabilities,
-                               mulConst(lr, denseProbabilityRow())};
-                  },
-                  scratch.values, g.headDim / 16,
-                  [&](Value lr, int64_t c, Value acc) {
-                    Row out = outputRow(w, h, add(qb, lr), discard);
-                    Value inv = broadcast(
-                        memref::LoadOp::create(b, invSums, lr), computeType);
-                    Value result = arith::MulFOp::create(b, acc, inv);
-                    Value at = add(out.offset, index(c * 16));
-                    // bf16 is rounded by the CPU's conversion instruction,
-                    // not the integer arithmetic of arith.truncf's expansion.
-                    if (getElementTypeOrSelf(out.memref.getType()).isBF16())
-                      vector::StoreOp::create(
-                          b,
-                          x86vector::CvtPackedF32ToBF16Op::create(
-                              b, VectorType::get({16}, b.getBF16Type()),
-                              result),
-                          out.memref, at);
-                    else
-                      storeVector(result, out.memref, {at}, 16, 16);
-                  });
-              return SmallVector<Value>{};
-            });
+    forLoop(
+        index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
+          Value rows = queryBlockRows(qb);
+          auto produce = [&](Value lr0, int64_t mr) {
+            SmallVector<Row> queries;
+            for (int64_t m = 0; m < mr; ++m)
+              queries.push_back(
+                  inputRow(Input::Query, w, h, add(qb, add(lr0, index(m)))));
+            return splitRows(
+                emitPairDotBlock(queries, kt, 0, g.computeKeyVectors), mr);
+          };
+          SoftmaxRowOptions fused = softmax;
+          if (fuseScores) {
+            fused.produceScores = produce;
+            fused.producedRows = scoreBlockRows(g.computeKeyVectors);
+          } else {
+            emitPairDotProducts(
+                rows,
+                [&](Value lr) {
+                  return inputRow(Input::Query, w, h, add(qb, lr));
+                },
+                kt, g.computeKeyVectors,
+                [&](Value lr, int64_t c, Value acc) {
+                  vector::StoreOp::create(
+                      b, acc, scores,
+                      ValueRange{lr, index(c * g.computeLanes)});
+                });
+          }
+          emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
+                          fused);
+          emitPairDotProducts(
+              rows,
+              [&](Value lr) {
+                return Row{scratch.probabilities,
+                           mulConst(lr, denseProbabilityRow())};
+              },
+              scratch.values, g.headDim / 16,
+              [&](Value lr, int64_t c, Value acc) {
+                Row out = outputRow(w, h, add(qb, lr), discard);
+                Value inv = broadcast(memref::LoadOp::create(b, invSums, lr),
+                                      computeType);
+                Value result = arith::MulFOp::create(b, acc, inv);
+                Value at = add(out.offset, index(c * 16));
+                // bf16 is rounded by the CPU's conversion instruction,
+                // not the integer arithmetic of arith.truncf's expansion.
+                if (getElementTypeOrSelf(out.memref.getType()).isBF16())
+                  vector::StoreOp::create(
+                      b,
+                      x86vector::CvtPackedF32ToBF16Op::create(
+                          b, VectorType::get({16}, b.getBF16Type()), result),
+                      out.memref, at);
+                else
+                  storeVector(result, out.memref, {at}, 16, 16);
+              });
+          return SmallVector<Value>{};
+        });
   } else {
     emitPackTransposed(Input::Key, w, h, kt,
                        op.getScale().convertToDouble() * kLog2E);
@@ -899,37 +897,36 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
         mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
     Value discard = scratch.discard;
     if (featureMap) {
-      values = emitPackRows(
-          [&](Value j) { return inputRow(Input::Value, w, h, j); },
-          scratch.values);
+      values =
+          emitPackRows([&](Value j) { return inputRow(Input::Value, w, h, j); },
+                       scratch.values);
       valueBase = index(0);
     }
-    forLoop(index(0), index(g.tokens), g.queryBlock, {},
-            [&](Value qb, ValueRange) {
-              Value rows = queryBlockRows(qb);
-              SoftmaxRowOptions fused = softmax;
-              auto produce = [&](Value lr0, int64_t mr) {
-                SmallVector<Row> queries;
-                for (int64_t m = 0; m < mr; ++m)
-                  queries.push_back(
-                      inputRow(Input::Query, w, h, add(qb, add(lr0, index(m)))));
-                return splitRows(
-                    emitScoreBlock(queries, kt, 0, g.computeKeyVectors), mr);
-              };
-              if (fuseScores) {
-                fused.produceScores = produce;
-                fused.producedRows = scoreBlockRows(g.computeKeyVectors);
-              } else {
-                emitScores(
-                    [&](Value i) { return inputRow(Input::Query, w, h, i); },
-                    kt, scores, qb, rows);
-              }
-              emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb,
-                              rows, fused);
-              emitOutput(w, h, scores, invSums, values, valueBase, discard, qb,
-                         rows);
-              return SmallVector<Value>{};
-            });
+    forLoop(
+        index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
+          Value rows = queryBlockRows(qb);
+          SoftmaxRowOptions fused = softmax;
+          auto produce = [&](Value lr0, int64_t mr) {
+            SmallVector<Row> queries;
+            for (int64_t m = 0; m < mr; ++m)
+              queries.push_back(
+                  inputRow(Input::Query, w, h, add(qb, add(lr0, index(m)))));
+            return splitRows(
+                emitScoreBlock(queries, kt, 0, g.computeKeyVectors), mr);
+          };
+          if (fuseScores) {
+            fused.produceScores = produce;
+            fused.producedRows = scoreBlockRows(g.computeKeyVectors);
+          } else {
+            emitScores([&](Value i) { return inputRow(Input::Query, w, h, i); },
+                       kt, scores, qb, rows);
+          }
+          emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
+                          fused);
+          emitOutput(w, h, scores, invSums, values, valueBase, discard, qb,
+                     rows);
+          return SmallVector<Value>{};
+        });
   }
   if (scope)
     memref::AllocaScopeReturnOp::create(b, ValueRange{});

@@ -193,9 +193,10 @@ static cl::opt<bool>
                   cl::cat(category));
 static IntegerOpt vectorWidthOpt(
     "vector-width", cl::init("0"),
-    cl::desc("f32 lanes of the CPU micro-kernels: 8 (AVX2), 16 (AVX-512); "
-             "default: 16 when the --cpu has AVX-512, else 8. bf16 kernels at 16 "
-             "lanes use AVX512-BF16 dot products where the --cpu has them"),
+    cl::desc(
+        "f32 lanes of the CPU micro-kernels: 8 (AVX2), 16 (AVX-512); "
+        "default: 16 when the --cpu has AVX-512, else 8. bf16 kernels at 16 "
+        "lanes use AVX512-BF16 dot products where the --cpu has them"),
     cl::cat(category));
 static cl::opt<bool> gradOpt(
     "grad",
