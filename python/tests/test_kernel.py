@@ -177,6 +177,22 @@ def test_low_precision(build, kwargs, dtype):
     _check(kernel, 2 * nw, seed=1)
 
 
+# Other CPUs' code, run here: AVX2's 8 lanes (the 16-register micro-kernels,
+# the softmax through memory), and AVX-512 without AVX512-BF16 (bf16 widened
+# to f32 at 16 lanes).
+@pytest.mark.parametrize("cpu,kwargs", [
+    ("x86-64-v3", dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14), shift=3)),
+    ("x86-64-v3", dict(window=(12, 12), heads=2, head_dim=24)),
+    ("x86-64-v3", dict(window=(2, 4, 4), heads=2, head_dim=16, dtype="bfloat16")),
+    ("x86-64-v4", dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14), shift=3,
+                       dtype="bfloat16")),
+    ("x86-64-v4", dict(window=(24, 24), heads=1, head_dim=32)),
+], ids=lambda v: v if isinstance(v, str) else _id(v))
+def test_other_cpus(build, cpu, kwargs):
+    kernel = build(**kwargs, cpu=cpu)
+    _check(kernel, kernel.config.windows_per_image or 2)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_low_precision_baked_table(build, dtype):
     code = swin_opt.normalize_dtype(dtype)
