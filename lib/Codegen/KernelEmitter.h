@@ -266,7 +266,8 @@ private:
   ValueRange forLoop(Value lb, Value ub, int64_t step, ValueRange init,
                      function_ref<SmallVector<Value>(Value, ValueRange)> body);
   /// Runs `body(localRow, rows)` on blocks of `blockRows` rows of [0, count),
-  /// then on the remaining rows one at a time.
+  /// then on the remaining rows one at a time; a constant count is split
+  /// into blocks of even size (at most `blockRows`) and one of the rest.
   void forRowBlocks(Value count, int64_t blockRows,
                     function_ref<void(Value, int64_t)> body);
   /// Query rows of the block starting at row `qb`: min(block, N - qb), a
