@@ -49,6 +49,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
+#include <functional>
 #include <limits>
 
 using namespace mlir;
@@ -823,111 +824,103 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
   SoftmaxRowOptions softmax;
   auto prefetchNext = [&](Value i) { emitPrefetchRows(nextW, nextH, i); };
   softmax.eachRow = prefetchNext;
+  Value discard = scratch.discard;
+  auto queryRow = [&](Value i) { return inputRow(Input::Query, w, h, i); };
+
+  // The two forms differ in their products only: FMAs on f32 (kᵀ packed
+  // with the scale), or AVX512-BF16 dot products on pairs (PairedBf16.cpp:
+  // kᵀ and v packed in pairs, the scale applied to the f32 scores, P
+  // rounded to bf16 for P·v). Each gives a block of scores in registers,
+  // all scores of a query block into `scores`, and the output of a block.
+  std::function<SmallVector<Value>(ArrayRef<Row>)> scoreBlock;
+  std::function<void(Value, Value)> storeScores, emitOutputRows;
+  Value values, valueBase;
   if (pairs) {
-    // AVX512-BF16 (PairedBf16.cpp): kᵀ and v packed in pairs, the scale
-    // applied to the f32 scores, P rounded to bf16 for P·v.
     emitPackKeyPairs(w, h, kt);
     emitPackValuePairs(w, h, scratch.values);
     softmax.scoreScale =
         splat(op.getScale().convertToDouble() * kLog2E, computeType);
     softmax.bf16Probabilities = scratch.probabilities;
-    Value discard = scratch.discard;
-    forLoop(
-        index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
-          Value rows = queryBlockRows(qb);
-          auto produce = [&](Value lr0, int64_t mr) {
-            SmallVector<Row> queries;
-            for (int64_t m = 0; m < mr; ++m)
-              queries.push_back(
-                  inputRow(Input::Query, w, h, add(qb, add(lr0, index(m)))));
-            return splitRows(
-                emitPairDotBlock(queries, kt, 0, g.computeKeyVectors), mr);
-          };
-          SoftmaxRowOptions fused = softmax;
-          if (fuseScores) {
-            fused.produceScores = produce;
-            fused.producedRows = scoreBlockRows(g.computeKeyVectors);
-          } else {
-            emitPairDotProducts(
-                rows,
-                [&](Value lr) {
-                  return inputRow(Input::Query, w, h, add(qb, lr));
-                },
-                kt, g.computeKeyVectors,
-                [&](Value lr, int64_t c, Value acc) {
-                  vector::StoreOp::create(
-                      b, acc, scores,
-                      ValueRange{lr, index(c * g.computeLanes)});
-                });
-          }
-          emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
-                          fused);
-          emitPairDotProducts(
-              rows,
-              [&](Value lr) {
-                return Row{scratch.probabilities,
-                           mulConst(lr, denseProbabilityRow())};
-              },
-              scratch.values, g.headDim / 16,
-              [&](Value lr, int64_t c, Value acc) {
-                Row out = outputRow(w, h, add(qb, lr), discard);
-                Value inv = broadcast(memref::LoadOp::create(b, invSums, lr),
-                                      computeType);
-                Value result = arith::MulFOp::create(b, acc, inv);
-                Value at = add(out.offset, index(c * 16));
-                // bf16 is rounded by the CPU's conversion instruction,
-                // not the integer arithmetic of arith.truncf's expansion.
-                if (getElementTypeOrSelf(out.memref.getType()).isBF16())
-                  vector::StoreOp::create(
-                      b,
-                      x86vector::CvtPackedF32ToBF16Op::create(
-                          b, VectorType::get({16}, b.getBF16Type()), result),
-                      out.memref, at);
-                else
-                  storeVector(result, out.memref, {at}, 16, 16);
-              });
-          return SmallVector<Value>{};
-        });
+    scoreBlock = [&](ArrayRef<Row> queries) {
+      return emitPairDotBlock(queries, kt, 0, g.computeKeyVectors);
+    };
+    storeScores = [&](Value qb, Value rows) {
+      emitPairDotProducts(
+          rows, [&](Value lr) { return queryRow(add(qb, lr)); }, kt,
+          g.computeKeyVectors, [&](Value lr, int64_t c, Value acc) {
+            vector::StoreOp::create(b, acc, scores,
+                                    ValueRange{lr, index(c * g.computeLanes)});
+          });
+    };
+    emitOutputRows = [&](Value qb, Value rows) {
+      emitPairDotProducts(
+          rows,
+          [&](Value lr) {
+            return Row{scratch.probabilities,
+                       mulConst(lr, denseProbabilityRow())};
+          },
+          scratch.values, g.headDim / 16, [&](Value lr, int64_t c, Value acc) {
+            Row out = outputRow(w, h, add(qb, lr), discard);
+            Value inv = broadcast(memref::LoadOp::create(b, invSums, lr),
+                                  computeType);
+            Value result = arith::MulFOp::create(b, acc, inv);
+            Value at = add(out.offset, index(c * 16));
+            // bf16 is rounded by the CPU's conversion instruction, not the
+            // integer arithmetic of arith.truncf's expansion.
+            if (getElementTypeOrSelf(out.memref.getType()).isBF16())
+              vector::StoreOp::create(
+                  b,
+                  x86vector::CvtPackedF32ToBF16Op::create(
+                      b, VectorType::get({16}, b.getBF16Type()), result),
+                  out.memref, at);
+            else
+              storeVector(result, out.memref, {at}, 16, 16);
+          });
+    };
   } else {
     emitPackTransposed(Input::Key, w, h, kt,
                        op.getScale().convertToDouble() * kLog2E);
     // Values: read in place from the windows layout, packed from a map.
-    Value values = flatInputs[2];
-    Value valueBase =
-        mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
-    Value discard = scratch.discard;
+    values = flatInputs[2];
+    valueBase = mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
     if (featureMap) {
       values =
           emitPackRows([&](Value j) { return inputRow(Input::Value, w, h, j); },
                        scratch.values);
       valueBase = index(0);
     }
-    forLoop(
-        index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
-          Value rows = queryBlockRows(qb);
-          SoftmaxRowOptions fused = softmax;
-          auto produce = [&](Value lr0, int64_t mr) {
-            SmallVector<Row> queries;
-            for (int64_t m = 0; m < mr; ++m)
-              queries.push_back(
-                  inputRow(Input::Query, w, h, add(qb, add(lr0, index(m)))));
-            return splitRows(
-                emitScoreBlock(queries, kt, 0, g.computeKeyVectors), mr);
-          };
-          if (fuseScores) {
-            fused.produceScores = produce;
-            fused.producedRows = scoreBlockRows(g.computeKeyVectors);
-          } else {
-            emitScores([&](Value i) { return inputRow(Input::Query, w, h, i); },
-                       kt, scores, qb, rows);
-          }
-          emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
-                          fused);
-          emitOutput(w, h, scores, invSums, values, valueBase, discard, qb,
-                     rows);
-          return SmallVector<Value>{};
-        });
+    scoreBlock = [&](ArrayRef<Row> queries) {
+      return emitScoreBlock(queries, kt, 0, g.computeKeyVectors);
+    };
+    storeScores = [&](Value qb, Value rows) {
+      emitScores(queryRow, kt, scores, qb, rows);
+    };
+    emitOutputRows = [&](Value qb, Value rows) {
+      emitOutput(w, h, scores, invSums, values, valueBase, discard, qb, rows);
+    };
   }
+
+  forLoop(
+      index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
+        Value rows = queryBlockRows(qb);
+        SoftmaxRowOptions fused = softmax;
+        auto produce = [&](Value lr0, int64_t mr) {
+          SmallVector<Row> queries;
+          for (int64_t m = 0; m < mr; ++m)
+            queries.push_back(queryRow(add(qb, add(lr0, index(m)))));
+          return splitRows(scoreBlock(queries), mr);
+        };
+        if (fuseScores) {
+          fused.produceScores = produce;
+          fused.producedRows = scoreBlockRows(g.computeKeyVectors);
+        } else {
+          storeScores(qb, rows);
+        }
+        emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
+                        fused);
+        emitOutputRows(qb, rows);
+        return SmallVector<Value>{};
+      });
   if (scope)
     memref::AllocaScopeReturnOp::create(b, ValueRange{});
   return success();
