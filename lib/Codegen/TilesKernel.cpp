@@ -847,7 +847,8 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
     storeScores = [&](Value qb, Value rows) {
       emitPairDotProducts(
           rows, [&](Value lr) { return queryRow(add(qb, lr)); }, kt,
-          g.computeKeyVectors, [&](Value lr, int64_t c, Value acc) {
+          g.computeKeyVectors,
+          [&](Value lr, int64_t c, Value acc) {
             vector::StoreOp::create(b, acc, scores,
                                     ValueRange{lr, index(c * g.computeLanes)});
           });
@@ -859,10 +860,11 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
             return Row{scratch.probabilities,
                        mulConst(lr, denseProbabilityRow())};
           },
-          scratch.values, g.headDim / 16, [&](Value lr, int64_t c, Value acc) {
+          scratch.values, g.headDim / 16,
+          [&](Value lr, int64_t c, Value acc) {
             Row out = outputRow(w, h, add(qb, lr), discard);
-            Value inv = broadcast(memref::LoadOp::create(b, invSums, lr),
-                                  computeType);
+            Value inv =
+                broadcast(memref::LoadOp::create(b, invSums, lr), computeType);
             Value result = arith::MulFOp::create(b, acc, inv);
             Value at = add(out.offset, index(c * 16));
             // bf16 is rounded by the CPU's conversion instruction, not the
@@ -900,27 +902,27 @@ LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
     };
   }
 
-  forLoop(
-      index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
-        Value rows = queryBlockRows(qb);
-        SoftmaxRowOptions fused = softmax;
-        auto produce = [&](Value lr0, int64_t mr) {
-          SmallVector<Row> queries;
-          for (int64_t m = 0; m < mr; ++m)
-            queries.push_back(queryRow(add(qb, add(lr0, index(m)))));
-          return splitRows(scoreBlock(queries), mr);
-        };
-        if (fuseScores) {
-          fused.produceScores = produce;
-          fused.producedRows = scoreBlockRows(g.computeKeyVectors);
-        } else {
-          storeScores(qb, rows);
-        }
-        emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
-                        fused);
-        emitOutputRows(qb, rows);
-        return SmallVector<Value>{};
-      });
+  forLoop(index(0), index(g.tokens), g.queryBlock, {},
+          [&](Value qb, ValueRange) {
+            Value rows = queryBlockRows(qb);
+            SoftmaxRowOptions fused = softmax;
+            auto produce = [&](Value lr0, int64_t mr) {
+              SmallVector<Row> queries;
+              for (int64_t m = 0; m < mr; ++m)
+                queries.push_back(queryRow(add(qb, add(lr0, index(m)))));
+              return splitRows(scoreBlock(queries), mr);
+            };
+            if (fuseScores) {
+              fused.produceScores = produce;
+              fused.producedRows = scoreBlockRows(g.computeKeyVectors);
+            } else {
+              storeScores(qb, rows);
+            }
+            emitSoftmaxRows(h, image, rtab, labels, scores, invSums, qb, rows,
+                            fused);
+            emitOutputRows(qb, rows);
+            return SmallVector<Value>{};
+          });
   if (scope)
     memref::AllocaScopeReturnOp::create(b, ValueRange{});
   return success();
