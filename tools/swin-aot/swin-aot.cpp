@@ -284,6 +284,27 @@ static int failCommandLine(StringRef messages) {
 }
 
 /// Reads the options into a configuration; errors name the option.
+/// The raw little-endian f32 values of file `path`, given by option
+/// `option`.
+static llvm::Expected<std::vector<float>> readFloats(llvm::StringRef option,
+                                                     llvm::StringRef path) {
+  auto error = [&](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--" + option + ": " + message);
+  };
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  if (!buffer)
+    return error("cannot read '" + path + "': " + buffer.getError().message());
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.size() % sizeof(float) != 0)
+    return error("'" + path + "' is not a whole number of f32 values");
+  std::vector<float> values(bytes.size() / sizeof(float));
+  // An empty file has no data pointer to copy from.
+  if (!values.empty())
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
 static llvm::Expected<KernelConfig> readConfig() {
   KernelConfig config;
   auto error = [](const llvm::Twine &message) {
@@ -347,19 +368,10 @@ static llvm::Expected<KernelConfig> readConfig() {
                  "built for)");
 
   if (!tableOpt.empty()) {
-    auto buffer = llvm::MemoryBuffer::getFile(tableOpt, /*IsText=*/false);
-    if (!buffer)
-      return error("--table: cannot read '" + tableOpt +
-                   "': " + buffer.getError().message());
-    llvm::StringRef bytes = (*buffer)->getBuffer();
-    if (bytes.size() % sizeof(float) != 0)
-      return error("--table: '" + tableOpt +
-                   "' is not a whole number of f32 values");
-    std::vector<float> values(bytes.size() / sizeof(float));
-    // An empty file has no data pointer to copy from.
-    if (!values.empty())
-      std::memcpy(values.data(), bytes.data(), bytes.size());
-    config.table = std::move(values);
+    auto values = readFloats("table", tableOpt);
+    if (!values)
+      return values.takeError();
+    config.table = std::move(*values);
   }
   if (!pretrainedWindowOpt.empty() && cpbMlpOpt.empty())
     return error("--pretrained-window needs --cpb-mlp (it shapes the MLP's "
@@ -375,17 +387,10 @@ static llvm::Expected<KernelConfig> readConfig() {
     if (llvm::Error e = integers("pretrained-window", pretrainedWindowOpt,
                                  mlp.pretrainedWindow))
       return std::move(e);
-    auto buffer = llvm::MemoryBuffer::getFile(cpbMlpOpt, /*IsText=*/false);
-    if (!buffer)
-      return error("--cpb-mlp: cannot read '" + cpbMlpOpt +
-                   "': " + buffer.getError().message());
-    llvm::StringRef bytes = (*buffer)->getBuffer();
-    if (bytes.size() % sizeof(float) != 0)
-      return error("--cpb-mlp: '" + cpbMlpOpt +
-                   "' is not a whole number of f32 values");
-    mlp.weights.resize(bytes.size() / sizeof(float));
-    if (!mlp.weights.empty())
-      std::memcpy(mlp.weights.data(), bytes.data(), bytes.size());
+    auto weights = readFloats("cpb-mlp", cpbMlpOpt);
+    if (!weights)
+      return weights.takeError();
+    mlp.weights = std::move(*weights);
     config.cpbMlp = std::move(mlp);
   }
   // Swin shrinks the window (and drops the shift) along axes where the map
