@@ -94,6 +94,22 @@ static Value createTableConstant(OpBuilder &b, Location loc,
                                    DenseElementsAttr::get(type, values));
 }
 
+/// `func @ABI_NAME_kernel(...)` whose arguments are the ABI's kernel
+/// `operands`, at the builder's point; the builder is left at the start of
+/// its body, which is returned.
+static Block *createKernelFunction(OpBuilder &b, Location loc,
+                                   const KernelAbi &abi,
+                                   ArrayRef<const AbiArgument *> operands) {
+  SmallVector<Type> argTypes;
+  for (const AbiArgument *operand : operands)
+    argTypes.push_back(getKernelOperandType(*b.getContext(), *operand));
+  auto func = func::FuncOp::create(b, loc, abi.name + "_kernel",
+                                   b.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  return entry;
+}
+
 /// `func @NAME_backward_kernel(<the backward ABI's buffers>)`: the gradient
 /// op on them as they are (it exists on buffers only); a baked table is a
 /// constant global.
@@ -103,14 +119,8 @@ static void buildBackwardKernel(OpBuilder &b, ModuleOp module,
   Location loc = NameLoc::get(b.getStringAttr(config.name + "_backward"));
   KernelAbi abi = getKernelAbi(config, Direction::Backward);
   SmallVector<const AbiArgument *> operands = abi.kernelOperands();
-  SmallVector<Type> argTypes;
-  for (const AbiArgument *operand : operands)
-    argTypes.push_back(getKernelOperandType(context, *operand));
-  auto func = func::FuncOp::create(b, loc, abi.name + "_kernel",
-                                   b.getFunctionType(argTypes, {}));
-  Block *entry = func.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(entry);
+  Block *entry = createKernelFunction(b, loc, abi, operands);
 
   SmallVector<Value> inputs, gradients;
   Value table, out, dout, dtable;
@@ -144,7 +154,7 @@ static void buildBackwardKernel(OpBuilder &b, ModuleOp module,
     auto type = MemRefType::get(tensorType.getShape(), b.getF32Type());
     {
       OpBuilder::InsertionGuard moduleGuard(b);
-      b.setInsertionPoint(func);
+      b.setInsertionPoint(entry->getParentOp());
       memref::GlobalOp::create(
           b, loc, config.name + "_backward_table", b.getStringAttr("private"),
           type,
@@ -259,16 +269,9 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
 
-  // The function's arguments are the ABI's kernel operands.
   KernelAbi abi = getKernelAbi(config);
   SmallVector<const AbiArgument *> operands = abi.kernelOperands();
-  SmallVector<Type> argTypes;
-  for (const AbiArgument *operand : operands)
-    argTypes.push_back(getKernelOperandType(context, *operand));
-  auto func = func::FuncOp::create(b, loc, config.name + "_kernel",
-                                   b.getFunctionType(argTypes, {}));
-  Block *entry = func.addEntryBlock();
-  b.setInsertionPointToStart(entry);
+  Block *entry = createKernelFunction(b, loc, abi, operands);
 
   // The caller's buffers do not alias: `restrict` lets bufferization write
   // the result straight into `out`.
