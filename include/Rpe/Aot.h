@@ -54,15 +54,23 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context,
 /// (`--grad`): `NAME_backward_sum_tables`.
 std::string getTableGradientSumName(const KernelConfig &config);
 
-/// Lowers the module of buildKernelModule to the LLVM dialect and adds the
-/// C entry point of the ABI (EntryPoint.cpp); every other function becomes
-/// internal.
-LogicalResult lowerToLLVMDialect(ModuleOp module, const KernelConfig &config);
+/// What the configured CPU (its name, or this machine for "native") has
+/// that the CPU kernel's code depends on.
+struct CpuVectorFeatures {
+  bool avx512 = false;     // avx512f: 16-lane micro-kernels by default
+  bool avx512bf16 = false; // vdpbf16ps: bf16 products as dot products
+};
 
-/// Whether the configured CPU (its name, or this machine's features for
-/// "native") has the LLVM target feature `feature` ("avx512bf16"); false
-/// for an unknown CPU (codegen reports that).
-bool cpuHasFeature(const KernelConfig &config, llvm::StringRef feature);
+/// The configured CPU's CpuVectorFeatures (CpuCodegen.cpp); an error for
+/// an unknown CPU, as codegen gives.
+llvm::Expected<CpuVectorFeatures>
+getCpuVectorFeatures(const KernelConfig &config);
+
+/// Lowers the module of buildKernelModule to the LLVM dialect for a CPU
+/// with `features` and adds the C entry point of the ABI (EntryPoint.cpp);
+/// every other function becomes internal.
+LogicalResult lowerToLLVMDialect(ModuleOp module, const KernelConfig &config,
+                                 const CpuVectorFeatures &features);
 
 /// Translates the LLVM-dialect module to optimized (O3) LLVM IR for the
 /// configured CPU (CpuCodegen.cpp).

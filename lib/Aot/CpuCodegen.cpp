@@ -63,14 +63,16 @@ createTargetMachine(const KernelConfig &config) {
   return machine;
 }
 
-bool mlir::rpe::cpuHasFeature(const KernelConfig &config,
-                              llvm::StringRef feature) {
+llvm::Expected<CpuVectorFeatures>
+mlir::rpe::getCpuVectorFeatures(const KernelConfig &config) {
   auto machine = createTargetMachine(config);
-  if (!machine) {
-    llvm::consumeError(machine.takeError());
-    return false;
-  }
-  return (*machine)->getMCSubtargetInfo()->checkFeatures(("+" + feature).str());
+  if (!machine)
+    return machine.takeError();
+  const llvm::MCSubtargetInfo &subtarget = *(*machine)->getMCSubtargetInfo();
+  CpuVectorFeatures features;
+  features.avx512 = subtarget.checkFeatures("+avx512f");
+  features.avx512bf16 = subtarget.checkFeatures("+avx512bf16");
+  return features;
 }
 
 llvm::Expected<std::unique_ptr<llvm::Module>>

@@ -374,8 +374,9 @@ static LogicalResult emitEntryPoints(ModuleOp module,
   return success();
 }
 
-LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
-                                            const KernelConfig &config) {
+LogicalResult
+mlir::rpe::lowerToLLVMDialect(ModuleOp module, const KernelConfig &config,
+                              const CpuVectorFeatures &features) {
   PassManager pm(module.getContext());
   CpuPipelineOptions options;
   options.parallel = config.threadRuntime() == ThreadRuntime::LlvmOpenMP;
@@ -383,14 +384,13 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   options.fuse = config.fuse;
   options.kernel = config.effectiveKernel();
   // 16 lanes where the target CPU has AVX-512, else AVX2's 8.
-  options.vectorWidth = config.vectorWidth                 ? config.vectorWidth
-                        : cpuHasFeature(config, "avx512f") ? 16
-                                                           : 8;
+  options.vectorWidth = config.vectorWidth ? config.vectorWidth
+                        : features.avx512  ? 16
+                                           : 8;
   // bf16 products on AVX512-BF16 where the CPU has it (Zen 4 and later,
   // Cooper Lake, Sapphire Rapids); else bf16 is widened to f32 on load.
   options.bf16Dot = config.elementKind == ElementKind::BF16 &&
-                    options.vectorWidth == 16 &&
-                    cpuHasFeature(config, "avx512bf16");
+                    options.vectorWidth == 16 && features.avx512bf16;
   buildCpuPipeline(pm, options);
   if (failed(pm.run(module)))
     return failure();

@@ -478,7 +478,11 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
     return files.commit();
   }
 
-  if (failed(lowerToLLVMDialect(*module, config)))
+  // An unknown --cpu stops here, before any lowering.
+  auto features = getCpuVectorFeatures(config);
+  if (!features)
+    return features.takeError();
+  if (failed(lowerToLLVMDialect(*module, config, *features)))
     return error("lowering to the LLVM dialect failed");
   llvm::LLVMContext llvmContext;
   auto llvmModule = translateAndOptimize(*module, llvmContext, config);
