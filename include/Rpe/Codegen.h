@@ -51,6 +51,8 @@ struct FusedKernelOptions {
   int64_t vectorWidth = 8;
   /// bf16 operands of the CPU kernel take AVX512-BF16 dot products.
   bool bf16Dot = false;
+  /// The CPU has AVX-512F (x86vector's AVX-512 ops may be used).
+  bool avx512 = false;
   /// Bytes of scores the CPU kernel keeps per query block.
   int64_t scoreBlockBytes = 32768;
   /// Allocate the CPU kernel's scratch once, outside the (window, head)

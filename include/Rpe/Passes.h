@@ -98,6 +98,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("bf16 operands take AVX512-BF16 dot products (the CPU "
                      "must have AVX512-BF16)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> avx512{
+      *this, "avx512",
+      llvm::cl::desc("The CPU has AVX-512F: 2^x in the 16-lane kernel takes "
+                     "vrndscaleps and vscalefps (implied by bf16-dot)"),
+      llvm::cl::init(false)};
   PassOptions::Option<KernelStrategy> kernel{
       *this, "kernel",
       llvm::cl::desc("The fused kernel: tiles (the CPU's), or the GPU's rows "

@@ -164,7 +164,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
        stays in L1. The softmax runs in base 2: log2(e) is folded into the
        scale of kᵀ, the table and the mask value (all three, or the scores
        would mix bases), and `2^x` is a degree-5 polynomial plus exponent
-       arithmetic in registers;
+       arithmetic in registers (with `avx512`, vrndscaleps and vscalefps);
     5. `out[i, :] = (P[i, :] · v) / sum`, a register-blocked micro-kernel,
        normalized once per output row rather than per probability.
 
@@ -240,6 +240,9 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "tiles: bf16 operands take AVX512-BF16 dot products (vdpbf16ps; "
            "the CPU must have AVX512-BF16) where the shape allows">,
+    Option<"avx512", "avx512", "bool", /*default=*/"false",
+           "tiles: the CPU has AVX-512F; with vector-width=16, 2^x takes "
+           "vrndscaleps and vscalefps (implied by bf16-dot)">,
     Option<"hoistScratch", "hoist-scratch", "bool", /*default=*/"false",
            "Allocate the scratch of the tiles kernel and of the warp "
            "emulation once, before the (window, head) "

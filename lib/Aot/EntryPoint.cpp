@@ -391,6 +391,7 @@ mlir::rpe::lowerToLLVMDialect(ModuleOp module, const KernelConfig &config,
   // Cooper Lake, Sapphire Rapids); else bf16 is widened to f32 on load.
   options.bf16Dot = config.elementKind == ElementKind::BF16 &&
                     options.vectorWidth == 16 && features.avx512bf16;
+  options.avx512 = features.avx512;
   buildCpuPipeline(pm, options);
   if (failed(pm.run(module)))
     return failure();

@@ -84,7 +84,7 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
     warpShape = std::nullopt;
   LogicalResult emitted =
       options.strategy == KernelStrategy::Tiles
-          ? emitter.emit(options.hoistScratch, options.bf16Dot)
+          ? emitter.emit(options)
       : warpShape ? emitter.emitWarpTiles(*warpShape, gpu, options.hoistScratch)
                   // rows, and the ops the warp kernel does not take
                   : emitter.emitRowParallel(gpu);

@@ -167,8 +167,9 @@ public:
   /// The CPU kernel: register-blocked tiles (the steps above), with its
   /// scratch allocated once (`hoistScratch`) or per (window, head). With
   /// `bf16Dot`, bf16 operands take AVX512-BF16 dot products
-  /// (PairedBf16.cpp) where the shape allows.
-  LogicalResult emit(bool hoistScratch, bool bf16Dot = false);
+  /// (PairedBf16.cpp) where the shape allows; with `avx512` (or
+  /// `bf16Dot`), 16-lane exponentials take AVX-512's rounding and scaling.
+  LogicalResult emit(const FusedKernelOptions &options);
   /// The row-parallel form: one online softmax per query row, as nested
   /// scf.parallel loops (host) or one gpu.launch (block = (window, head),
   /// thread = query row).
@@ -331,6 +332,8 @@ private:
   Value regionLabel(Value wi, Value token);
   /// 2^x on a vector of x in [-115, 0] (to f32's accuracy, or bf16's).
   Value exp2(Value x, bool bf16Accuracy = false);
+  void storeDenseProbabilities(ArrayRef<Value> rounded, Value buffer,
+                               Value lr);
   /// Window `w`'s index into its mask, in every kernel: into the shift's
   /// region labels (per image) or the explicit mask operand, or null.
   Value maskWindow(Value w);
@@ -441,11 +444,17 @@ private:
 
   //===--- AVX512-BF16 products (PairedBf16.cpp) ------------------------===//
   bool canPairBf16();
-  /// bf16 elements per row of P for the paired P·v: the N keys, then the
-  /// padding lanes of the last segment stored (zeros), rounded to 16.
-  int64_t denseProbabilityRow() {
-    return llvm::alignTo(g.tokens + g.lanes, 16);
-  }
+  /// One store of a row of bf16 probabilities (denseProbabilityStores):
+  /// `vectors` of the row's vectors from `vector` on, permuted to `lanes`,
+  /// stored at key `first`.
+  struct DenseStore {
+    int64_t vector, vectors, first;
+    SmallVector<int64_t> lanes;
+  };
+  SmallVector<DenseStore> denseProbabilityStores();
+  /// bf16 elements per row of P for the paired P·v: the N keys, then what
+  /// the last store writes past them, rounded to 16.
+  int64_t denseProbabilityRow();
   Value broadcastPair(Row row, Value x);
   void emitPackKeyPairs(Value w, Value h, Value kp);
   void emitPackValuePairs(Value w, Value h, Value vp);
@@ -462,6 +471,8 @@ private:
   const KernelGeometry &g;
   Type f32;
   VectorType vecType, computeType;
+  /// AVX-512F instructions may be used (x86vector): see emit().
+  bool avx512 = false;
   /// 1-D views of q, k, v, out; padding value rows (token layout).
   SmallVector<Value, 3> flatInputs, paddingRows;
   Value flatOutput;

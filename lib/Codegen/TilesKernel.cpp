@@ -345,24 +345,31 @@ int64_t FusedKernelEmitter::scoreBlockRows(int64_t vectors) {
 /// minimax for the relative error; < 2.4e-7 evaluated in f32, as the
 /// degree-6 Taylor polynomial of e^(f ln 2) it replaces), or, for
 /// `bf16Accuracy`, degree 3 (< 7.5e-5, far below bf16's rounding, 2^-9),
-/// times 2^n built in the exponent bits (a normal float for n >= -126).
+/// times 2^n.
 ///
-/// n is rounded by adding and subtracting 1.5 * 2^23 + 127, where floats
-/// are the integers: the sum's low mantissa bits then hold n + 127, the
-/// biased exponent of 2^n itself, so that shifting them into the exponent
-/// field gives 2^n with no float-to-int conversion (whose result is poison
-/// for NaN) and no add. A NaN x makes f, the polynomial and so the product
-/// NaN, whatever the bits of 2^n are.
+/// On AVX-512 (16 lanes) n is vrndscaleps (math.roundeven) and the product
+/// vscalefps (2^f * 2^n exactly, 0 below the denormals): two instructions.
+/// Elsewhere n is rounded by adding and subtracting 1.5 * 2^23 + 127, where
+/// floats are the integers: the sum's low mantissa bits then hold n + 127,
+/// the biased exponent of 2^n itself, so that shifting them into the
+/// exponent field gives 2^n with no float-to-int conversion (whose result
+/// is poison for NaN) and no add (a normal float for n >= -126). Either
+/// way a NaN x makes f, the polynomial and so the product NaN.
 Value FusedKernelEmitter::exp2(Value x, bool bf16Accuracy) {
   VectorType type = cast<VectorType>(x.getType());
   auto constant = [&](double v) {
     return arith::ConstantOp::create(
         b, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
   };
-  auto intType = VectorType::get(type.getShape(), b.getI32Type());
-  Value shifter = constant(12582912.0 + 127.0); // 1.5 * 2^23 + 127
-  Value rounded = arith::AddFOp::create(b, x, shifter);
-  Value n = arith::SubFOp::create(b, rounded, shifter);
+  const bool scalef = avx512 && type.getNumElements() == 16;
+  Value shifter, rounded, n;
+  if (scalef) {
+    n = math::RoundEvenOp::create(b, x);
+  } else {
+    shifter = constant(12582912.0 + 127.0); // 1.5 * 2^23 + 127
+    rounded = arith::AddFOp::create(b, x, shifter);
+    n = arith::SubFOp::create(b, rounded, shifter);
+  }
   Value f = arith::SubFOp::create(b, x, n);
   // Horner, highest degree first.
   constexpr double kDegree5[] = {1.3276471e-3, 9.6755419e-3, 5.5507131e-2,
@@ -374,7 +381,20 @@ Value FusedKernelEmitter::exp2(Value x, bool bf16Accuracy) {
   Value poly = constant(coefficients.front());
   for (double c : coefficients.drop_front())
     poly = math::FmaOp::create(b, poly, f, constant(c));
+  if (scalef) {
+    // MLIR 22's op passes its operands (src, a, b, k, rounding) to
+    // llvm.x86.avx512.mask.scalef.ps.512(a, b, passthru, k, rounding) in
+    // that order, so its `src` is the scaled value and `a` the exponent;
+    // all 16 lanes (k = 0xffff, no passthru), rounding as MXCSR says (4:
+    // the current direction; the product is exact). Checked on the LLVM IR
+    // by lit (Transforms/lower-fused-attention-bf16-dot.mlir).
+    return x86vector::MaskScaleFOp::create(
+        b, type, /*src=*/poly, /*a=*/n, /*b=*/poly,
+        arith::ConstantOp::create(b, b.getI16IntegerAttr(-1)),
+        arith::ConstantOp::create(b, b.getI32IntegerAttr(4)));
+  }
   // bits(rounded) << 23 = (n + 127) << 23: the bits of 1.5 * 2^23 shift out.
+  auto intType = VectorType::get(type.getShape(), b.getI32Type());
   Value twoToN = arith::BitcastOp::create(
       b, type,
       arith::ShLIOp::create(
@@ -382,6 +402,63 @@ Value FusedKernelEmitter::exp2(Value x, bool bf16Accuracy) {
           arith::ConstantOp::create(
               b, DenseElementsAttr::get(intType, b.getI32IntegerAttr(23)))));
   return arith::MulFOp::create(b, poly, twoToN);
+}
+
+/// How a row of probabilities, rounded to bf16, is stored with the keys
+/// unpadded (P·v pairs consecutive keys): each pair of the row's vectors of
+/// Lc lanes (padded key layout) is one permutation of its 2 Lc lanes
+/// (vpermt2w), its keys in order and then padding lanes, stored at its
+/// first key. The next pair's store overwrites the lanes past the keys;
+/// after the last key a padding lane's probability (2^-115: its score is
+/// -inf) stays, the partner of an odd last key.
+SmallVector<FusedKernelEmitter::DenseStore>
+FusedKernelEmitter::denseProbabilityStores() {
+  const int64_t width = g.computeLanes;
+  SmallVector<DenseStore> stores;
+  for (int64_t c = 0; c < g.computeKeyVectors; c += 2) {
+    DenseStore store{c, std::min<int64_t>(2, g.computeKeyVectors - c), -1, {}};
+    SmallVector<int64_t> padLanes;
+    for (int64_t lane = 0; lane < store.vectors * width; ++lane) {
+      int64_t segment = (c + lane / width) * (width / g.lanes) +
+                        lane % width / g.lanes;
+      int64_t row = segment / g.rowVectors;
+      int64_t x = segment % g.rowVectors * g.lanes + lane % g.lanes;
+      if (row < g.keyRows && x < g.rowLength) {
+        if (store.first < 0)
+          store.first = row * g.rowLength + x;
+        store.lanes.push_back(lane);
+      } else {
+        padLanes.push_back(lane);
+      }
+    }
+    if (store.lanes.empty())
+      continue;
+    int64_t fill = padLanes.empty() ? store.lanes.back() : padLanes.front();
+    store.lanes.resize(store.vectors * width, fill);
+    stores.push_back(std::move(store));
+  }
+  return stores;
+}
+
+int64_t FusedKernelEmitter::denseProbabilityRow() {
+  int64_t end = 0;
+  for (const DenseStore &store : denseProbabilityStores())
+    end = std::max<int64_t>(end, store.first + store.lanes.size());
+  return llvm::alignTo(end, 16);
+}
+
+/// Stores row `lr` of the probabilities, `rounded` (the row's vectors), in
+/// the bf16 `buffer` as denseProbabilityStores says.
+void FusedKernelEmitter::storeDenseProbabilities(ArrayRef<Value> rounded,
+                                                 Value buffer, Value lr) {
+  Value rowStart = mulConst(lr, denseProbabilityRow());
+  for (const DenseStore &store : denseProbabilityStores()) {
+    Value first = rounded[store.vector];
+    Value second = store.vectors == 2 ? rounded[store.vector + 1] : first;
+    Value dense = vector::ShuffleOp::create(b, first, second, store.lanes);
+    vector::StoreOp::create(b, dense, buffer,
+                            add(rowStart, index(store.first)));
+  }
 }
 
 /// Per row: S += bias (+ mask) (+ -inf on padding lanes), the row max, then
@@ -562,6 +639,7 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
     SmallVector<Value> sums;
     for (int64_t m = 0; m < mr; ++m) {
       Value sum = splat(0.0, computeType);
+      SmallVector<Value> rounded;
       for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
         Value column = index(c * width);
         Value s = inRegisters
@@ -573,31 +651,15 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
         Value p = exp2(arith::MaximumFOp::create(
                            b, arith::SubFOp::create(b, s, maxes[m]), lowest),
                        /*bf16Accuracy=*/bool(extra.bf16Probabilities));
-        if (extra.bf16Probabilities) {
-          // P in bf16, the keys unpadded (P·v pairs consecutive keys):
-          // each segment's L lanes go to its keys' place, in increasing
-          // order, so that the next segment overwrites its padding lanes
-          // (the last row's stay, as zeros after the N keys).
-          Value rounded = x86vector::CvtPackedF32ToBF16Op::create(
-              b, VectorType::get({width}, b.getBF16Type()), p);
-          Value rowStart = mulConst(lrs[m], denseProbabilityRow());
-          for (int64_t t = 0; t < segmentsPerVector; ++t) {
-            Segment seg = segmentOf(c, t);
-            if (seg.row >= g.keyRows)
-              continue;
-            Value lanes = rounded;
-            if (segmentsPerVector > 1)
-              lanes = vector::ExtractStridedSliceOp::create(
-                  b, rounded, ArrayRef<int64_t>{t * g.lanes},
-                  ArrayRef<int64_t>{g.lanes}, ArrayRef<int64_t>{1});
-            vector::StoreOp::create(
-                b, lanes, extra.bf16Probabilities,
-                add(rowStart, index(seg.row * g.rowLength + seg.x0)));
-          }
-        } else
+        if (extra.bf16Probabilities)
+          rounded.push_back(x86vector::CvtPackedF32ToBF16Op::create(
+              b, VectorType::get({width}, b.getBF16Type()), p));
+        else
           vector::StoreOp::create(b, p, scores, ValueRange{lrs[m], column});
         sum = arith::AddFOp::create(b, sum, p);
       }
+      if (extra.bf16Probabilities)
+        storeDenseProbabilities(rounded, extra.bf16Probabilities, lrs[m]);
       sums.push_back(sum);
     }
     Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
@@ -751,8 +813,10 @@ FailureOr<FusedKernelEmitter::ScoreTerms> FusedKernelEmitter::emitScoreTerms() {
   return terms;
 }
 
-LogicalResult FusedKernelEmitter::emit(bool hoistScratch, bool bf16Dot) {
-  bool pairs = bf16Dot && canPairBf16();
+LogicalResult FusedKernelEmitter::emit(const FusedKernelOptions &options) {
+  const bool hoistScratch = options.hoistScratch;
+  avx512 = options.avx512 || options.bf16Dot;
+  bool pairs = options.bf16Dot && canPairBf16();
   emitFlatViews();
   FailureOr<ScoreTerms> terms = emitScoreTerms();
   if (failed(terms))

@@ -60,6 +60,7 @@ struct RpeLowerFusedAttentionPass
     options.scoreBlockBytes = scoreBlockBytes;
     options.hoistScratch = hoistScratch;
     options.bf16Dot = bf16Dot;
+    options.avx512 = avx512;
     options.keyBlock = keyBlock;
     options.warpsPerBlock = warpsPerBlock;
     options.smVersion = smVersion;

@@ -71,6 +71,7 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
     RpeLowerFusedAttentionOptions fused;
     fused.vectorWidth = options.vectorWidth;
     fused.bf16Dot = options.bf16Dot;
+    fused.avx512 = options.avx512;
     fused.strategy = options.kernel;
     fused.hoistScratch = !openMP;
     pm.addPass(createRpeLowerFusedAttention(fused));
@@ -99,7 +100,7 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
-  // x86vector: the AVX512-BF16 dot products of bf16-dot kernels.
+  // x86vector: the AVX-512 ops of avx512 and bf16-dot kernels.
   ConvertVectorToLLVMPassOptions vectorToLLVM;
   vectorToLLVM.x86Vector = true;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));

@@ -1,5 +1,6 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention --mlir-print-elementsattrs-with-hex-if-larger=-1 -split-input-file | FileCheck %s
 // RUN: swin-opt %s --rpe-lower-fused-attention=vector-width=16 -split-input-file | FileCheck %s --check-prefix=W16
+// RUN: swin-opt %s --rpe-lower-fused-attention="vector-width=16 avx512=true" -split-input-file | FileCheck %s --check-prefix=AVX512
 
 // Swin-T stage 1 with a shifted window: 7x7 window, keys padded per window
 // row to 8 lanes (N' = 56), region labels as a constant [nW, N'] table.
@@ -99,7 +100,19 @@
 // W16: arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000]> : vector<16xf32>
 // W16: vector.reduction <maxnumf>, %{{.*}} fastmath<reassoc,nnan> : vector<16xf32> into f32
 // W16-NOT: vector<8xf32>
+// W16: arith.shli %{{.*}} : vector<16xi32>
+// W16-NOT: vector<8xf32>
 // W16: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
+// Without avx512, 2^n is exponent arithmetic (above); with it, vrndscaleps
+// and vscalefps (x86vector), after the degree-5 polynomial.
+// AVX512-LABEL: func @stage1
+// AVX512-NOT: arith.shli
+// AVX512: %[[N:.*]] = math.roundeven %{{.*}} : vector<16xf32>
+// AVX512: %[[F:.*]] = arith.subf %{{.*}}, %[[N]] : vector<16xf32>
+// AVX512-COUNT-5: math.fma %{{.*}}, %[[F]], %{{.*}} : vector<16xf32>
+// AVX512: x86vector.avx512.mask.scalef %[[P:.*]], %[[N]], %[[P]], %{{.*}} : vector<16xf32>
+// AVX512-NOT: arith.shli
+// AVX512-LABEL: func @unpadded_f16
 func.func @stage1(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>, %v: memref<?x3x49x32xf32>,
                   %t: memref<169x3xf32>, %o: memref<?x49x96xf32>) {
   rpe.fused_window_attention ins(%q, %k, %v, %t : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
