@@ -83,8 +83,7 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
   if (op.getMask())
     warpShape = std::nullopt;
   LogicalResult emitted =
-      options.strategy == KernelStrategy::Tiles
-          ? emitter.emit(options)
+      options.strategy == KernelStrategy::Tiles ? emitter.emit(options)
       : warpShape ? emitter.emitWarpTiles(*warpShape, gpu, options.hoistScratch)
                   // rows, and the ops the warp kernel does not take
                   : emitter.emitRowParallel(gpu);

@@ -332,8 +332,7 @@ private:
   Value regionLabel(Value wi, Value token);
   /// 2^x on a vector of x in [-115, 0] (to f32's accuracy, or bf16's).
   Value exp2(Value x, bool bf16Accuracy = false);
-  void storeDenseProbabilities(ArrayRef<Value> rounded, Value buffer,
-                               Value lr);
+  void storeDenseProbabilities(ArrayRef<Value> rounded, Value buffer, Value lr);
   /// Window `w`'s index into its mask, in every kernel: into the shift's
   /// region labels (per image) or the explicit mask operand, or null.
   Value maskWindow(Value w);

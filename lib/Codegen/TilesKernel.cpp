@@ -419,8 +419,8 @@ FusedKernelEmitter::denseProbabilityStores() {
     DenseStore store{c, std::min<int64_t>(2, g.computeKeyVectors - c), -1, {}};
     SmallVector<int64_t> padLanes;
     for (int64_t lane = 0; lane < store.vectors * width; ++lane) {
-      int64_t segment = (c + lane / width) * (width / g.lanes) +
-                        lane % width / g.lanes;
+      int64_t segment =
+          (c + lane / width) * (width / g.lanes) + lane % width / g.lanes;
       int64_t row = segment / g.rowVectors;
       int64_t x = segment % g.rowVectors * g.lanes + lane % g.lanes;
       if (row < g.keyRows && x < g.rowLength) {
