@@ -184,7 +184,8 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     pairs of channels and of keys, the scale multiplies the f32 scores with
     the bias, and the probabilities are rounded to bf16 for `P·v`; the
     softmax and every accumulation stay f32. Without it (and on CPUs
-    without AVX512-BF16) bf16 operands are widened to f32 on load.
+    without AVX512-BF16) bf16 operands, like f16 ones, are widened to f32
+    once per (window, head): k into kᵀ, q and v into f32 scratch.
 
     `strategy=rows` emits instead one online softmax per query row (running
     max `m`, sum `l` and rescaled accumulator), with the bias read from the

@@ -796,7 +796,7 @@ void FusedKernelEmitter::emitPrefetchRows(Value w, Value h, Value token) {
 
 /// Stack scratch of one (window, head) of the tiles kernel.
 struct Scratch {
-  Value kt, scores, invSums, values, discard;
+  Value kt, scores, invSums, queries, values, discard;
   Value probabilities; // bf16 P (AVX512-BF16 products)
 };
 
@@ -817,6 +817,12 @@ LogicalResult FusedKernelEmitter::emit(const FusedKernelOptions &options) {
   const bool hoistScratch = options.hoistScratch;
   avx512 = options.avx512 || options.bf16Dot;
   bool pairs = options.bf16Dot && canPairBf16();
+  // f16 and bf16 rows the FMA products read are widened to f32 once per
+  // item, into scratch: the micro-kernels read each q element once per
+  // row and each v row once per block of rows, and a conversion there
+  // costs as much as the FMA it feeds.
+  const bool widen =
+      !pairs && !getElementTypeOrSelf(op.getQuery().getType()).isF32();
   emitFlatViews();
   FailureOr<ScoreTerms> terms = emitScoreTerms();
   if (failed(terms))
@@ -851,8 +857,10 @@ LogicalResult FusedKernelEmitter::emit(const FusedKernelOptions &options) {
         b.getI64IntegerAttr(64));
     scratch.invSums =
         memref::AllocaOp::create(b, MemRefType::get({g.queryBlock}, f32));
-    if (featureMap && !pairs)
+    if ((featureMap || widen) && !pairs)
       scratch.values = alloc({g.tokens * g.headDim}, f32);
+    if (widen)
+      scratch.queries = alloc({g.tokens * g.headDim}, f32);
     if (featureMap && featureMap->isPadded()) {
       Type element = getElementTypeOrSelf(op.getAttentionOutput().getType());
       scratch.discard = flatten(
@@ -889,7 +897,9 @@ LogicalResult FusedKernelEmitter::emit(const FusedKernelOptions &options) {
   auto prefetchNext = [&](Value i) { emitPrefetchRows(nextW, nextH, i); };
   softmax.eachRow = prefetchNext;
   Value discard = scratch.discard;
-  auto queryRow = [&](Value i) { return inputRow(Input::Query, w, h, i); };
+  std::function<Row(Value)> queryRow = [&](Value i) {
+    return inputRow(Input::Query, w, h, i);
+  };
 
   // The two forms differ in their products only: FMAs on f32 (kᵀ packed
   // with the scale), or AVX512-BF16 dot products on pairs (PairedBf16.cpp:
@@ -946,14 +956,22 @@ LogicalResult FusedKernelEmitter::emit(const FusedKernelOptions &options) {
   } else {
     emitPackTransposed(Input::Key, w, h, kt,
                        op.getScale().convertToDouble() * kLog2E);
-    // Values: read in place from the windows layout, packed from a map.
+    // Values: read in place from the windows layout, packed from a map
+    // (and widened).
     values = flatInputs[2];
     valueBase = mulConst(add(mulConst(w, g.heads), h), g.tokens * g.headDim);
-    if (featureMap) {
+    if (featureMap || widen) {
       values =
           emitPackRows([&](Value j) { return inputRow(Input::Value, w, h, j); },
                        scratch.values);
       valueBase = index(0);
+    }
+    if (widen) {
+      emitPackRows([&](Value i) { return inputRow(Input::Query, w, h, i); },
+                   scratch.queries);
+      queryRow = [&](Value i) {
+        return Row{scratch.queries, mulConst(i, g.headDim)};
+      };
     }
     scoreBlock = [&](ArrayRef<Row> queries) {
       return emitScoreBlock(queries, kt, 0, g.computeKeyVectors);

@@ -123,14 +123,22 @@ func.func @stage1(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>, %v: memr
 // -----
 
 // 8x8 window: rows need no padding, no mask: neither pad lanes nor labels.
-// f16 storage is widened on load and narrowed on store; a head_dim of 12
-// ends in a masked vector.
+// f16 storage is widened on load and narrowed on store: k into kᵀ, v and q
+// into f32 scratch once per item (the micro-kernels then read f32); a
+// head_dim of 12 ends in a masked vector.
 // CHECK-LABEL: func @unpadded_f16
 // CHECK-NOT: 0xFF800000]
 // CHECK-NOT: memref.get_global
 // CHECK: memref.alloca() {alignment = 64 : i64} : memref<12x64xf32>
+// CHECK: %[[VW:.*]] = memref.alloca() {alignment = 64 : i64} : memref<768xf32>
+// CHECK: %[[QW:.*]] = memref.alloca() {alignment = 64 : i64} : memref<768xf32>
 // CHECK: arith.extf %{{.*}} : f16 to f32
 // CHECK: vector.maskedload %{{.*}} : memref<?xf16, strided<[1], offset: ?>>, vector<8xi1>, vector<8xf16> into vector<8xf16>
+// CHECK: vector.maskedstore %[[VW]]
+// CHECK: vector.maskedstore %[[QW]]
+// The scores' micro-kernel broadcasts f32 elements of the widened q.
+// CHECK: memref.load %[[QW]][%{{.*}}] : memref<768xf32>
+// CHECK: vector.broadcast %{{.*}} : f32 to vector<8xf32>
 // CHECK: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK: vector.maskedstore
 func.func @unpadded_f16(%q: memref<5x2x64x12xf16>, %t: memref<225x2xf16>, %o: memref<5x2x64x12xf16>) {
