@@ -57,8 +57,13 @@ std::string getTableGradientSumName(const KernelConfig &config);
 /// What the configured CPU (its name, or this machine for "native") has
 /// that the CPU kernel's code depends on.
 struct CpuVectorFeatures {
-  bool avx512 = false;     // avx512f: 16-lane micro-kernels by default
-  bool avx512bf16 = false; // vdpbf16ps: bf16 products as dot products
+  bool avx512 = false; // avx512f: 16-lane micro-kernels by default
+  /// vdpbf16ps (AVX512-BF16) doing twice the FMA's multiply-adds per cycle:
+  /// bf16 products as dot products. AMD's Zen 4 and 5 run it on both FMA
+  /// pipes; Intel's cores (Cooper Lake, Sapphire Rapids and later) on one,
+  /// where it only matches the FMAs and the bf16 kernel measured 0.7x the
+  /// f32 one (1 core of a Sapphire Rapids-class Xeon), so they widen bf16.
+  bool fastBf16Dot = false;
 };
 
 /// The configured CPU's CpuVectorFeatures (CpuCodegen.cpp); an error for

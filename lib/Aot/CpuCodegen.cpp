@@ -71,7 +71,8 @@ mlir::rpe::getCpuVectorFeatures(const KernelConfig &config) {
   const llvm::MCSubtargetInfo &subtarget = *(*machine)->getMCSubtargetInfo();
   CpuVectorFeatures features;
   features.avx512 = subtarget.checkFeatures("+avx512f");
-  features.avx512bf16 = subtarget.checkFeatures("+avx512bf16");
+  features.fastBf16Dot = subtarget.checkFeatures("+avx512bf16") &&
+                         (*machine)->getTargetCPU().starts_with("znver");
   return features;
 }
 

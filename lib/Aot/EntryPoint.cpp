@@ -387,10 +387,10 @@ mlir::rpe::lowerToLLVMDialect(ModuleOp module, const KernelConfig &config,
   options.vectorWidth = config.vectorWidth ? config.vectorWidth
                         : features.avx512  ? 16
                                            : 8;
-  // bf16 products on AVX512-BF16 where the CPU has it (Zen 4 and later,
-  // Cooper Lake, Sapphire Rapids); else bf16 is widened to f32 on load.
+  // bf16 products on AVX512-BF16 where it is fast (AMD Zen 4 and later);
+  // else bf16 is widened to f32 once per item.
   options.bf16Dot = config.elementKind == ElementKind::BF16 &&
-                    options.vectorWidth == 16 && features.avx512bf16;
+                    options.vectorWidth == 16 && features.fastBf16Dot;
   options.avx512 = features.avx512;
   buildCpuPipeline(pm, options);
   if (failed(pm.run(module)))

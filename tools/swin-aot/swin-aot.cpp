@@ -196,7 +196,8 @@ static IntegerOpt vectorWidthOpt(
     cl::desc(
         "f32 lanes of the CPU micro-kernels: 8 (AVX2), 16 (AVX-512); "
         "default: 16 when the --cpu has AVX-512, else 8. bf16 kernels at 16 "
-        "lanes use AVX512-BF16 dot products where the --cpu has them"),
+        "lanes use AVX512-BF16 dot products where the --cpu runs them at "
+        "twice the FMA rate (AMD Zen 4 and later)"),
     cl::cat(category));
 static cl::opt<bool> gradOpt(
     "grad",
