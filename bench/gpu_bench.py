@@ -2,7 +2,7 @@
 """GPU benchmark of the fused window-attention kernel (swin-aot --target=nvptx).
 
     python3 bench/gpu_bench.py [--dtype f16|bf16|f32] [--kernel warps|rows|both]
-                               [--repeat 20] [--chip sm_90]
+                               [--repeat 20] [--chip sm_90] [--record]
 
 First measures the device's copy bandwidth (cuMemcpyDtoD of 1 GiB: read +
 write), the yardstick of a kernel that is memory-bound at these sizes. Then,
@@ -13,7 +13,9 @@ a few KiB and not counted) and its share of the copy bandwidth, GFLOP/s
 (4 N^2 d per window-head) and, when PyTorch with CUDA is importable, the
 ratio against torch.nn.functional.scaled_dot_product_attention with the bias
 (and shift mask) passed as a float attention mask. Bounded to a few minutes;
-exits with a clear message where no GPU is present.
+exits with a clear message where no GPU is present. ``--record`` only
+compiles every kernel it would run, for every dtype (no GPU needed; see
+scripts/device/record.py).
 """
 
 import argparse
@@ -68,13 +70,28 @@ def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
     return float(np.median(times))
 
 
+def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which):
+    return cuda.compile_gpu(window, heads, d, resolution=resolution,
+                            shift=(shift, shift) if shift else None, dtype=dtype, chip=chip,
+                            kernel=which)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dtype", default="f16", choices=["f16", "bf16", "f32"])
     parser.add_argument("--kernel", default="both", choices=["warps", "rows", "both"])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--chip", default="sm_90")
+    parser.add_argument("--record", action="store_true",
+                        help="compile the kernels of every dtype, run nothing")
     args = parser.parse_args()
+    kernels = ["warps", "rows"] if args.kernel == "both" else [args.kernel]
+    if args.record:
+        for dtype in ("f16", "bf16", "f32"):
+            for _, _, heads, window, d, resolution, shift in CONFIGS:
+                for which in kernels:
+                    compile_kernel(window, heads, d, resolution, shift, dtype, args.chip, which)
+        return 0
     name = cuda.available()
     if name is None:
         print("gpu_bench: no CUDA driver or GPU on this machine; nothing to measure.")
@@ -82,7 +99,6 @@ def main():
     driver = cuda.Driver()
     # Storage: bf16 as raw uint16 bits (the kernels take bits).
     np_type = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32}[args.dtype]
-    kernels = ["warps", "rows"] if args.kernel == "both" else [args.kernel]
 
     def storage(x):
         return T.to_storage(x.astype(np.float32), args.dtype)
@@ -109,9 +125,8 @@ def main():
         mask = ref.shift_mask(resolution, window, (shift, shift)) if shift else None
         sdpa = torch_sdpa_ms(windows, heads, n, d, bias, mask, args.dtype, args.repeat)
         for which in kernels:
-            kernel = cuda.compile_gpu(window, heads, d, resolution=resolution,
-                                      shift=(shift, shift) if shift else None, dtype=args.dtype,
-                                      chip=args.chip, kernel=which)
+            kernel = compile_kernel(window, heads, d, resolution, shift, args.dtype, args.chip,
+                                    which)
             ms = driver.time_ms(lambda: kernel(*pointers, out, windows), repeat=args.repeat)
             gbs = nbytes / ms / 1e6
             ratio = f"{sdpa / ms:7.2f}x" if sdpa else "    n/a"

@@ -3,16 +3,18 @@
 GPU machine that has no LLVM/MLIR 22 (the lent device machine, a deployment
 host): the GPU tests and bench/gpu_bench.py then run there unchanged.
 
-Record (here, where swin-aot is built):
+Record (here, where swin-aot is built; scripts/device/record.py does it):
 
-    AOT_REPLAY_STORE=DIR AOT_REPLAY_REAL=build/bin/swin-aot SWIN_AOT=scripts/aot-replay.py ...
+    AOT_REPLAY_STORE=DIR AOT_REPLAY_REAL=build/bin/swin-aot \
+        SWIN_AOT=scripts/device/aot-replay.py python3 ...
 
 runs the real swin-aot and keeps every ``kernel.*`` file it wrote, under a key
 made of its arguments (the ``-o`` directory left out, ``--table`` replaced by
 the table's SHA-256). Replay (there): the same without ``AOT_REPLAY_REAL``
 copies the recorded files to the asked ``-o`` directory, and fails with the
 arguments it was given for anything not recorded. The GPU host runtime (a C
-file) is still built where it runs, against that machine's CUDA.
+file) is still built where it runs, against that machine's CUDA
+(scripts/device/check.sh).
 """
 
 import hashlib
