@@ -7,6 +7,9 @@ Runs python/tests/test_gpu.py with a stand-in GPU (its kernels compile, its
 driver calls fail: only the compiles matter), then compiles bench/gpu_bench.py's
 kernels and bench/cross_cpu.py's for --cpu, all through aot-replay.py, which
 keeps swin-aot's outputs in STORE for the machine without LLVM to replay.
+The GPU tests run with the torch venv's Python ($SWIN_VENV, default
+build/venv) where it exists: without torch, the kernels of the torch tests
+are not recorded (they fail there as not recorded).
 """
 
 import argparse
@@ -42,6 +45,9 @@ def main():
     parser.add_argument("store", type=Path)
     parser.add_argument("--cpu", default="sapphirerapids")
     parser.add_argument("--swin-aot", type=Path, default=ROOT / "build" / "bin" / "swin-aot")
+    venv = Path(os.environ.get("SWIN_VENV", ROOT / "build" / "venv")) / "bin" / "python"
+    parser.add_argument("--python", type=Path, default=venv if venv.is_file() else sys.executable,
+                        help="the interpreter of the GPU tests (one with torch records all)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "record_gpu_plugin.py").write_text(PLUGIN)
@@ -50,7 +56,7 @@ def main():
                    SWIN_AOT=str(ROOT / "scripts" / "device" / "aot-replay.py"),
                    SWIN_OPT_CACHE_DIR=str(Path(tmp) / "cache"),
                    PYTHONPATH=os.pathsep.join([str(ROOT / "python"), tmp]))
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "record_gpu_plugin",
+        subprocess.run([str(args.python), "-m", "pytest", "-q", "-p", "record_gpu_plugin",
                         "-p", "no:cacheprovider", str(ROOT / "python" / "tests" / "test_gpu.py")],
                        env=env, stdout=subprocess.DEVNULL, check=False)
         for script in (["bench/gpu_bench.py", "--record"],
