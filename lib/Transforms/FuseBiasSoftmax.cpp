@@ -442,7 +442,7 @@ struct FuseSpelledOutAttention : public OpRewritePattern<linalg::GenericOp> {
 
     auto resultType = cast<RankedTensorType>(output.getResult(0).getType());
     Value init = emptyLike(rewriter, output.getLoc(), resultType, q);
-    FusibleBias bias{lookup, shiftMask};
+    FusibleBias bias{lookup, shiftMask, /*explicitMask=*/nullptr};
     if (shiftMask && isZeroShift(shiftMask.getShift()))
       bias.shiftMask = nullptr;
     rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
