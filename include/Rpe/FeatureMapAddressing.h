@@ -52,6 +52,11 @@ void matchLanes(OpBuilder &b, Location loc, Value &x, Value &y);
 TokenSource locateToken(OpBuilder &b, Location loc, const FeatureMap &map,
                         Value window, Value token);
 
+/// locateToken's position of every token of every window of one image,
+/// [windows per image, tokens], -1 for padding (empty if it did not fold).
+SmallVector<int32_t> tokenPositions(MLIRContext *context,
+                                    const FeatureMap &map);
+
 /// The inverse on real tokens: the window and token that image position
 /// `position` of image `image` lands in.
 std::pair<Value, Value> locateWindowToken(OpBuilder &b, Location loc,

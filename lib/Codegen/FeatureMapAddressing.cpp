@@ -15,6 +15,9 @@
 #include "Rpe/FeatureMapAddressing.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -47,9 +50,11 @@ struct IndexMath {
   OpBuilder &b;
   Location loc;
   Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  // Folded where the operands are constants: positionTable() evaluates
+  // locateToken at compile time that way.
   template <typename OpTy> Value binary(Value x, Value y) {
     matchLanes(b, loc, x, y);
-    return OpTy::create(b, loc, x, y);
+    return b.createOrFold<OpTy>(loc, x, y);
   }
   Value add(Value x, Value y) { return binary<arith::AddIOp>(x, y); }
   Value addConst(Value x, int64_t v) { return v ? add(x, c(v)) : x; }
@@ -65,13 +70,13 @@ struct IndexMath {
   Value less(Value x, int64_t v) {
     Value y = c(v);
     matchLanes(b, loc, x, y);
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+    return b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, x, y);
   }
   Value select(Value condition, Value x, Value y) {
     matchLanes(b, loc, x, y);
     matchLanes(b, loc, condition, x);
     matchLanes(b, loc, x, y);
-    return arith::SelectOp::create(b, loc, condition, x, y);
+    return b.createOrFold<arith::SelectOp>(loc, condition, x, y);
   }
   /// Row-major coordinates of `linear` over `extents` (first outermost).
   SmallVector<Value> delinearize(Value linear, ArrayRef<int64_t> extents) {
@@ -139,6 +144,34 @@ TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
   if (source.valid)
     source.position = m.select(source.valid, source.position, m.c(0));
   return source;
+}
+
+SmallVector<int32_t> mlir::rpe::tokenPositions(MLIRContext *context,
+                                               const FeatureMap &map) {
+  int64_t tokens = 1;
+  for (int64_t extent : map.window)
+    tokens *= extent;
+  // locateToken on constants folds to constants, built in a scratch module
+  // and dropped: the table is the kernel's own arithmetic, evaluated.
+  Location loc = UnknownLoc::get(context);
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(loc);
+  OpBuilder b = OpBuilder::atBlockBegin(scratch->getBody());
+  SmallVector<int32_t> positions;
+  for (int64_t w = 0; w < map.windowsPerImage(); ++w)
+    for (int64_t t = 0; t < tokens; ++t) {
+      TokenSource source =
+          locateToken(b, loc, map, arith::ConstantIndexOp::create(b, loc, w),
+                      arith::ConstantIndexOp::create(b, loc, t));
+      std::optional<int64_t> position = getConstantIntValue(source.position);
+      std::optional<int64_t> valid =
+          source.valid ? getConstantIntValue(source.valid) : 1;
+      if (!position || !valid)
+        return {};
+      positions.push_back(*valid ? static_cast<int32_t>(*position) : -1);
+      scratch->getBody()->clear();
+      b.setInsertionPointToStart(scratch->getBody());
+    }
+  return positions;
 }
 
 std::pair<Value, Value> mlir::rpe::locateWindowToken(OpBuilder &b, Location loc,

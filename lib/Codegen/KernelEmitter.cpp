@@ -242,7 +242,23 @@ FusedKernelEmitter::RowAddress
 FusedKernelEmitter::mapRowAddress(Value w, Value h, Value token, int64_t parts,
                                   int64_t part) {
   // [image, position, (part, h, e)]: `parts` rows of C channels per token.
-  TokenSource source = locateToken(b, b.getLoc(), *featureMap, w, token);
+  TokenSource source;
+  if (tokenPositionTable) {
+    int64_t perImage = featureMap->windowsPerImage();
+    source.image = divConst(w, perImage);
+    Value position = memref::LoadOp::create(
+        b, tokenPositionTable, ValueRange{remConst(w, perImage), token});
+    if (featureMap->isPadded()) {
+      Value zero = arith::ConstantOp::create(b, b.getI32IntegerAttr(0));
+      source.valid = arith::CmpIOp::create(b, arith::CmpIPredicate::sge,
+                                           position, zero);
+      position = select(source.valid, position, zero);
+    }
+    source.position =
+        arith::IndexCastOp::create(b, b.getIndexType(), position);
+  } else {
+    source = locateToken(b, b.getLoc(), *featureMap, w, token);
+  }
   int64_t channels = g.heads * g.headDim;
   Value offset =
       add(mulConst(add(mulConst(source.image, featureMap->tokensPerImage()),

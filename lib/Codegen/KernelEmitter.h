@@ -414,6 +414,9 @@ private:
   Value emitReversedTables();
   Value emitPackRows(function_ref<Row(Value)> row, Value scratch);
   Value emitRegionLabels();
+  Value constantTable(StringRef prefix, ArrayRef<int64_t> shape,
+                      ArrayRef<int32_t> values);
+  void emitTokenPositions();
   void emitPackTransposed(Input which, Value w, Value h, Value kt,
                           double scale);
   void emitPrefetchRows(Value w, Value h, Value token);
@@ -481,6 +484,9 @@ private:
   SmallVector<Value, 3> flatGradients;
   Value flatOutputGradient;
   std::optional<FeatureMap> featureMap;
+  /// The tiles kernel's constant table of token positions
+  /// (emitTokenPositions), which mapRowAddress reads when it is set.
+  Value tokenPositionTable;
 };
 
 /// Transposes 8 vectors of 8 lanes (of any 32-bit element) in registers.

@@ -109,19 +109,27 @@ Value FusedKernelEmitter::emitRegionLabels() {
                            : -1);
     }
 
+  return constantTable("__rpe_region_labels", {numWindows, g.scoreColumns},
+                       labels);
+}
+
+/// A constant i32 table as a private global of the module (one per
+/// distinct table, found again by its contents), read by memref.get_global.
+Value FusedKernelEmitter::constantTable(StringRef prefix,
+                                        ArrayRef<int64_t> shape,
+                                        ArrayRef<int32_t> values) {
   auto module = op->getParentOfType<ModuleOp>();
-  auto type = MemRefType::get({numWindows, g.scoreColumns}, b.getI32Type());
+  auto type = MemRefType::get(shape, b.getI32Type());
   auto tensorType =
       RankedTensorType::get(type.getShape(), type.getElementType());
-  auto value = DenseElementsAttr::get(tensorType, ArrayRef<int32_t>(labels));
-  // One global per distinct table, found again by its contents.
+  auto value = DenseElementsAttr::get(tensorType, values);
   for (auto global : module.getOps<memref::GlobalOp>())
     if (global.getType() == type && global.getConstant() &&
         global.getInitialValueAttr() == value)
       return memref::GetGlobalOp::create(b, type, global.getSymName());
-  std::string name = "__rpe_region_labels";
+  std::string name = prefix.str();
   for (int suffix = 1; module.lookupSymbol(name); ++suffix)
-    name = "__rpe_region_labels_" + std::to_string(suffix);
+    name = (prefix + "_" + Twine(suffix)).str();
   memref::GlobalOp global;
   {
     OpBuilder::InsertionGuard guard(b);
@@ -131,6 +139,25 @@ Value FusedKernelEmitter::emitRegionLabels() {
                                       b.getI64IntegerAttr(64));
   }
   return memref::GetGlobalOp::create(b, type, global.getSymName());
+}
+
+/// The image position of every window token of a feature map, a constant
+/// [windows per image, N] table (-1: padding), so that the many row
+/// addresses of the kernel (q's rows in the products, four prefetched rows
+/// and the output row per query row, the packed k and v) are a load, not
+/// the shift, padding and partition arithmetic; that arithmetic where the
+/// table would be too large.
+void FusedKernelEmitter::emitTokenPositions() {
+  if (!featureMap ||
+      featureMap->windowsPerImage() * g.tokens > kMaxConstantElements)
+    return;
+  SmallVector<int32_t> positions =
+      tokenPositions(b.getContext(), *featureMap);
+  if (positions.empty())
+    return;
+  tokenPositionTable =
+      constantTable("__rpe_token_positions",
+                    {featureMap->windowsPerImage(), g.tokens}, positions);
 }
 
 /// Transposes 8 vectors of 8 lanes in registers: 24 two-input shuffles
@@ -828,6 +855,7 @@ LogicalResult FusedKernelEmitter::emit(const FusedKernelOptions &options) {
   if (failed(terms))
     return failure();
   Value rtab = terms->rtab, labels = terms->labels;
+  emitTokenPositions();
   Value items = mulConst(countWindows(), g.heads);
   auto parallel = createItemLoop(items);
   OpBuilder::InsertionGuard guard(b);

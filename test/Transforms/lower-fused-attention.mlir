@@ -178,3 +178,24 @@ func.func @runtime_mask(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %m: me
     mask(%m : memref<4x49x49xf32>) outs(%o : memref<?x49x96xf32>) {window = array<i64: 7, 7>, scale = 1.0 : f32}
   return
 }
+
+// -----
+
+// Token layout (a 9x13 map, shift then pad to 12x18, windows 4x6): each
+// row address is a load from a constant table of the window tokens' image
+// positions (-1: padding), not the roll/pad/partition arithmetic. Window
+// 0, token 0 is image position (0 + 2) * 13 + (0 + 3) = 29.
+// CHECK: memref.global "private" constant @__rpe_token_positions : memref<9x24xi32> = dense<{{\[\[}}29, 30, 31, 32, 33, 34, 42,
+// CHECK-SAME: -1
+// CHECK-LABEL: func @tokens
+// CHECK: %[[POS:.*]] = memref.get_global @__rpe_token_positions : memref<9x24xi32>
+// CHECK: scf.parallel
+// CHECK: %[[P:.*]] = memref.load %[[POS]][%{{.*}}, %{{.*}}] : memref<9x24xi32>
+// CHECK: %[[VALID:.*]] = arith.cmpi sge, %[[P]], %{{.*}} : i32
+// CHECK: arith.index_cast %{{.*}} : i32 to index
+func.func @tokens(%x: memref<?x117x96xf32>, %p: memref<96xf32>, %t: memref<77x3xf32>, %o: memref<?x117x96xf32>) {
+  rpe.fused_window_attention ins(%x, %x, %x, %t : memref<?x117x96xf32>, memref<?x117x96xf32>, memref<?x117x96xf32>, memref<77x3xf32>)
+    pads(%p, %p, %p : memref<96xf32>, memref<96xf32>, memref<96xf32>) outs(%o : memref<?x117x96xf32>)
+    {image = array<i64: 9, 13>, padding = #rpe.padding<shift_then_pad>, resolution = array<i64: 12, 18>, shift = array<i64: 2, 3>, window = array<i64: 4, 6>, scale = 0.125 : f32}
+  return
+}
