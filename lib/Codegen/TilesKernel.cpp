@@ -33,8 +33,9 @@
 // head_dim channels of one token and head) at a time: the windows layout
 // addresses rows as [b, h, t] (or [b, t, h] for out), the token layout as
 // the image position that the shift, padding and partition give window
-// token (b, t) (FeatureMapAddressing.h). Padding tokens read their padding
-// value row and write nowhere.
+// token (b, t) (FeatureMapAddressing.h), read from a constant table of
+// those positions per window of an image. Padding tokens read their
+// padding value row and write nowhere.
 //
 //===----------------------------------------------------------------------===//
 
