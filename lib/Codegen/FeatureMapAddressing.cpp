@@ -16,9 +16,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::rpe;
@@ -50,7 +50,7 @@ struct IndexMath {
   OpBuilder &b;
   Location loc;
   Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  // Folded where the operands are constants: positionTable() evaluates
+  // Folded where the operands are constants: tokenPositions() evaluates
   // locateToken at compile time that way.
   template <typename OpTy> Value binary(Value x, Value y) {
     matchLanes(b, loc, x, y);
