@@ -101,7 +101,7 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   PassOptions::Option<bool> avx512{
       *this, "avx512",
       llvm::cl::desc("The CPU has AVX-512F: 2^x in the 16-lane kernel takes "
-                     "vrndscaleps and vscalefps (implied by bf16-dot)"),
+                     "vreduceps and vscalefps (implied by bf16-dot)"),
       llvm::cl::init(false)};
   PassOptions::Option<KernelStrategy> kernel{
       *this, "kernel",

@@ -152,19 +152,23 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
        (8 keys x 8 channels at a time, transposed in registers by shuffles,
        when `L` is 8);
     2. scores `S[i, :] = q[i, :] · kᵀ`, a register-blocked outer-product
-       micro-kernel (rows x vectors of accumulators, FMA); on AVX-512, when
-       a row's score vectors fit the registers, each block of rows goes
-       from the accumulators to steps 3-4 without being stored;
-    3. per row: `S += bias + mask + pad`, where the bias vector of a key row
-       is a contiguous load from the head's reversed table at offset
-       `idx(j, i)` (index arithmetic; `bias(i, j) = table[T-1-idx(j, i)]`),
-       the mask compares constant region labels, and padding lanes get
-       `-inf`; then the row max;
+       micro-kernel (rows x vectors of accumulators, FMA, which start at
+       `-inf` on the lanes of padding keys); on AVX-512, when a row's score
+       vectors fit the registers, each block of rows goes from the
+       accumulators to steps 3-4 without being stored;
+    3. per row: `S += bias + mask`, where the bias vector of a key row is a
+       contiguous load from the head's reversed table at offset `idx(j, i)`
+       (index arithmetic; `bias(i, j) = table[T-1-idx(j, i)]`), and the
+       mask compares constant region labels; then the row max, reduced for
+       up to three rows at once in one vector (shuffles shared by the
+       rows, no scalar per row);
     4. `P = exp(S - max)` and the row sum, in one pass over the row, which
-       stays in L1. The softmax runs in base 2: log2(e) is folded into the
+       stays in L1, and the group's sums reduced together, with one
+       division. The softmax runs in base 2: log2(e) is folded into the
        scale of kᵀ, the table and the mask value (all three, or the scores
        would mix bases), and `2^x` is a degree-5 polynomial plus exponent
-       arithmetic in registers (with `avx512`, vrndscaleps and vscalefps);
+       arithmetic in registers (with `avx512`, vreduceps and vscalefps,
+       which take `-inf` with no clamp);
     5. `out[i, :] = (P[i, :] · v) / sum`, a register-blocked micro-kernel,
        normalized once per output row rather than per probability.
 
@@ -243,7 +247,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
            "the CPU must have AVX512-BF16) where the shape allows">,
     Option<"avx512", "avx512", "bool", /*default=*/"false",
            "tiles: the CPU has AVX-512F; with vector-width=16, 2^x takes "
-           "vrndscaleps and vscalefps (implied by bf16-dot)">,
+           "vreduceps and vscalefps (implied by bf16-dot)">,
     Option<"hoistScratch", "hoist-scratch", "bool", /*default=*/"false",
            "Allocate the scratch of the tiles kernel and of the warp "
            "emulation once, before the (window, head) "

@@ -81,8 +81,8 @@ FusedKernelEmitter::Row FusedKernelEmitter::gradientRow(Input which, Value w,
 /// G[h, P(j) - P(i) + center] += dS, the bias's contiguous stretch of the
 /// reversed table. Only the padded keys' columns are computed (the micro-
 /// kernels' extra columns are never read); the lanes past a window row are
-/// zeroed before they reach G (their dS is 2^-115-small, not zero) and land
-/// on the stretch's padding.
+/// zeroed before they reach G (their dS is 0 or, without AVX-512, 2^-115
+/// small) and land on the stretch's padding.
 void FusedKernelEmitter::emitScoreGradients(Value w, Value h,
                                             const BackwardScratch &scratch,
                                             Value tableGradient, Value qb,
@@ -218,11 +218,12 @@ void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
   forLoop(
       index(0), index(g.tokens), g.queryBlock, {}, [&](Value qb, ValueRange) {
         Value rows = queryBlockRows(qb);
-        emitScores(packedRow(s.queries), s.keysT, s.probabilities, qb, rows);
+        emitScores(packedRow(s.queries), s.keysT, s.probabilities, qb, rows,
+                   /*keyPadding=*/true);
         emitSoftmaxRows(h, image, rtab, labels, s.probabilities, s.invSums, qb,
                         rows);
         emitScores(packedRow(s.outputGradients), s.valuesT, s.scoreGradients,
-                   qb, rows);
+                   qb, rows, /*keyPadding=*/false);
         emitScoreGradients(w, h, s, tableGradient, qb, rows);
         // dq_i = scale sum_j dS[i, j'] k_j
         emitRowCombination(

@@ -91,6 +91,16 @@ struct KernelGeometry {
     center = (tableRows - 1) / 2;
   }
 
+  /// The key at column `column` of the padded key layout (row r = column /
+  /// Wpad, x = column % Wpad: key r * Wx + x), or none for the padding at
+  /// the end of each row and the columns past the last row.
+  std::optional<int64_t> keyOfColumn(int64_t column) const {
+    int64_t r = column / paddedRowLength, x = column % paddedRowLength;
+    if (r >= keyRows || x >= rowLength)
+      return std::nullopt;
+    return r * rowLength + x;
+  }
+
   /// P(t) of a token known at compile time (FusedKernelEmitter::tableOffset
   /// emits it for a runtime token).
   int64_t tableOffsetOf(int64_t token) const {
@@ -330,9 +340,11 @@ private:
   /// Swin's region label of token `token` of the image's window `wi`, in
   /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
   Value regionLabel(Value wi, Value token);
-  /// 2^x on a vector of x in [-115, 0] (to f32's accuracy, or bf16's).
+  /// 2^x on a vector of x <= 0, -inf included (to f32's accuracy, or
+  /// bf16's).
   Value exp2(Value x, bool bf16Accuracy = false);
-  void storeDenseProbabilities(ArrayRef<Value> rounded, Value buffer, Value lr);
+  Value storeDenseProbabilities(ArrayRef<Value> probabilities, Value buffer,
+                                Value lr);
   /// Window `w`'s index into its mask, in every kernel: into the shift's
   /// region labels (per image) or the explicit mask operand, or null.
   Value maskWindow(Value w);
@@ -422,9 +434,11 @@ private:
   void emitPrefetchRows(Value w, Value h, Value token);
   void zeroExtraKeyColumns(Value kt);
   void emitScores(function_ref<Row(Value)> leftRow, Value kt, Value scores,
-                  Value qb, Value rows);
+                  Value qb, Value rows, bool keyPadding);
   SmallVector<Value> emitScoreBlock(ArrayRef<Row> queries, Value kt, int64_t c0,
-                                    int64_t nc);
+                                    int64_t nc, bool keyPadding);
+  SmallVector<Value> scoreInit(int64_t mr, int64_t c0, int64_t nc,
+                               bool keyPadding);
   int64_t scoreBlockRows(int64_t vectors);
   /// A micro-kernel block's mr * n accumulators as mr rows of n.
   static SmallVector<SmallVector<Value>> splitRows(ArrayRef<Value> acc,
@@ -443,6 +457,17 @@ private:
   void emitSoftmaxRows(Value h, Value image, Value rtab, Value labels,
                        Value scores, Value invSums, Value qb, Value rows,
                        const SoftmaxRowOptions &extra = SoftmaxRowOptions());
+  Value maxSkippingNaN(Value s, Value max);
+  /// Per-row reductions of a group of rows in one vector (reduceRows): row
+  /// r's result fills segment r, lanes [r * segment, (r + 1) * segment).
+  struct ReducedRows {
+    Value value;
+    int64_t segment;
+    int64_t lane(int64_t row) const { return row * segment; }
+    Value broadcast(OpBuilder &b, int64_t row) const;
+  };
+  ReducedRows reduceRows(ArrayRef<Value> rows,
+                         function_ref<Value(Value, Value)> combine);
 
   //===--- AVX512-BF16 products (PairedBf16.cpp) ------------------------===//
   bool canPairBf16();
@@ -461,10 +486,10 @@ private:
   void emitPackKeyPairs(Value w, Value h, Value kp);
   void emitPackValuePairs(Value w, Value h, Value vp);
   void emitPairDotProducts(Value rows, function_ref<Row(Value)> leftRow,
-                           Value right, int64_t vectors,
+                           Value right, int64_t vectors, bool keyPadding,
                            function_ref<void(Value, int64_t, Value)> finish);
   SmallVector<Value> emitPairDotBlock(ArrayRef<Row> lefts, Value right,
-                                      int64_t c0, int64_t nc);
+                                      int64_t c0, int64_t nc, bool keyPadding);
   void emitOutput(Value w, Value h, Value scores, Value invSums, Value values,
                   Value valueBase, Value discard, Value qb, Value rows);
 

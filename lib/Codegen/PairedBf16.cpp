@@ -151,10 +151,12 @@ void FusedKernelEmitter::emitPackValuePairs(Value w, Value h, Value vp) {
 /// the pairs of x: left_r the bf16 row `leftRow(r)`, right packed in pairs
 /// as [pairs, 2 * vectors * 16]. A micro-kernel over blocks of `mr` rows x
 /// `nc` vectors of 16 f32 accumulators (the right's vectors are memory
-/// operands). `finish(r, c, acc)` consumes vector c of row r.
+/// operands), which start at scoreInit(keyPadding): -inf on the padding
+/// keys' lanes when right is kᵀ. `finish(r, c, acc)` consumes vector c of
+/// row r.
 void FusedKernelEmitter::emitPairDotProducts(
     Value rows, function_ref<Row(Value)> leftRow, Value right, int64_t vectors,
-    function_ref<void(Value, int64_t, Value)> finish) {
+    bool keyPadding, function_ref<void(Value, int64_t, Value)> finish) {
   int64_t chunk = std::min<int64_t>(vectors, 8);
   int64_t blockRows =
       std::clamp<int64_t>((g.registers - 2 - chunk) / (chunk + 1), 1, 12);
@@ -164,7 +166,8 @@ void FusedKernelEmitter::emitPairDotProducts(
       lefts.push_back(leftRow(add(r0, index(m))));
     for (int64_t c0 = 0; c0 < vectors; c0 += chunk) {
       int64_t nc = std::min(chunk, vectors - c0);
-      SmallVector<Value> acc = emitPairDotBlock(lefts, right, c0, nc);
+      SmallVector<Value> acc =
+          emitPairDotBlock(lefts, right, c0, nc, keyPadding);
       for (int64_t m = 0; m < mr; ++m)
         for (int64_t c = 0; c < nc; ++c)
           finish(add(r0, index(m)), c0 + c, acc[m * nc + c]);
@@ -177,12 +180,13 @@ void FusedKernelEmitter::emitPairDotProducts(
 /// accumulators, row-major).
 SmallVector<Value> FusedKernelEmitter::emitPairDotBlock(ArrayRef<Row> lefts,
                                                         Value right, int64_t c0,
-                                                        int64_t nc) {
+                                                        int64_t nc,
+                                                        bool keyPadding) {
   auto accType = VectorType::get({16}, f32);
   auto pairsType = VectorType::get({32}, b.getBF16Type());
   int64_t mr = lefts.size();
   int64_t pairs = cast<MemRefType>(right.getType()).getDimSize(0);
-  SmallVector<Value> init(mr * nc, splat(0.0, accType));
+  SmallVector<Value> init = scoreInit(mr, c0, nc, keyPadding);
   ValueRange acc =
       forLoop(index(0), index(pairs), 1, init, [&](Value x, ValueRange acc) {
         SmallVector<Value> next(acc);

@@ -27,21 +27,28 @@
 // CHECK-COUNT-5: x86vector.avx512.dot %{{.*}} : vector<32xbf16> -> vector<16xf32>
 // The scale (times log2 e) is applied in f32 with the bias.
 // CHECK: math.fma %{{.*}}, %[[SCALE]], %{{.*}} : vector<16xf32>
-// 2^x on AVX-512: n = roundeven(x) (vrndscaleps), 2^f * 2^n by vscalefps;
-// degree 3 in f for probabilities rounded to bf16.
-// CHECK: math.roundeven %{{.*}} : vector<16xf32>
-// CHECK-COUNT-3: math.fma
-// CHECK: x86vector.avx512.mask.scalef
-// CHECK: %[[P0:.*]] = x86vector.avx512.cvt.packed.f32_to_bf16 %{{.*}} : vector<16xf32> -> vector<16xbf16>
-// CHECK: %[[P1:.*]] = x86vector.avx512.cvt.packed.f32_to_bf16 %{{.*}} : vector<16xf32> -> vector<16xbf16>
-// CHECK: %[[P2:.*]] = x86vector.avx512.cvt.packed.f32_to_bf16 %{{.*}} : vector<16xf32> -> vector<16xbf16>
-// CHECK: %[[P3:.*]] = x86vector.avx512.cvt.packed.f32_to_bf16 %{{.*}} : vector<16xf32> -> vector<16xbf16>
+// 2^x on AVX-512: f = x - floor(x) by vreduceps, 2^f * 2^floor(x) by
+// vscalefps; degree 3 in f for probabilities rounded to bf16.
+// CHECK: %[[X0:.*]] = arith.subf
+// CHECK: %[[F0:.*]] = llvm.call_intrinsic "llvm.x86.avx512.mask.reduce.ps.512"(%[[X0]],
+// CHECK-COUNT-3: math.fma %{{.*}}, %[[F0]], %{{.*}}
+// CHECK: %[[E0:.*]] = x86vector.avx512.mask.scalef %{{.*}}, %[[X0]], %{{.*}}
+// CHECK: %[[E1:.*]] = x86vector.avx512.mask.scalef
+// CHECK: %[[E2:.*]] = x86vector.avx512.mask.scalef
+// CHECK: %[[E3:.*]] = x86vector.avx512.mask.scalef
+// Each pair of vectors: one rounding to bf16 (the first in the low lanes),
+// one dot product with ones for the row's sum.
+// CHECK: %[[ONES:.*]] = arith.constant dense<1.000000e+00> : vector<32xbf16>
+// CHECK: %[[P01:.*]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%[[E1]], %[[E0]]) : (vector<16xf32>, vector<16xf32>) -> vector<32xbf16>
+// CHECK: %[[SUM:.*]] = x86vector.avx512.dot %{{.*}}, %[[P01]], %[[ONES]] : vector<32xbf16> -> vector<16xf32>
+// CHECK: %[[P23:.*]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%[[E3]], %[[E2]])
+// CHECK: x86vector.avx512.dot %[[SUM]], %[[P23]], %[[ONES]]
 // Keys unpadded: 2 vectors (4 key rows of 7 and a padding lane each) give
 // keys 0-27 in one permutation and store; the next two, keys 28-48 and
 // padding lanes (lane 7: key row 4's padding).
-// CHECK: %[[D0:.*]] = vector.shuffle %[[P0]], %[[P1]] [0, 1, 2, 3, 4, 5, 6, 8, 9, {{.*}}, 29, 30, 7, 7, 7, 7] : vector<16xbf16>, vector<16xbf16>
+// CHECK: %[[D0:.*]] = vector.shuffle %[[P01]], %[[P01]] [0, 1, 2, 3, 4, 5, 6, 8, 9, {{.*}}, 29, 30, 7, 7, 7, 7] : vector<32xbf16>, vector<32xbf16>
 // CHECK: vector.store %[[D0]], %{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, vector<32xbf16>
-// CHECK: %[[D1:.*]] = vector.shuffle %[[P2]], %[[P3]] [0, 1, 2, 3, 4, 5, 6, 8, 9, {{.*}}, 21, 22, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7] : vector<16xbf16>, vector<16xbf16>
+// CHECK: %[[D1:.*]] = vector.shuffle %[[P23]], %[[P23]] [0, 1, 2, 3, 4, 5, 6, 8, 9, {{.*}}, 21, 22, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7] : vector<32xbf16>, vector<32xbf16>
 // CHECK: vector.store %[[D1]], %{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, vector<32xbf16>
 // P·v: pairs of keys, 2 vectors of 16 channels per row; the result rounded
 // by the conversion instruction.
@@ -54,15 +61,15 @@
 // NODOT: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
 // LLVM-LABEL: define void @stage1_bf16
 // LLVM: call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>
-// vscalefps(2^f, n): the polynomial first, the exponent second (the
+// vreduceps(x, imm 9: round down, no precision exception), then
+// vscalefps(2^f, x): the polynomial first, the exponent second (the
 // intrinsic's operand order, not the x86vector op's).
-// LLVM: %[[N:.*]] = call <16 x float> @llvm.roundeven.v16f32(<16 x float>
-// LLVM: %[[F:.*]] = fsub <16 x float> %{{.*}}, %[[N]]
+// LLVM: %[[F:.*]] = call <16 x float> @llvm.x86.avx512.mask.reduce.ps.512(<16 x float> %[[X:.*]], i32 9, <16 x float> %[[X]], i16 -1, i32 4)
 // LLVM: %[[P1:.*]] = call <16 x float> @llvm.fma.v16f32(<16 x float> {{.*}}, <16 x float> %[[F]],
 // LLVM: %[[P2:.*]] = call <16 x float> @llvm.fma.v16f32(<16 x float> %[[P1]], <16 x float> %[[F]],
 // LLVM: %[[P3:.*]] = call <16 x float> @llvm.fma.v16f32(<16 x float> %[[P2]], <16 x float> %[[F]],
-// LLVM: call <16 x float> @llvm.x86.avx512.mask.scalef.ps.512(<16 x float> %[[P3]], <16 x float> %[[N]], <16 x float> %{{.*}}, i16 -1, i32 4)
-// LLVM: call <16 x bfloat> @llvm.x86.avx512bf16.cvtneps2bf16.512(<16 x float>
+// LLVM: call <16 x float> @llvm.x86.avx512.mask.scalef.ps.512(<16 x float> %[[P3]], <16 x float> %[[X]], <16 x float> %{{.*}}, i16 -1, i32 4)
+// LLVM: call <32 x bfloat> @llvm.x86.avx512bf16.cvtne2ps2bf16.512(<16 x float>
 func.func @stage1_bf16(%q: memref<?x3x49x32xbf16>, %k: memref<?x3x49x32xbf16>, %v: memref<?x3x49x32xbf16>,
                        %t: memref<169x3xbf16>, %o: memref<?x49x96xbf16>) {
   rpe.fused_window_attention ins(%q, %k, %v, %t : memref<?x3x49x32xbf16>, memref<?x3x49x32xbf16>, memref<?x3x49x32xbf16>, memref<169x3xbf16>)

@@ -37,28 +37,41 @@
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : vector<8xf32>
 // CHECK-COUNT-24: vector.shuffle
 // CHECK: vector.store %{{.*}}, %[[KT]]
-// Scores: 2 rows x 7 vectors of accumulators.
-// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// Scores: 2 rows x 7 vectors of accumulators, which start at -inf on the
+// padding lane of each key row (0 elsewhere): padding keys score -inf from
+// the start, and no instruction adds it afterwards.
+// CHECK: %[[PAD:.*]] = arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000]> : vector<8xf32>
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[PAD]], {{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // CHECK: vector.load %[[KT]]
 // CHECK: vector.fma
 // Bias: one contiguous load of the reversed table per key row; mask from
-// labels; -inf on the padding lane; running max, the row in registers.
+// labels; running max, the row in registers.
 // The softmax runs in base 2: the mask value is -100 * log2(e).
 // CHECK: %[[MASKV:.*]] = arith.constant dense<-144.269501> : vector<8xf32>
 // CHECK: vector.load %[[R]][%[[H]], %{{.*}}] : memref<3x177xf32>, vector<8xf32>
 // CHECK: vector.load %[[LABELS]]
 // CHECK: arith.cmpi ne
 // CHECK: arith.select %{{.*}}, %[[MASKV]]
-// CHECK: %[[PAD:.*]] = arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000]> : vector<8xf32>
-// CHECK: arith.addf %{{.*}}, %[[PAD]]
-// The running max skips NaN scores (s > max ? s : max), so that its
-// reduction may assume no NaN; a NaN score reaches its row through s - max,
-// the clamp, which keeps NaN (maximumf), 2^x and the row's sum, which may
-// not assume no NaN.
+// CHECK-NOT: 0xFF800000]>
+// The running max skips NaN scores (s > max ? s : max); a NaN score
+// reaches its row through s - max, the clamp, which keeps NaN (maximumf),
+// 2^x and the row's sum.
 // CHECK: %[[GT:.*]] = arith.cmpf ogt, %[[SB:.*]], %[[MAX:.*]] : vector<8xf32>
 // CHECK: arith.select %[[GT]], %[[SB]], %[[MAX]] : vector<8xi1>, vector<8xf32>
-// CHECK: vector.reduction <maxnumf>, %{{.*}} fastmath<reassoc,nnan>
-// CHECK: %[[SHIFTED:.*]] = arith.subf
+// The row maxima of up to three rows in one vector: each level pairs two
+// vectors and halves their segments, then a butterfly within the
+// segments, and each row's segment is broadcast. No row is reduced alone
+// to a scalar.
+// CHECK-NOT: vector.reduction
+// CHECK: vector.shuffle %[[M0:.*]], %[[M1:.*]] [0, 1, 2, 3, 8, 9, 10, 11] : vector<8xf32>, vector<8xf32>
+// CHECK: vector.shuffle %[[M0]], %[[M1]] [4, 5, 6, 7, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
+// CHECK: arith.cmpf ogt
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 4, 5, 8, 9, 12, 13] : vector<8xf32>, vector<8xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [2, 3, 6, 7, 10, 11, 14, 15] : vector<8xf32>, vector<8xf32>
+// CHECK: vector.shuffle %[[RM:.*]], %[[RM]] [1, 0, 3, 2, 5, 4, 7, 6] : vector<8xf32>, vector<8xf32>
+// CHECK: %[[ROWMAX:.*]] = vector.shuffle %[[RMS:.*]], %[[RMS]] [0, 1, 0, 1, 0, 1, 0, 1] : vector<8xf32>, vector<8xf32>
+// CHECK-NOT: vector.reduction
+// CHECK: %[[SHIFTED:.*]] = arith.subf %{{.*}}, %[[ROWMAX]] : vector<8xf32>
 // CHECK: arith.maximumf %[[SHIFTED]], %{{.*}} : vector<8xf32>
 // 2^x is a polynomial and exponent arithmetic in registers, not a call,
 // and no float-to-int conversion (poison for NaN).
@@ -69,7 +82,12 @@
 // CHECK: arith.bitcast
 // CHECK: arith.mulf
 // CHECK-NOT: arith.fptosi
-// CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<8xf32> into f32
+// The row sums likewise, then one division for the group's rows, stored
+// per row.
+// CHECK-NOT: vector.reduction
+// CHECK: %[[INV:.*]] = arith.divf %{{.*}}, %{{.*}} : vector<8xf32>
+// CHECK: %[[INV0:.*]] = vector.extract %[[INV]][0] : f32 from vector<8xf32>
+// CHECK: memref.store %[[INV0]]
 // Output: P · v, normalized once per row, into the merged-heads layout.
 // CHECK: vector.load %[[VF]]
 // CHECK: vector.fma
@@ -84,7 +102,10 @@
 // W16: memref.get_global @__rpe_region_labels : memref<4x64xi32>
 // W16: memref.alloca() {alignment = 64 : i64} : memref<32x64xf32>
 // W16: memref.alloca() {alignment = 64 : i64} : memref<49x64xf32>
-// W16: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// The last vector: key row 6, then 8 columns past the keys, all -inf, where
+// the accumulators start.
+// W16: %[[PAD3:.*]] = arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000]> : vector<16xf32>
+// W16: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %[[PAD3]], {{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // The scores go from the micro-kernel's accumulators to the softmax in
 // registers: no store of S between the products and the bias.
 // W16-NOT: vector.store %{{.*}} : memref<49x64xf32>, vector<16xf32>
@@ -96,21 +117,30 @@
 // W16: %[[B1:.*]] = vector.load %{{.*}} : memref<3x177xf32>, vector<8xf32>
 // W16: vector.shuffle %[[B0]], %[[B1]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
 // W16: vector.load %{{.*}} : memref<4x64xi32>, vector<16xi32>
-// The last vector: key row 6, then 8 columns past the keys, all -inf.
-// W16: arith.constant dense<[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000]> : vector<16xf32>
-// W16: vector.reduction <maxnumf>, %{{.*}} fastmath<reassoc,nnan> : vector<16xf32> into f32
+// The maxima of rows 0-2 of the 5-row block: segments of 8, then 4 lanes
+// (128-bit blocks), a butterfly within them, then a block broadcast.
+// W16-NOT: vector.reduction
+// W16: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
+// W16: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27] : vector<16xf32>, vector<16xf32>
+// W16: vector.shuffle %{{.*}}, %{{.*}} [2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13] : vector<16xf32>, vector<16xf32>
+// W16: vector.shuffle %{{.*}}, %{{.*}} [1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14] : vector<16xf32>, vector<16xf32>
+// W16: vector.shuffle %{{.*}}, %{{.*}} [4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7] : vector<16xf32>, vector<16xf32>
 // W16-NOT: vector<8xf32>
 // W16: arith.shli %{{.*}} : vector<16xi32>
 // W16-NOT: vector<8xf32>
-// W16: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
-// Without avx512, 2^n is exponent arithmetic (above); with it, vrndscaleps
-// and vscalefps (x86vector), after the degree-5 polynomial.
+// W16-NOT: vector.reduction
+// W16: arith.divf %{{.*}}, %{{.*}} : vector<16xf32>
+// Without avx512, 2^x is a clamp and exponent arithmetic (above); with it,
+// no clamp: f = x - floor(x) is vreduceps (an intrinsic call: no op of
+// MLIR's is it), then the degree-5 polynomial on [0, 1), then vscalefps by
+// 2^floor(x), which takes x itself (x = -inf: f = 0, 2^-inf = 0).
 // AVX512-LABEL: func @stage1
 // AVX512-NOT: arith.shli
-// AVX512: %[[N:.*]] = math.roundeven %{{.*}} : vector<16xf32>
-// AVX512: %[[F:.*]] = arith.subf %{{.*}}, %[[N]] : vector<16xf32>
+// AVX512: %[[X:.*]] = arith.subf %{{.*}}, %{{.*}} : vector<16xf32>
+// AVX512-NOT: arith.maximumf
+// AVX512: %[[F:.*]] = llvm.call_intrinsic "llvm.x86.avx512.mask.reduce.ps.512"(%[[X]], %{{.*}}, %[[X]], %{{.*}}, %{{.*}}) : (vector<16xf32>, i32, vector<16xf32>, i16, i32) -> vector<16xf32>
 // AVX512-COUNT-5: math.fma %{{.*}}, %[[F]], %{{.*}} : vector<16xf32>
-// AVX512: x86vector.avx512.mask.scalef %[[P:.*]], %[[N]], %[[P]], %{{.*}} : vector<16xf32>
+// AVX512: x86vector.avx512.mask.scalef %[[P:.*]], %[[X]], %[[P]], %{{.*}} : vector<16xf32>
 // AVX512-NOT: arith.shli
 // AVX512-LABEL: func @unpadded_f16
 func.func @stage1(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>, %v: memref<?x3x49x32xf32>,
