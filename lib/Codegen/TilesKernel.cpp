@@ -582,7 +582,6 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
   const int64_t width = g.computeLanes;
   const int64_t segmentsPerVector = width / g.lanes;
   const bool inRegisters = g.computeKeyVectors <= kRegisterRowVectors;
-  const float negInf = -std::numeric_limits<float>::infinity();
   auto intType = VectorType::get({width}, b.getI32Type());
   auto segmentType = vecType; // L lanes
 
@@ -658,7 +657,7 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
             b, intType,
             memref::LoadOp::create(b, labels,
                                    ValueRange{image, paddedPosition(i)}));
-      Value max = splat(negInf, computeType);
+      Value max;
       for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
         Value column = index(c * width);
         SmallVector<Value> biases, masks;
@@ -705,7 +704,9 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
           rowScores[m].push_back(s);
         else
           vector::StoreOp::create(b, s, scores, ValueRange{lr, column});
-        max = maxSkippingNaN(s, max);
+        // The first vector starts the max (a NaN in it may then make the
+        // max, and its row, NaN, as the NaN score itself would).
+        max = max ? maxSkippingNaN(s, max) : s;
       }
       maxes.push_back(max);
     }
@@ -727,7 +728,7 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
     }
     SmallVector<Value> sums;
     for (int64_t m = 0; m < mr; ++m) {
-      Value sum = splat(0.0, computeType);
+      Value sum;
       SmallVector<Value> probabilities;
       for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
         Value column = index(c * width);
@@ -744,7 +745,7 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
           continue;
         }
         vector::StoreOp::create(b, p, scores, ValueRange{lrs[m], column});
-        sum = arith::AddFOp::create(b, sum, p);
+        sum = sum ? arith::AddFOp::create(b, sum, p).getResult() : p;
       }
       if (extra.bf16Probabilities)
         sum = storeDenseProbabilities(probabilities, extra.bf16Probabilities,
