@@ -463,11 +463,15 @@ private:
   struct ReducedRows {
     Value value;
     int64_t segment;
+    int64_t rows;
     int64_t lane(int64_t row) const { return row * segment; }
     Value broadcast(OpBuilder &b, int64_t row) const;
   };
-  ReducedRows reduceRows(ArrayRef<Value> rows,
-                         function_ref<Value(Value, Value)> combine);
+  void reduceRows(ArrayRef<Value> rows, int64_t maxRows,
+                  function_ref<Value(Value, Value)> combine,
+                  function_ref<void(int64_t, const ReducedRows &)> done);
+  ReducedRows reduceRowsInOneVector(ArrayRef<Value> rows,
+                                    function_ref<Value(Value, Value)> combine);
 
   //===--- AVX512-BF16 products (PairedBf16.cpp) ------------------------===//
   bool canPairBf16();

@@ -717,15 +717,13 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
     // bf16 against the group of 5; f32 as fast as, bf16 1% faster than
     // single rows).
     constexpr int64_t kMaxRowsPerMaxReduction = 3;
-    SmallVector<Value> rowMaxima(maxes);
-    for (int64_t m0 = 0; m0 < mr; m0 += kMaxRowsPerMaxReduction) {
-      int64_t n = std::min(kMaxRowsPerMaxReduction, mr - m0);
-      ReducedRows reduced =
-          reduceRows(ArrayRef<Value>(rowMaxima).slice(m0, n),
-                     [&](Value x, Value y) { return maxSkippingNaN(x, y); });
-      for (int64_t m = 0; m < n; ++m)
-        maxes[m0 + m] = reduced.broadcast(b, m);
-    }
+    reduceRows(
+        SmallVector<Value>(maxes), kMaxRowsPerMaxReduction,
+        [&](Value x, Value y) { return maxSkippingNaN(x, y); },
+        [&](int64_t first, const ReducedRows &reduced) {
+          for (int64_t m = 0; m < reduced.rows; ++m)
+            maxes[first + m] = reduced.broadcast(b, m);
+        });
     SmallVector<Value> sums;
     for (int64_t m = 0; m < mr; ++m) {
       Value sum;
@@ -754,17 +752,21 @@ void FusedKernelEmitter::emitSoftmaxRows(Value h, Value image, Value rtab,
     }
     // 1 / sum for all rows of the group at once. The order of the sum is
     // within the tolerance of any f32 softmax; it is NaN when a score is.
-    ReducedRows rowSums = reduceRows(sums, [&](Value x, Value y) -> Value {
-      return arith::AddFOp::create(b, x, y);
-    });
-    Value inverses =
-        arith::DivFOp::create(b, splat(1.0, computeType), rowSums.value);
-    for (int64_t m = 0; m < mr; ++m)
-      memref::StoreOp::create(
-          b,
-          vector::ExtractOp::create(b, inverses,
-                                    ArrayRef<int64_t>{rowSums.lane(m)}),
-          invSums, ValueRange{lrs[m]});
+    reduceRows(
+        sums, mr,
+        [&](Value x, Value y) -> Value {
+          return arith::AddFOp::create(b, x, y);
+        },
+        [&](int64_t first, const ReducedRows &reduced) {
+          Value inverses =
+              arith::DivFOp::create(b, splat(1.0, computeType), reduced.value);
+          for (int64_t m = 0; m < reduced.rows; ++m)
+            memref::StoreOp::create(
+                b,
+                vector::ExtractOp::create(b, inverses,
+                                          ArrayRef<int64_t>{reduced.lane(m)}),
+                invSums, ValueRange{lrs[first + m]});
+        });
   });
 }
 
@@ -776,10 +778,12 @@ Value FusedKernelEmitter::maxSkippingNaN(Value s, Value max) {
       b, arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, s, max), s, max);
 }
 
-/// Reduces each of `rows` (vectors of W lanes, at most W of them) across
-/// its lanes by `combine` (associative and commutative), all rows in one
-/// vector: the horizontal reductions of a group of softmax rows share
-/// their shuffles instead of reducing each row down to a scalar.
+/// Reduces each of `rows` (vectors of W lanes) across its lanes by
+/// `combine` (associative and commutative), up to min(maxRows, W) rows in
+/// one vector, which `done(first, reduced)` takes for rows first ..
+/// first + reduced.rows - 1: the horizontal reductions of a group of
+/// softmax rows share their shuffles instead of reducing each row down to
+/// a scalar.
 ///
 /// Each level pairs the vectors and halves their segments: from vectors a
 /// and b of segments of S lanes (one row's partial results each), one
@@ -790,12 +794,26 @@ Value FusedKernelEmitter::maxSkippingNaN(Value s, Value max) {
 /// leaves row r's result in every lane of its segment r. Three rows of 16
 /// lanes take 11 shuffles (broadcasts included) and 5 combines, against
 /// 15 and 12 for each reduced to a scalar and broadcast back.
-FusedKernelEmitter::ReducedRows
-FusedKernelEmitter::reduceRows(ArrayRef<Value> rows,
-                               function_ref<Value(Value, Value)> combine) {
+void FusedKernelEmitter::reduceRows(
+    ArrayRef<Value> rows, int64_t maxRows,
+    function_ref<Value(Value, Value)> combine,
+    function_ref<void(int64_t, const ReducedRows &)> done) {
   const int64_t width =
       cast<VectorType>(rows.front().getType()).getNumElements();
-  assert(static_cast<int64_t>(rows.size()) <= width && "more rows than lanes");
+  const int64_t chunk = std::min(maxRows, width);
+  for (int64_t first = 0; first < static_cast<int64_t>(rows.size());
+       first += chunk) {
+    ArrayRef<Value> part =
+        rows.slice(first, std::min<int64_t>(chunk, rows.size() - first));
+    done(first, reduceRowsInOneVector(part, combine));
+  }
+}
+
+/// One vector of reduceRows: at most W rows.
+FusedKernelEmitter::ReducedRows FusedKernelEmitter::reduceRowsInOneVector(
+    ArrayRef<Value> rows, function_ref<Value(Value, Value)> combine) {
+  const int64_t width =
+      cast<VectorType>(rows.front().getType()).getNumElements();
   SmallVector<Value> level(rows);
   int64_t segment = width;
   while (level.size() > 1) {
@@ -822,7 +840,7 @@ FusedKernelEmitter::reduceRows(ArrayRef<Value> rows,
       partner.push_back(l ^ d);
     value = combine(value, vector::ShuffleOp::create(b, value, value, partner));
   }
-  return ReducedRows{value, segment};
+  return ReducedRows{value, segment, static_cast<int64_t>(rows.size())};
 }
 
 /// Row r's result in every lane: its segment repeated (a broadcast of a
