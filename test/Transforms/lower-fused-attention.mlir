@@ -24,13 +24,13 @@
 // CHECK: arith.mulf %[[TV]], %{{.*}} : f32
 // CHECK: %[[LABELS:.*]] = memref.get_global @__rpe_region_labels : memref<4x56xi32>
 // One loop over the windows x heads items (marked for rpe-item-range),
-// item = w * 3 + h.
+// item = w * 3 + h, each with its scratch in an alloca scope.
 // CHECK: %[[ITEMS:.*]] = arith.muli %{{.*}}, %c3{{.*}} : index
 // CHECK: scf.parallel (%[[ITEM:.*]]) = (%{{.*}}) to (%[[ITEMS]])
-// CHECK: %[[H:.*]] = arith.remui %[[ITEM]], %c3{{.*}} : index
 // CHECK: memref.alloca_scope
 // CHECK: %[[KT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<32x56xf32>
 // CHECK: %[[S:.*]] = memref.alloca() {alignment = 64 : i64} : memref<49x56xf32>
+// CHECK: %[[H:.*]] = arith.remui %[[ITEM]], %c3{{.*}} : index
 // Pack: kᵀ scaled, 8 keys (7 and a zero padding lane) x 8 channels at a
 // time, transposed in registers by 24 shuffles.
 // CHECK: vector.load %[[KF]]
