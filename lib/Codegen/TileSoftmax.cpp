@@ -141,9 +141,9 @@ void TileSteps::emitSoftmaxRows(Value h, Value image, const ScoreTerms &terms,
 
 /// The bias of score vector `c` of query row i, one contiguous load per
 /// segment from the head's reversed table: bias(i, j) = R_h[P(j) - P(i) +
-/// center] with P(j) = P(row r, x = 0) + x (`queryBase` = center - P(i));
-/// and, with an explicit mask operand, its segments of mask[image, i, :].
-/// Segments past the last row add zeros.
+/// center] with P(j) = P(row r, x = 0) + x (`queryBase` = center - P(i)),
+/// masked to the segment's keys; and, with an explicit mask operand, its
+/// segments of mask[image, i, :]. Segments past the last row add zeros.
 TileSteps::VectorTerms TileSteps::loadVectorTerms(const SoftmaxCall &call,
                                                   Value i, Value queryBase,
                                                   int64_t c) {
@@ -155,11 +155,13 @@ TileSteps::VectorTerms TileSteps::loadVectorTerms(const SoftmaxCall &call,
       terms.masks.push_back(splat(0.0));
       continue;
     }
-    terms.biases.push_back(vector::LoadOp::create(
-        b, vecType, call.terms.rtab,
-        ValueRange{call.h,
-                   add(queryBase, index(g.tableOffsetOf(seg.row * g.rowLength) +
-                                        seg.x0))}));
+    // The lanes past the row's keys read zeros, not the table entries past
+    // the stretch: -inf (their scores) plus an infinite entry would be NaN
+    // in a row whose scores are all finite.
+    Value at =
+        add(queryBase, index(g.tableOffsetOf(seg.row * g.rowLength) + seg.x0));
+    terms.biases.push_back(
+        loadVector(call.terms.rtab, {call.h, at}, seg.keys, g.lanes));
     if (flatMask) {
       // mask[image, i, r * Wx + x] (unpadded keys).
       Value at =
