@@ -21,7 +21,7 @@ using namespace mlir;
 using namespace mlir::rpe;
 
 void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
-                                           bool raise) {
+                                           bool raise, int64_t panelWidth) {
   // Imported modules spell the attention in linalg: raise it to rpe ops
   // first, so that it fuses (or, unfused, lowers as rpe's reference).
   if (raise)
@@ -31,6 +31,10 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   // does not fuse): rpe -> linalg on tensors, index and mask as constants.
   if (fuse)
     pm.addPass(createRpeFuseBiasSoftmax());
+  // The model's own contractions (not the unfused attention's, which
+  // convert-rpe-to-linalg makes next) become rpe.matmul.
+  if (panelWidth)
+    pm.addPass(createRpeFormMatmul(RpeFormMatmulOptions{panelWidth}));
   pm.addPass(createRpeFoldRelativeIndex());
   pm.addPass(createConvertRpeToLinalg());
   pm.addPass(createCanonicalizerPass());
@@ -48,6 +52,9 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::BufferDeallocationPipelineOptions deallocation;
   bufferization::buildBufferDeallocationPipeline(pm, deallocation);
+  // What deallocation leaves (bufferization.clone of a returned argument)
+  // becomes memref allocs and copies.
+  pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createRpeExpandMemrefCopy());
 }
 
@@ -64,7 +71,12 @@ static void addMemrefsAndLoopsToLLVMPasses(OpPassManager &pm) {
 
 void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
-  buildBufferizationPipeline(pm, options.fuse, options.raise);
+  // Panels of three vectors: 8 x 3 zmm accumulators on AVX-512, 4 x 3 ymm
+  // on AVX2 (MatmulKernel.cpp).
+  int64_t panelWidth = options.matmul ? 3 * options.vectorWidth : 0;
+  buildBufferizationPipeline(pm, options.fuse, options.raise, panelWidth);
+  if (options.matmul)
+    pm.addPass(createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));
   // OpenMP threads of the kernel's own, unless its caller runs the items.
   bool openMP = options.parallel && !options.itemRange;
   if (options.fuse) {
