@@ -108,13 +108,13 @@ def _timm_cases() -> Dict[str, Callable[[], Tuple[object, List]]]:
         mask = -4.0 * torch.rand(2, 16, 16)
         return m, [torch.randn(4, 16, 16), mask]
 
-    def block(shift):
+    def block(shift, resolution=8):
         def build():
             torch.manual_seed(0)
-            m = SwinTransformerBlock(dim=16, input_resolution=(8, 8), num_heads=2, window_size=4,
-                                     shift_size=shift).eval()
+            m = SwinTransformerBlock(dim=16, input_resolution=(resolution, resolution), num_heads=2,
+                                     window_size=4, shift_size=shift).eval()
             redraw_tables(m)
-            return m, [torch.randn(1, 8, 8, 16)]
+            return m, [torch.randn(1, resolution, resolution, 16)]
 
         return build
 
@@ -123,6 +123,8 @@ def _timm_cases() -> Dict[str, Callable[[], Tuple[object, List]]]:
         "timm_window_attention_4x2": attention((4, 2), windows=3),
         "timm_window_attention_mask": attention_with_mask,
         "timm_swin_block_shifted": block(2),
+        # Swin-T's stage 4 at batch 1: the map is one window, not shifted.
+        "timm_swin_block_single_window": block(0, resolution=4),
     }
 
 
