@@ -38,7 +38,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelEmitter.h"
+#include "Kernels.h"
+#include "TileSteps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -51,8 +52,33 @@ using namespace mlir::rpe::detail;
 
 namespace mlir::rpe::detail {
 
+/// The gradient's CPU kernel: the steps of this file's header on the
+/// forward's tile steps.
+class BackwardKernel : public TileSteps {
+public:
+  using TileSteps::TileSteps;
+
+  LogicalResult emit();
+
+private:
+  struct Scratch;
+  Scratch allocateScratch();
+  /// Row `token` of (w, h) in the gradient of q, k or v: the input's
+  /// address in the gradient's buffer; padding tokens write `discard`.
+  Row gradientRow(Input which, Value w, Value h, Value token, Value discard);
+  void emitItem(Value w, Value h, Value image, const ScoreTerms &terms,
+                const Scratch &scratch);
+  void emitScoreGradients(Value w, Value h, const Scratch &scratch, Value qb,
+                          Value rows);
+  void storeTableGradient(Value tableGradient);
+
+  /// The gradient's 1-D views of dq, dk, dv and of dout.
+  SmallVector<Value, 3> flatGradients;
+  Value flatOutputGradient;
+};
+
 /// The gradient kernel's scratch, allocated once per call.
-struct FusedKernelEmitter::BackwardScratch {
+struct BackwardKernel::Scratch {
   /// [d, N'']: scaled kᵀ, and vᵀ.
   Value keysT, valuesT;
   /// [query block, N'']: S, then P; dP, then dS.
@@ -63,9 +89,11 @@ struct FusedKernelEmitter::BackwardScratch {
   /// Token layout on a padded map: a row that padding tokens' gradients
   /// are written to, and a zero row they read as their output.
   Value discard, zeroRow;
+  /// G[h, t]: the table's gradient in the reversed table's layout.
+  Value tableGradient;
 };
 
-FusedKernelEmitter::Row FusedKernelEmitter::gradientRow(Input which, Value w,
+BackwardKernel::Row BackwardKernel::gradientRow(Input which, Value w,
                                                         Value h, Value token,
                                                         Value discard) {
   Value flat = flatGradients[static_cast<int>(which)];
@@ -83,10 +111,10 @@ FusedKernelEmitter::Row FusedKernelEmitter::gradientRow(Input which, Value w,
 /// kernels' extra columns are never read); the lanes past a window row are
 /// zeroed before they reach G (their dS is 0 or, without AVX-512, 2^-115
 /// small) and land on the stretch's padding.
-void FusedKernelEmitter::emitScoreGradients(Value w, Value h,
-                                            const BackwardScratch &scratch,
-                                            Value tableGradient, Value qb,
-                                            Value rows) {
+void BackwardKernel::emitScoreGradients(Value w, Value h,
+                                        const Scratch &scratch, Value qb,
+                                        Value rows) {
+  Value tableGradient = scratch.tableGradient;
   int64_t width = g.computeLanes;
   int64_t tailLanes = g.headDim - (g.valueVectors - 1) * width;
   SmallVector<bool> keepLanes(g.lanes, true);
@@ -150,7 +178,7 @@ void FusedKernelEmitter::emitScoreGradients(Value w, Value h,
 }
 
 /// dtable[t, h] = G[h, T - 1 - t], in the table's element type.
-void FusedKernelEmitter::storeTableGradient(Value tableGradient) {
+void BackwardKernel::storeTableGradient(Value tableGradient) {
   auto grad = cast<FusedWindowAttentionGradOp>(op.getOperation());
   Value dtable = grad.getDtable();
   Type element = getElementTypeOrSelf(dtable.getType());
@@ -167,10 +195,8 @@ void FusedKernelEmitter::storeTableGradient(Value tableGradient) {
   });
 }
 
-void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
-                                          Value rtab, Value labels,
-                                          Value tableGradient,
-                                          const BackwardScratch &s) {
+void BackwardKernel::emitItem(Value w, Value h, Value image,
+                              const ScoreTerms &terms, const Scratch &s) {
   double scale = op.getScale().convertToDouble();
   int64_t width = g.computeLanes;
   emitPackTransposed(Input::Key, w, h, s.keysT, scale * kLog2E);
@@ -220,11 +246,10 @@ void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
         Value rows = queryBlockRows(qb);
         emitScores(packedRow(s.queries), s.keysT, s.probabilities, qb, rows,
                    /*keyPadding=*/true);
-        emitSoftmaxRows(h, image, rtab, labels, s.probabilities, s.invSums, qb,
-                        rows);
+        emitSoftmaxRows(h, image, terms, s.probabilities, s.invSums, qb, rows);
         emitScores(packedRow(s.outputGradients), s.valuesT, s.scoreGradients,
                    qb, rows, /*keyPadding=*/false);
-        emitScoreGradients(w, h, s, tableGradient, qb, rows);
+        emitScoreGradients(w, h, s, qb, rows);
         // dq_i = scale sum_j dS[i, j'] k_j
         emitRowCombination(
             rows, index(g.tokens),
@@ -267,23 +292,16 @@ void FusedKernelEmitter::emitBackwardItem(Value w, Value h, Value image,
   });
 }
 
-LogicalResult FusedKernelEmitter::emitBackward() {
-  auto grad = cast<FusedWindowAttentionGradOp>(op.getOperation());
-  emitFlatViews();
-  for (Value gradient : {grad.getDquery(), grad.getDkey(), grad.getDvalue()})
-    flatGradients.push_back(flatten(b, b.getLoc(), gradient));
-  flatOutputGradient = flatten(b, b.getLoc(), grad.getDout());
-  FailureOr<ScoreTerms> terms = emitScoreTerms();
-  if (failed(terms))
-    return failure();
-
+/// The scratch, allocated once per call: packed kᵀ and vᵀ, a block of
+/// P and of dS, f32 rows of q, k and dout, the dk and dv sums, and G.
+BackwardKernel::Scratch BackwardKernel::allocateScratch() {
   auto alloc = [&](ArrayRef<int64_t> shape, Type element = {}) -> Value {
     return memref::AllocaOp::create(
         b, MemRefType::get(shape, element ? element : f32),
         b.getI64IntegerAttr(64));
   };
   int64_t rowElements = llvm::alignTo(g.tokens * g.headDim, g.computeLanes);
-  BackwardScratch scratch;
+  Scratch scratch;
   scratch.keysT = alloc({g.headDim, g.scoreColumns});
   scratch.valuesT = alloc({g.headDim, g.scoreColumns});
   scratch.probabilities = alloc({g.queryBlock, g.scoreColumns});
@@ -305,29 +323,43 @@ LogicalResult FusedKernelEmitter::emitBackward() {
   }
   // G: the reversed table's layout, with room for a stretch's padding.
   int64_t gradientColumns = g.tableRows + g.paddedRowLength;
-  Value tableGradient = alloc({g.heads, gradientColumns});
+  scratch.tableGradient = alloc({g.heads, gradientColumns});
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
   forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {
     forLoop(index(0), index(gradientColumns), 1, {}, [&](Value t, ValueRange) {
-      memref::StoreOp::create(b, zero, tableGradient, ValueRange{h, t});
+      memref::StoreOp::create(b, zero, scratch.tableGradient, ValueRange{h, t});
       return SmallVector<Value>{};
     });
     return SmallVector<Value>{};
   });
+  return scratch;
+}
 
-  Value items = mulConst(countWindows(), g.heads);
-  auto loop = scf::ForOp::create(b, index(0), items, index(1));
-  RpeDialect::ItemLoopAttrHelper(b.getContext()).setAttr(loop, b.getUnitAttr());
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    Value item = loop.getInductionVar();
-    Value w = divConst(item, g.heads), h = remConst(item, g.heads);
-    emitBackwardItem(w, h, maskWindow(w), terms->rtab, terms->labels,
-                     tableGradient, scratch);
-  }
-  storeTableGradient(tableGradient);
+LogicalResult BackwardKernel::emit() {
+  auto grad = cast<FusedWindowAttentionGradOp>(op.getOperation());
+  emitFlatViews();
+  for (Value gradient : {grad.getDquery(), grad.getDkey(), grad.getDvalue()})
+    flatGradients.push_back(flatten(b, b.getLoc(), gradient));
+  flatOutputGradient = flatten(b, b.getLoc(), grad.getDout());
+  FailureOr<ScoreTerms> terms = emitScoreTerms();
+  if (failed(terms))
+    return failure();
+  // The items add to one G: a sequential loop, its scratch allocated once.
+  Scratch scratch;
+  emitItemLoop(
+      ItemLoop::Sequential, [&] { scratch = allocateScratch(); },
+      [&](Value item, Value) {
+        Value w = divConst(item, g.heads), h = remConst(item, g.heads);
+        emitItem(w, h, maskWindow(w), *terms, scratch);
+      });
+  storeTableGradient(scratch.tableGradient);
   return success();
+}
+
+LogicalResult emitBackwardKernel(ImplicitLocOpBuilder &b,
+                                 FusedAttentionOpInterface op,
+                                 const KernelGeometry &g) {
+  return BackwardKernel(b, op, g).emit();
 }
 
 } // namespace mlir::rpe::detail

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelEmitter.h"
+#include "Kernels.h"
 
 #include "Rpe/Codegen.h"
 
@@ -35,31 +35,15 @@ mlir::rpe::symbolizeKernelStrategy(StringRef name) {
       .Default(std::nullopt);
 }
 
-LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
-                                         FusedAttentionOpInterface op,
-                                         const FusedKernelOptions &options) {
-  if (op->getNumResults() != 0)
-    return op.emitOpError("must be bufferized before its kernel is emitted");
-  bool gpu = options.target == KernelTarget::Gpu;
-  if (isa<FusedWindowAttentionGradOp>(op)) {
-    if (gpu)
-      return op.emitOpError("has a CPU kernel only; it cannot be lowered for "
-                            "the GPU");
-    KernelGeometry geometry(op, options.vectorWidth, options.scoreBlockBytes);
-    rewriter.setInsertionPoint(op);
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    if (failed(FusedKernelEmitter(b, op, geometry).emitBackward()))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
-  }
-  if (options.strategy == KernelStrategy::Tiles && gpu)
-    return op.emitOpError(
-        "the tiles kernel runs on the CPU; the GPU takes rows or warps");
-  KernelGeometry geometry(op, options.vectorWidth, options.scoreBlockBytes);
-  rewriter.setInsertionPoint(op);
-  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-  FusedKernelEmitter emitter(b, op, geometry);
+/// The kernel that `options` and the op call for, at b's insertion point.
+static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
+                                FusedAttentionOpInterface op,
+                                const KernelGeometry &g,
+                                const FusedKernelOptions &options) {
+  if (isa<FusedWindowAttentionGradOp>(op))
+    return emitBackwardKernel(b, op, g);
+  if (options.strategy == KernelStrategy::Tiles)
+    return emitTilesKernel(b, op, g, options);
   std::optional<WarpTileShape> warpShape;
   // The chip decides before the op does: without m16n8k16 tensor-core tiles
   // (sm_75) the warp kernel's mma.sync cannot be selected, and every op gets
@@ -82,12 +66,29 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
   // does not take do.
   if (op.getMask())
     warpShape = std::nullopt;
-  LogicalResult emitted =
-      options.strategy == KernelStrategy::Tiles ? emitter.emit(options)
-      : warpShape ? emitter.emitWarpTiles(*warpShape, gpu, options.hoistScratch)
-                  // rows, and the ops the warp kernel does not take
-                  : emitter.emitRowParallel(gpu);
-  if (failed(emitted))
+  if (warpShape)
+    return emitWarpKernel(b, op, g, *warpShape, options.target,
+                          options.hoistScratch);
+  return emitRowsKernel(b, op, g, options.target);
+}
+
+LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
+                                         FusedAttentionOpInterface op,
+                                         const FusedKernelOptions &options) {
+  if (op->getNumResults() != 0)
+    return op.emitOpError("must be bufferized before its kernel is emitted");
+  bool gpu = options.target == KernelTarget::Gpu;
+  bool gradient = isa<FusedWindowAttentionGradOp>(op);
+  if (gradient && gpu)
+    return op.emitOpError("has a CPU kernel only; it cannot be lowered for "
+                          "the GPU");
+  if (!gradient && options.strategy == KernelStrategy::Tiles && gpu)
+    return op.emitOpError(
+        "the tiles kernel runs on the CPU; the GPU takes rows or warps");
+  KernelGeometry geometry(op, options.vectorWidth, options.scoreBlockBytes);
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  if (failed(emitKernel(b, op, geometry, options)))
     return failure();
   rewriter.eraseOp(op);
   return success();

@@ -1,8 +1,9 @@
 //===- KernelEmitter.cpp - what the fused kernels share -------------------===//
 //
-// The emitter's shared steps: flat views of the operands, vector loads and
-// stores in the element type, loops, and the addressing of token rows,
-// table offsets and region labels that every kernel (tiles, rows, warps)
+// The context every kernel is emitted in: flat views of the operands,
+// vector loads and stores in the element type, loops, the loop or launch
+// over the (window, head) items, and the addressing of token rows, table
+// offsets and region labels that every kernel (tiles, rows, warps)
 // computes the same way.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +14,7 @@
 #include "Rpe/WindowGeometry.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -39,12 +41,40 @@ Value flatten(OpBuilder &b, Location loc, Value memref) {
   return memref::CastOp::create(b, loc, dynamic, flat);
 }
 
-void FusedKernelEmitter::emitFlatViews() {
+KernelEmitter::KernelEmitter(ImplicitLocOpBuilder &b,
+                             FusedAttentionOpInterface op,
+                             const KernelGeometry &g)
+    : b(b), op(op), g(g), f32(b.getF32Type()),
+      vecType(VectorType::get({g.lanes}, b.getF32Type())),
+      computeType(VectorType::get({g.computeLanes}, b.getF32Type())) {
+  if (op.hasTokenLayout())
+    featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
+                       op.getPadding());
+}
+
+Value KernelEmitter::convertFloat(Value value, Type element) {
+  Type type = value.getType();
+  Type target = element;
+  if (auto vector = dyn_cast<VectorType>(type))
+    target = vector.clone(element);
+  Type from = getElementTypeOrSelf(type);
+  if (from == element)
+    return value;
+  if (from.getIntOrFloatBitWidth() < element.getIntOrFloatBitWidth())
+    return arith::ExtFOp::create(b, target, value);
+  return arith::TruncFOp::create(b, target, value);
+}
+
+Value KernelEmitter::toI32(Value v) {
+  Type type = b.getI32Type();
+  if (auto lanes = dyn_cast<VectorType>(v.getType()))
+    type = lanes.clone(type);
+  return arith::IndexCastOp::create(b, type, v);
+}
+
+void KernelEmitter::emitFlatViews() {
   emitOperandViews(/*withPaddingRows=*/false);
-  if (!op.hasTokenLayout())
-    return;
-  featureMap.emplace(*op.getImage(), g.window, *op.getShift(), op.getPadding());
-  if (!featureMap->isPadded())
+  if (!featureMap || !featureMap->isPadded())
     return;
   if (!op.getPaddingValues().empty()) {
     for (Value pad : op.getPaddingValues())
@@ -65,7 +95,7 @@ void FusedKernelEmitter::emitFlatViews() {
   paddingRows.assign(3, row);
 }
 
-FusedKernelEmitter::Row FusedKernelEmitter::inputRow(Input which, Value w,
+KernelEmitter::Row KernelEmitter::inputRow(Input which, Value w,
                                                      Value h, Value token) {
   Value flat = flatInputs[static_cast<int>(which)];
   RowAddress address = rowAddress(w, h, token, which);
@@ -78,7 +108,7 @@ FusedKernelEmitter::Row FusedKernelEmitter::inputRow(Input which, Value w,
                                   mulConst(h, g.headDim))};
 }
 
-FusedKernelEmitter::Row FusedKernelEmitter::outputRow(Value w, Value h,
+KernelEmitter::Row KernelEmitter::outputRow(Value w, Value h,
                                                       Value token,
                                                       Value discard,
                                                       Value flat) {
@@ -92,7 +122,7 @@ FusedKernelEmitter::Row FusedKernelEmitter::outputRow(Value w, Value h,
           arith::SelectOp::create(b, address.valid, address.offset, index(0))};
 }
 
-Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
+Value KernelEmitter::loadVector(Value memref, ValueRange indices,
                                      int64_t validLanes, int64_t width) {
   Type element = cast<MemRefType>(memref.getType()).getElementType();
   auto type = VectorType::get({width}, element);
@@ -107,7 +137,7 @@ Value FusedKernelEmitter::loadVector(Value memref, ValueRange indices,
       vector::MaskedLoadOp::create(b, type, memref, indices, mask, zero));
 }
 
-void FusedKernelEmitter::storeVector(Value value, Value memref,
+void KernelEmitter::storeVector(Value value, Value memref,
                                      ValueRange indices, int64_t validLanes,
                                      int64_t width) {
   Type element = cast<MemRefType>(memref.getType()).getElementType();
@@ -124,7 +154,7 @@ void FusedKernelEmitter::storeVector(Value value, Value memref,
   vector::MaskedStoreOp::create(b, memref, indices, mask, value);
 }
 
-ValueRange FusedKernelEmitter::forLoop(
+ValueRange KernelEmitter::forLoop(
     Value lb, Value ub, int64_t step, ValueRange init,
     function_ref<SmallVector<Value>(Value, ValueRange)> body) {
   auto loop = scf::ForOp::create(b, lb, ub, index(step), init);
@@ -139,7 +169,7 @@ ValueRange FusedKernelEmitter::forLoop(
   return loop.getResults();
 }
 
-void FusedKernelEmitter::forRowBlocks(Value count, int64_t blockRows,
+void KernelEmitter::forRowBlocks(Value count, int64_t blockRows,
                                       function_ref<void(Value, int64_t)> body) {
   Value zero = index(0);
   Value full = count;
@@ -171,7 +201,7 @@ void FusedKernelEmitter::forRowBlocks(Value count, int64_t blockRows,
   });
 }
 
-Value FusedKernelEmitter::cosineHeadScale(Value h) {
+Value KernelEmitter::cosineHeadScale(Value h) {
   if (!op.isCosine())
     return nullptr;
   // Swin clamps the learned scale at ln(1 / 0.01) before the exponential:
@@ -184,7 +214,7 @@ Value FusedKernelEmitter::cosineHeadScale(Value h) {
   return math::ExpOp::create(b, clamped);
 }
 
-Value FusedKernelEmitter::reciprocalNorm(Value sumOfSquares) {
+Value KernelEmitter::reciprocalNorm(Value sumOfSquares) {
   // F.normalize divides by max(|x|, eps): a zero row (a padding token
   // without padding values, say) stays zero instead of becoming NaN.
   Value norm = arith::MaximumFOp::create(
@@ -194,28 +224,7 @@ Value FusedKernelEmitter::reciprocalNorm(Value sumOfSquares) {
       b, arith::ConstantOp::create(b, b.getF32FloatAttr(1.0)), norm);
 }
 
-Value FusedKernelEmitter::reciprocalRowNorm(Row row) {
-  int64_t width = g.computeLanes;
-  int64_t chunks = llvm::divideCeil(g.headDim, width);
-  Value sum = splat(0.0, computeType);
-  for (int64_t c = 0; c < chunks; ++c) {
-    int64_t lanes = std::min(width, g.headDim - c * width);
-    Value x = loadVector(row.memref, {add(row.offset, index(c * width))}, lanes,
-                         width);
-    sum = vector::FMAOp::create(b, x, x, sum);
-  }
-  return reciprocalNorm(
-      vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum));
-}
-
-Value FusedKernelEmitter::paddedPosition(Value token) {
-  if (g.paddedRowLength == g.rowLength)
-    return token;
-  return add(token, mulConst(divConst(token, g.rowLength),
-                             g.paddedRowLength - g.rowLength));
-}
-
-Value FusedKernelEmitter::tableOffset(Value token) {
+Value KernelEmitter::tableOffset(Value token) {
   Value offset = index(0);
   for (int64_t a = g.window.size() - 1; a >= 0; --a) {
     Value coord = a == 0 ? token : remConst(token, g.window[a]);
@@ -226,8 +235,8 @@ Value FusedKernelEmitter::tableOffset(Value token) {
   return offset;
 }
 
-FusedKernelEmitter::RowAddress
-FusedKernelEmitter::rowAddress(Value w, Value h, Value token, Input which) {
+KernelEmitter::RowAddress
+KernelEmitter::rowAddress(Value w, Value h, Value token, Input which) {
   if (!featureMap) // [b, h, t, e]
     return {
         mulConst(add(mulConst(add(mulConst(w, g.heads), h), g.tokens), token),
@@ -238,8 +247,8 @@ FusedKernelEmitter::rowAddress(Value w, Value h, Value token, Input which) {
                        packed ? static_cast<int64_t>(which) : 0);
 }
 
-FusedKernelEmitter::RowAddress
-FusedKernelEmitter::mapRowAddress(Value w, Value h, Value token, int64_t parts,
+KernelEmitter::RowAddress
+KernelEmitter::mapRowAddress(Value w, Value h, Value token, int64_t parts,
                                   int64_t part) {
   // [image, position, (part, h, e)]: `parts` rows of C channels per token.
   TokenSource source;
@@ -268,8 +277,8 @@ FusedKernelEmitter::mapRowAddress(Value w, Value h, Value token, int64_t parts,
   return {offset, source.valid};
 }
 
-FusedKernelEmitter::RowAddress
-FusedKernelEmitter::outputAddress(Value w, Value h, Value token) {
+KernelEmitter::RowAddress
+KernelEmitter::outputAddress(Value w, Value h, Value token) {
   if (featureMap)
     return mapRowAddress(w, h, token, /*parts=*/1, /*part=*/0);
   if (!op.hasMergedHeadsResult())
@@ -280,7 +289,7 @@ FusedKernelEmitter::outputAddress(Value w, Value h, Value token) {
           Value()};
 }
 
-Value FusedKernelEmitter::loadInputElement(Input which, RowAddress row, Value h,
+Value KernelEmitter::loadInputElement(Input which, RowAddress row, Value h,
                                            int64_t e) {
   auto loadAt = [&](Value memref, Value offset) {
     return toF32(memref::LoadOp::create(b, memref, offset));
@@ -296,14 +305,14 @@ Value FusedKernelEmitter::loadInputElement(Input which, RowAddress row, Value h,
   return select(row.valid, value, padding);
 }
 
-Value FusedKernelEmitter::countWindows() {
+Value KernelEmitter::countWindows() {
   Value windows = memref::DimOp::create(b, op.getQuery(), 0);
   if (!featureMap)
     return windows;
   return mulConst(windows, getNumWindows(*op.getResolution(), g.window));
 }
 
-Value FusedKernelEmitter::maskWindow(Value w) {
+Value KernelEmitter::maskWindow(Value w) {
   // The shift's labels repeat per image; an explicit mask per its first
   // extent.
   if (Value mask = op.getMask())
@@ -313,14 +322,132 @@ Value FusedKernelEmitter::maskWindow(Value w) {
   return Value();
 }
 
-scf::ParallelOp FusedKernelEmitter::createItemLoop(Value items) {
+void KernelEmitter::emitItemLoop(ItemLoop kind,
+                                 function_ref<void()> allocateScratch,
+                                 function_ref<void(Value, Value)> body) {
+  Value items = countItems();
+  OpBuilder::InsertionGuard guard(b);
+  if (kind == ItemLoop::Sequential) {
+    if (allocateScratch)
+      allocateScratch();
+    auto loop = scf::ForOp::create(b, index(0), items, index(1));
+    RpeDialect::ItemLoopAttrHelper(b.getContext())
+        .setAttr(loop, b.getUnitAttr());
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar(), items);
+    return;
+  }
+  if (kind == ItemLoop::ParallelHoistedScratch && allocateScratch)
+    allocateScratch();
   auto loop = scf::ParallelOp::create(b, ValueRange{index(0)},
                                       ValueRange{items}, ValueRange{index(1)});
   RpeDialect::ItemLoopAttrHelper(b.getContext()).setAttr(loop, b.getUnitAttr());
-  return loop;
+  b.setInsertionPointToStart(loop.getBody());
+  if (kind == ItemLoop::ParallelHoistedScratch || !allocateScratch) {
+    body(loop.getInductionVars()[0], items);
+    return;
+  }
+  // Each iteration's scratch lives in its own scope, released at its end.
+  auto scope = memref::AllocaScopeOp::create(b, TypeRange{});
+  scope.getBodyRegion().push_back(new Block());
+  b.setInsertionPointToStart(&scope.getBodyRegion().front());
+  allocateScratch();
+  body(loop.getInductionVars()[0], items);
+  memref::AllocaScopeReturnOp::create(b, ValueRange{});
 }
 
-void FusedKernelEmitter::emitOperandViews(bool withPaddingRows) {
+void KernelEmitter::emitItemLaunch(int64_t itemsPerBlock,
+                                   int64_t threadsPerItem,
+                                   function_ref<void(Value)> inBlock,
+                                   function_ref<void(Value, Value)> body) {
+  Value items = countItems();
+  Value one = index(1);
+  Value blocks =
+      itemsPerBlock == 1
+          ? items
+          : divConst(add(items, index(itemsPerBlock - 1)), itemsPerBlock);
+  auto launch = gpu::LaunchOp::create(b, blocks, one, one,
+                                      index(itemsPerBlock * threadsPerItem),
+                                      one, one);
+  // Hosts that launch the kernel themselves (swin-aot's runtime) size the
+  // grid from the items per block.
+  RpeDialect::ItemsPerBlockAttrHelper(b.getContext())
+      .setAttr(op->getParentOfType<FunctionOpInterface>(),
+               b.getI64IntegerAttr(itemsPerBlock));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value thread = launch.getThreadIds().x;
+  if (itemsPerBlock == 1) {
+    // As many blocks as items: every block has its item, in slot 0.
+    if (inBlock)
+      inBlock(index(0));
+    body(launch.getBlockIds().x, thread);
+  } else {
+    // Counted again inside, so that the outlined kernel captures the
+    // query, not a count.
+    items = countItems();
+    Value slot = divConst(thread, threadsPerItem);
+    Value item = add(mulConst(launch.getBlockIds().x, itemsPerBlock), slot);
+    if (inBlock)
+      inBlock(slot);
+    auto isItem = scf::IfOp::create(
+        b, compare(arith::CmpIPredicate::ult, item, items), /*withElse=*/false);
+    OpBuilder::InsertionGuard inItem(b);
+    b.setInsertionPointToStart(&isItem.getThenRegion().front());
+    body(item, thread);
+  }
+  b.setInsertionPointToEnd(&launch.getBody().front());
+  gpu::TerminatorOp::create(b);
+}
+
+/// A constant i32 table as a private global of the module (one per
+/// distinct table, found again by its contents), read by memref.get_global.
+Value KernelEmitter::constantTable(StringRef prefix,
+                                        ArrayRef<int64_t> shape,
+                                        ArrayRef<int32_t> values) {
+  auto module = op->getParentOfType<ModuleOp>();
+  auto type = MemRefType::get(shape, b.getI32Type());
+  auto tensorType =
+      RankedTensorType::get(type.getShape(), type.getElementType());
+  auto value = DenseElementsAttr::get(tensorType, values);
+  for (auto global : module.getOps<memref::GlobalOp>())
+    if (global.getType() == type && global.getConstant() &&
+        global.getInitialValueAttr() == value)
+      return memref::GetGlobalOp::create(b, type, global.getSymName());
+  std::string name = prefix.str();
+  for (int suffix = 1; module.lookupSymbol(name); ++suffix)
+    name = (prefix + "_" + Twine(suffix)).str();
+  memref::GlobalOp global;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    global = memref::GlobalOp::create(b, name, b.getStringAttr("private"), type,
+                                      value, /*constant=*/true,
+                                      b.getI64IntegerAttr(64));
+  }
+  return memref::GetGlobalOp::create(b, type, global.getSymName());
+}
+
+/// The image position of every window token of a feature map, a constant
+/// [windows per image, N] table (-1: padding), so that the many row
+/// addresses of the kernel (q's rows in the products, four prefetched rows
+/// and the output row per query row, the packed k and v) are a load, not
+/// the shift, padding and partition arithmetic; that arithmetic where the
+/// table would be too large.
+void KernelEmitter::emitTokenPositions() {
+  if (!featureMap ||
+      featureMap->windowsPerImage() * g.tokens > kMaxConstantElements)
+    return;
+  SmallVector<int32_t> positions =
+      tokenPositions(b.getContext(), *featureMap);
+  if (positions.empty())
+    return;
+  tokenPositionTable =
+      constantTable("__rpe_token_positions",
+                    {featureMap->windowsPerImage(), g.tokens}, positions);
+}
+
+void KernelEmitter::emitOperandViews(bool withPaddingRows) {
   for (Value input : {op.getQuery(), op.getKey(), op.getValue()})
     flatInputs.push_back(flatten(b, b.getLoc(), input));
   flatOutput = flatten(b, b.getLoc(), op.getAttentionOutput());
@@ -329,7 +456,7 @@ void FusedKernelEmitter::emitOperandViews(bool withPaddingRows) {
       paddingRows.push_back(flatten(b, b.getLoc(), pad));
 }
 
-Value FusedKernelEmitter::regionLabel(Value wi, Value token) {
+Value KernelEmitter::regionLabel(Value wi, Value token) {
   ArrayRef<int64_t> resolution = *op.getResolution();
   ArrayRef<int64_t> shift = *op.getShift();
   int64_t rank = g.window.size();

@@ -27,9 +27,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelEmitter.h"
+#include "TileSteps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -41,7 +42,7 @@ using namespace mlir::rpe::detail;
 
 namespace mlir::rpe::detail {
 
-bool FusedKernelEmitter::canPairBf16() {
+bool TilesKernel::canPairBf16() {
   // 16 f32 lanes per dot product, key rows padded to 8 (the transpose's
   // width), whole vectors of 16 channels; the cosine form normalizes q and
   // k in f32 and keeps the f32 products.
@@ -50,7 +51,7 @@ bool FusedKernelEmitter::canPairBf16() {
          !op.isCosine();
 }
 
-Value FusedKernelEmitter::broadcastPair(Row row, Value x) {
+Value TilesKernel::broadcastPair(Row row, Value x) {
   // The bf16 pair at row[x], x even, as one 32-bit lane, in all 16 lanes.
   auto bf16 = b.getBF16Type();
   auto i32 = b.getI32Type();
@@ -65,7 +66,7 @@ Value FusedKernelEmitter::broadcastPair(Row row, Value x) {
 /// Kp[e / 2, 2 j' + e % 2] = k[w, h, j, e]; padding columns zero. Eight
 /// keys x eight pairs of channels at a time: a pair is 32 bits, and the
 /// pairs transpose in registers as the f32 kernel's floats do.
-void FusedKernelEmitter::emitPackKeyPairs(Value w, Value h, Value kp) {
+void TilesKernel::emitPackKeyPairs(Value w, Value h, Value kp) {
   auto bf16Type = VectorType::get({16}, b.getBF16Type());
   auto pairsType = VectorType::get({8}, b.getI32Type());
   Value zeros = arith::ConstantOp::create(
@@ -115,7 +116,7 @@ void FusedKernelEmitter::emitPackKeyPairs(Value w, Value h, Value kp) {
 
 /// Vp[j / 2, 2 e + j % 2] = v[w, h, j, e] over the keys j (unpadded; an
 /// odd N's last pair ends in a zero row).
-void FusedKernelEmitter::emitPackValuePairs(Value w, Value h, Value vp) {
+void TilesKernel::emitPackValuePairs(Value w, Value h, Value vp) {
   auto halfType = VectorType::get({16}, b.getBF16Type());
   Value zeros = arith::ConstantOp::create(
       b, DenseElementsAttr::get(halfType, b.getFloatAttr(b.getBF16Type(), 0)));
@@ -154,7 +155,7 @@ void FusedKernelEmitter::emitPackValuePairs(Value w, Value h, Value vp) {
 /// operands), which start at scoreInit(keyPadding): -inf on the padding
 /// keys' lanes when right is kᵀ. `finish(r, c, acc)` consumes vector c of
 /// row r.
-void FusedKernelEmitter::emitPairDotProducts(
+void TilesKernel::emitPairDotProducts(
     Value rows, function_ref<Row(Value)> leftRow, Value right, int64_t vectors,
     bool keyPadding, function_ref<void(Value, int64_t, Value)> finish) {
   int64_t chunk = std::min<int64_t>(vectors, 8);
@@ -178,7 +179,7 @@ void FusedKernelEmitter::emitPairDotProducts(
 /// One block of emitPairDotProducts: the rows `lefts` times vectors
 /// [c0, c0 + nc) of `right`, over all of right's pairs (mr * nc
 /// accumulators, row-major).
-SmallVector<Value> FusedKernelEmitter::emitPairDotBlock(ArrayRef<Row> lefts,
+SmallVector<Value> TilesKernel::emitPairDotBlock(ArrayRef<Row> lefts,
                                                         Value right, int64_t c0,
                                                         int64_t nc,
                                                         bool keyPadding) {
@@ -203,6 +204,80 @@ SmallVector<Value> FusedKernelEmitter::emitPairDotBlock(ArrayRef<Row> lefts,
         return next;
       });
   return SmallVector<Value>(acc);
+}
+
+/// How a row of probabilities, rounded to bf16, is stored with the keys
+/// unpadded (P·v pairs consecutive keys): each pair of the row's vectors of
+/// Lc lanes (padded key layout) is one permutation of its 2 Lc lanes
+/// (vpermt2w), its keys in order and then padding lanes, stored at its
+/// first key. The next pair's store overwrites the lanes past the keys;
+/// after the last key a padding lane's probability (0: its score is -inf)
+/// stays, the partner of an odd last key.
+SmallVector<TilesKernel::DenseStore>
+TilesKernel::denseProbabilityStores() {
+  const int64_t width = g.computeLanes;
+  SmallVector<DenseStore> stores;
+  for (int64_t c = 0; c < g.computeKeyVectors; c += 2) {
+    DenseStore store{c, std::min<int64_t>(2, g.computeKeyVectors - c), -1, {}};
+    SmallVector<int64_t> padLanes;
+    for (int64_t lane = 0; lane < store.vectors * width; ++lane) {
+      if (std::optional<int64_t> key = g.keyOfColumn(c * width + lane)) {
+        if (store.first < 0)
+          store.first = *key;
+        store.lanes.push_back(lane);
+      } else {
+        padLanes.push_back(lane);
+      }
+    }
+    if (store.lanes.empty())
+      continue;
+    int64_t fill = padLanes.empty() ? store.lanes.back() : padLanes.front();
+    store.lanes.resize(store.vectors * width, fill);
+    stores.push_back(std::move(store));
+  }
+  return stores;
+}
+int64_t TilesKernel::denseProbabilityRow() {
+  int64_t end = 0;
+  for (const DenseStore &store : denseProbabilityStores())
+    end = std::max<int64_t>(end, store.first + store.lanes.size());
+  return llvm::alignTo(end, 16);
+}
+/// Rounds row `lr` of the probabilities (the row's f32 vectors) to bf16,
+/// stores it in the bf16 `buffer` as denseProbabilityStores says, and
+/// returns the row's sum, per lane: the sum of the rounded probabilities
+/// that P·v multiplies, so that the output is their weighted mean.
+///
+/// Each pair of vectors is rounded by one vcvtne2ps2bf16 (the first vector
+/// in the low lanes, as the stores number them), permuted by one vpermw,
+/// and summed by one dot product with ones (vdpbf16ps: two keys per lane).
+Value TilesKernel::storeDenseProbabilities(ArrayRef<Value> probabilities,
+                                                  Value buffer, Value lr) {
+  auto pairType = VectorType::get({32}, b.getBF16Type());
+  Value ones = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(pairType, b.getFloatAttr(b.getBF16Type(), 1)));
+  Value sum = splat(0.0, computeType);
+  SmallVector<Value> pairs;
+  for (size_t c = 0; c < probabilities.size(); c += 2) {
+    Value high = c + 1 < probabilities.size() ? probabilities[c + 1]
+                                              : splat(0.0, computeType);
+    // llvm.x86.avx512bf16.cvtne2ps2bf16.512(a, b): b in the low lanes.
+    Value pair = LLVM::CallIntrinsicOp::create(
+                     b, pairType,
+                     b.getStringAttr("llvm.x86.avx512bf16.cvtne2ps2bf16.512"),
+                     ValueRange{high, probabilities[c]})
+                     .getResult(0);
+    sum = x86vector::DotBF16Op::create(b, computeType, sum, pair, ones);
+    pairs.push_back(pair);
+  }
+  Value rowStart = mulConst(lr, denseProbabilityRow());
+  for (const DenseStore &store : denseProbabilityStores()) {
+    Value pair = pairs[store.vector / 2];
+    Value dense = vector::ShuffleOp::create(b, pair, pair, store.lanes);
+    vector::StoreOp::create(b, dense, buffer,
+                            add(rowStart, index(store.first)));
+  }
+  return sum;
 }
 
 } // namespace mlir::rpe::detail

@@ -46,7 +46,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelEmitter.h"
+#include "Kernels.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -129,6 +129,9 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
 
 namespace mlir::rpe::detail {
 
+/// A lane's elements of one mma.sync operand or accumulator.
+using Fragment = SmallVector<Value, 8>;
+
 /// A row or column index within an mma fragment's matrix, as a lane
 /// computes it: its group g = lane / 4 or its pair 2t = 2 (lane % 4), plus
 /// a constant.
@@ -199,7 +202,7 @@ struct WarpScratch {
 /// The primitives of a warp program. A lane value is a scalar on the GPU
 /// (each thread holds its own) and a vector<32 x T> in the host emulation.
 /// Uniform values (loop counters, token addresses) are scalars in both; the
-/// lane-polymorphic index helpers of FusedKernelEmitter mix the two.
+/// lane-polymorphic index helpers of KernelEmitter mix the two.
 class Warp {
 public:
   Warp(ImplicitLocOpBuilder &b, bool emulated) : b(b), emulated(emulated) {}
@@ -478,17 +481,59 @@ private:
 
 } // namespace mlir::rpe::detail
 
-LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
-                                                bool gpuLaunch,
-                                                bool hoistScratch) {
-  if (op.hasTokenLayout())
-    featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
-                       op.getPadding());
-  Value items = mulConst(countWindows(), g.heads);
+namespace mlir::rpe::detail {
 
+struct WarpItem;
+struct QueryTile;
+struct OnlineSoftmaxState;
+
+/// The warp kernel: one warp per (window, head), in the steps of
+/// emitWarpItem.
+class WarpKernel : public KernelEmitter {
+public:
+  WarpKernel(ImplicitLocOpBuilder &b, FusedAttentionOpInterface op,
+             const KernelGeometry &g, const WarpTileShape &shape)
+      : KernelEmitter(b, op, g), shape(shape) {}
+
+  LogicalResult emit(KernelTarget target, bool hoistScratch);
+
+private:
+  /// The work of one warp: (window, head) `itemIndex`, in the steps below.
+  void emitWarpItem(Warp &warp, Value itemIndex, const WarpScratch &scratch);
+  void stageTableAndKeys(WarpItem &item);
+  QueryTile loadQueryTile(WarpItem &item, Value tile);
+  SmallVector<Fragment> emitScoreTile(WarpItem &item, const QueryTile &tile,
+                                      Value key0);
+  void addBiasAndMask(WarpItem &item, const QueryTile &tile, Value key0,
+                      MutableArrayRef<Fragment> scores);
+  SmallVector<Fragment> updateOnlineSoftmax(WarpItem &item,
+                                            OnlineSoftmaxState &state,
+                                            ArrayRef<Fragment> scores);
+  void accumulateValues(WarpItem &item, Value key0,
+                        ArrayRef<Fragment> probabilities,
+                        MutableArrayRef<Fragment> out);
+  void storeOutputTile(WarpItem &item, const QueryTile &tile,
+                       const OnlineSoftmaxState &state);
+  /// A lane's row or column in an mma fragment, plus `offset`.
+  Value laneIndex(const WarpItem &item, const LaneCoordinate &coordinate,
+                  int64_t offset);
+  /// A 16-byte chunk of a token row of q, k or v (its padding row for a
+  /// padding token), in the shape's element type.
+  SmallVector<Value> loadInputChunk(Warp &warp, Input which, RowAddress row,
+                                    Value h, Value column);
+  /// Copies `count` token rows of q, k or v from `first` on into `dest`
+  /// at `destBase` (element type of the shape), then zeros up to `total`.
+  void stageTokenRows(Warp &warp, Input which, Value w, Value h, Value first,
+                      Value count, int64_t total, Value dest, Value destBase);
+
+  const WarpTileShape &shape;
+};
+
+} // namespace mlir::rpe::detail
+
+LogicalResult WarpKernel::emit(KernelTarget target, bool hoistScratch) {
   int64_t queryElements = 16 * shape.rowStride;
   int64_t tokenElements = shape.paddedTokens * shape.rowStride;
-  OpBuilder::InsertionGuard guard(b);
   // A block of `warps` warps, one (window, head) each, each with its own
   // slice of the block's buffers.
   int64_t warps = shape.warpsPerBlock;
@@ -516,36 +561,23 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
                        mulConst(slot, shape.paddedTokens)};
   };
 
-  if (!gpuLaunch) {
+  if (target == KernelTarget::Host) {
     // The host keeps the block's layout: item i works in slot i mod warps
     // of stack buffers sized for the block, so that the slot offsets run
-    // here too. As for the tiles kernel, the buffers are allocated once
-    // before a loop that will run sequentially (an alloca scope would not
-    // survive that loop's lowering), else per iteration, for threads.
-    auto allocateBuffers = [&] {
-      SmallVector<Value, 6> memrefs;
-      for (const Buffer &buffer : buffers)
-        memrefs.push_back(memref::AllocaOp::create(
-            b, MemRefType::get({warps * buffer.elements}, buffer.element)));
-      return memrefs;
-    };
+    // here too.
     SmallVector<Value, 6> memrefs;
-    if (hoistScratch)
-      memrefs = allocateBuffers();
-    auto loop = createItemLoop(items);
-    b.setInsertionPointToStart(loop.getBody());
-    memref::AllocaScopeOp scope;
-    if (!hoistScratch) {
-      scope = memref::AllocaScopeOp::create(b, TypeRange{});
-      scope.getBodyRegion().push_back(new Block());
-      b.setInsertionPointToStart(&scope.getBodyRegion().front());
-      memrefs = allocateBuffers();
-    }
-    Value item = loop.getInductionVars()[0];
-    Warp warp(b, /*emulated=*/true);
-    emitWarpItem(warp, shape, item, scratchAt(memrefs, remConst(item, warps)));
-    if (scope)
-      memref::AllocaScopeReturnOp::create(b, ValueRange{});
+    emitItemLoop(
+        hoistScratch ? ItemLoop::ParallelHoistedScratch : ItemLoop::Parallel,
+        [&] {
+          memrefs.clear();
+          for (const Buffer &buffer : buffers)
+            memrefs.push_back(memref::AllocaOp::create(
+                b, MemRefType::get({warps * buffer.elements}, buffer.element)));
+        },
+        [&](Value item, Value) {
+          Warp warp(b, /*emulated=*/true);
+          emitWarpItem(warp, item, scratchAt(memrefs, remConst(item, warps)));
+        });
     return success();
   }
 
@@ -573,29 +605,20 @@ LogicalResult FusedKernelEmitter::emitWarpTiles(const WarpTileShape &shape,
     symbols.insert(global); // renamed if the name is taken
     globals.push_back(global);
   }
-  Value one = index(1);
-  Value blocks = divConst(add(items, index(warps - 1)), warps);
-  auto launch = gpu::LaunchOp::create(b, blocks, one, one,
-                                      index(warps * kWarpSize), one, one);
-  setItemsPerBlock(warps);
-  b.setInsertionPointToStart(&launch.getBody().front());
-  // Counted again inside, so that the outlined kernel captures the query,
-  // not a count.
-  items = mulConst(countWindows(), g.heads);
-  Value slot = divConst(launch.getThreadIds().x, kWarpSize);
-  Value item = add(mulConst(launch.getBlockIds().x, warps), slot);
-  SmallVector<Value, 6> memrefs;
-  for (memref::GlobalOp global : globals)
-    memrefs.push_back(
-        memref::GetGlobalOp::create(b, global.getType(), global.getSymName()));
-  WarpScratch scratch = scratchAt(memrefs, slot);
-  auto isItem = scf::IfOp::create(
-      b, compare(arith::CmpIPredicate::ult, item, items), /*withElse=*/false);
-  b.setInsertionPointToStart(&isItem.getThenRegion().front());
-  Warp warp(b, /*emulated=*/false);
-  emitWarpItem(warp, shape, item, scratch);
-  b.setInsertionPointToEnd(&launch.getBody().front());
-  gpu::TerminatorOp::create(b);
+  std::optional<WarpScratch> scratch;
+  emitItemLaunch(
+      warps, kWarpSize,
+      [&](Value slot) {
+        SmallVector<Value, 6> memrefs;
+        for (memref::GlobalOp global : globals)
+          memrefs.push_back(memref::GetGlobalOp::create(b, global.getType(),
+                                                        global.getSymName()));
+        scratch = scratchAt(memrefs, slot);
+      },
+      [&](Value item, Value) {
+        Warp warp(b, /*emulated=*/false);
+        emitWarpItem(warp, item, *scratch);
+      });
   return success();
 }
 
@@ -613,10 +636,9 @@ struct ChunkLayout {
 /// 16-byte loads per lane are in flight.
 static constexpr int64_t kStepsInFlight = 8;
 
-SmallVector<Value>
-FusedKernelEmitter::loadInputChunk(Warp &warp, const WarpTileShape &shape,
-                                   Input which, RowAddress row, Value h,
-                                   Value column) {
+SmallVector<Value> WarpKernel::loadInputChunk(Warp &warp, Input which,
+                                              RowAddress row, Value h,
+                                              Value column) {
   int64_t width = ChunkLayout::width;
   SmallVector<Value> chunk = warp.loadChunk(flatInputs[static_cast<int>(which)],
                                             add(row.offset, column), width);
@@ -639,10 +661,9 @@ FusedKernelEmitter::loadInputChunk(Warp &warp, const WarpTileShape &shape,
   return chunk;
 }
 
-void FusedKernelEmitter::stageTokenRows(Warp &warp, const WarpTileShape &shape,
-                                        Input which, Value w, Value h,
-                                        Value first, Value count, int64_t total,
-                                        Value dest, Value destBase) {
+void WarpKernel::stageTokenRows(Warp &warp, Input which, Value w, Value h,
+                                Value first, Value count, int64_t total,
+                                Value dest, Value destBase) {
   int64_t d = g.headDim;
   ChunkLayout layout(d);
   Value lane = warp.laneId();
@@ -661,7 +682,7 @@ void FusedKernelEmitter::stageTokenRows(Warp &warp, const WarpTileShape &shape,
     Value isRow = compare(arith::CmpIPredicate::ult, r, count);
     Value token = select(isRow, add(first, r), lastToken);
     SmallVector<Value> chunk = loadInputChunk(
-        warp, shape, which, rowAddress(w, h, token, which), h, column);
+        warp, which, rowAddress(w, h, token, which), h, column);
     for (Value &part : chunk)
       part = select(isRow, part,
                     arith::ConstantOp::create(
@@ -705,11 +726,10 @@ namespace mlir::rpe::detail {
 
 /// What the steps of one warp's item share.
 struct WarpItem {
-  WarpItem(Warp &warp, const WarpTileShape &shape, const WarpScratch &scratch)
-      : warp(warp), shape(shape), scratch(scratch) {}
+  WarpItem(Warp &warp, const WarpScratch &scratch)
+      : warp(warp), scratch(scratch) {}
 
   Warp &warp;
-  const WarpTileShape &shape;
   const WarpScratch &scratch;
   Value table; // the compact table, flat
   Value w, h;
@@ -763,7 +783,7 @@ struct OnlineSoftmaxState {
 
 } // namespace mlir::rpe::detail
 
-Value FusedKernelEmitter::laneIndex(const WarpItem &item,
+Value WarpKernel::laneIndex(const WarpItem &item,
                                     const LaneCoordinate &coordinate,
                                     int64_t offset) {
   Value term =
@@ -774,9 +794,8 @@ Value FusedKernelEmitter::laneIndex(const WarpItem &item,
 /// The head's table times log2 e, and per key its table offset
 /// P(j) and region label (-1 past N: the softmax's -inf), computed once here
 /// rather than in every query tile; then the window's keys and values.
-void FusedKernelEmitter::stageTableAndKeys(WarpItem &item) {
+void WarpKernel::stageTableAndKeys(WarpItem &item) {
   Warp &warp = item.warp;
-  const WarpTileShape &shape = item.shape;
   const WarpScratch &scratch = item.scratch;
   const int64_t n = g.tokens;
   // The warp's lanes take elements t = lane + 32 k of [0, count); `valid`
@@ -813,9 +832,9 @@ void FusedKernelEmitter::stageTableAndKeys(WarpItem &item) {
     warp.store(toI32(tableOffset(clamped)), scratch.keyOffsets, at, valid);
     warp.store(toI32(label), scratch.keyLabels, at, valid);
   });
-  stageTokenRows(warp, shape, Input::Key, item.w, item.h, index(0), index(n),
+  stageTokenRows(warp, Input::Key, item.w, item.h, index(0), index(n),
                  shape.paddedTokens, scratch.keys, scratch.tokenBase);
-  stageTokenRows(warp, shape, Input::Value, item.w, item.h, index(0), index(n),
+  stageTokenRows(warp, Input::Value, item.w, item.h, index(0), index(n),
                  shape.paddedTokens, scratch.values, scratch.tokenBase);
   warp.sync();
 }
@@ -823,7 +842,7 @@ void FusedKernelEmitter::stageTableAndKeys(WarpItem &item) {
 /// The tile's 16 query rows into shared memory, then their A
 /// fragments, and the table offsets and labels of the lane's rows (clamped
 /// into the window: rows past N are computed, then dropped).
-QueryTile FusedKernelEmitter::loadQueryTile(WarpItem &item, Value tile) {
+QueryTile WarpKernel::loadQueryTile(WarpItem &item, Value tile) {
   Warp &warp = item.warp;
   const WarpScratch &scratch = item.scratch;
   const int64_t n = g.tokens;
@@ -831,7 +850,7 @@ QueryTile FusedKernelEmitter::loadQueryTile(WarpItem &item, Value tile) {
   result.first = mulConst(tile, 16);
   result.rows = arith::MinUIOp::create(
       b, index(16), arith::SubIOp::create(b, index(n), result.first));
-  stageTokenRows(warp, item.shape, Input::Query, item.w, item.h, result.first,
+  stageTokenRows(warp, Input::Query, item.w, item.h, result.first,
                  result.rows, 16, scratch.queries, scratch.queryBase);
   warp.sync();
   for (int64_t kk = 0; kk < g.headDim / 16; ++kk) {
@@ -843,7 +862,7 @@ QueryTile FusedKernelEmitter::loadQueryTile(WarpItem &item, Value tile) {
       fragment.push_back(
           warp.load(scratch.queries,
                     add(scratch.queryBase,
-                        add(mulConst(row, item.shape.rowStride), column))));
+                        add(mulConst(row, shape.rowStride), column))));
     }
     result.queries.push_back(fragment);
   }
@@ -864,10 +883,9 @@ QueryTile FusedKernelEmitter::loadQueryTile(WarpItem &item, Value tile) {
 
 /// S = q kᵀ for the block's keys from `key0` on, a C fragment per 8 keys,
 /// k = 16 channels per mma: B(channel, key) = K[key, channel].
-SmallVector<Fragment> FusedKernelEmitter::emitScoreTile(WarpItem &item,
+SmallVector<Fragment> WarpKernel::emitScoreTile(WarpItem &item,
                                                         const QueryTile &tile,
                                                         Value key0) {
-  const WarpTileShape &shape = item.shape;
   SmallVector<Fragment> scores;
   for (int64_t nj = 0; nj < shape.keyBlock / 8; ++nj) {
     Fragment acc(MmaLayout::cElements, item.zero);
@@ -890,12 +908,12 @@ SmallVector<Fragment> FusedKernelEmitter::emitScoreTile(WarpItem &item,
 /// s = S scale log2 e + R[P(i) - P(j) + (T - 1) / 2] (+ mask log2 e where
 /// the labels of i and j differ) (-inf where j >= N), for each element of
 /// the score fragments (row and key from MmaLayout::c).
-void FusedKernelEmitter::addBiasAndMask(WarpItem &item, const QueryTile &tile,
+void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
                                         Value key0,
                                         MutableArrayRef<Fragment> scores) {
   Warp &warp = item.warp;
   const WarpScratch &scratch = item.scratch;
-  bool padded = item.shape.paddedTokens != g.tokens;
+  bool padded = shape.paddedTokens != g.tokens;
   // The fragment's elements by key: each key's offset, label and padding
   // are loaded once for the rows that share it.
   SmallVector<int64_t> byKey;
@@ -950,7 +968,7 @@ void FusedKernelEmitter::addBiasAndMask(WarpItem &item, const QueryTile &tile,
 ///                                 are the ones normalized
 ///   O' = O c                      (P·v is added next)
 /// Returns P, as C fragments of the score tiles.
-SmallVector<Fragment> FusedKernelEmitter::updateOnlineSoftmax(
+SmallVector<Fragment> WarpKernel::updateOnlineSoftmax(
     WarpItem &item, OnlineSoftmaxState &state, ArrayRef<Fragment> scores) {
   Warp &warp = item.warp;
   auto fmax = [&](Value x, Value y) -> Value {
@@ -977,7 +995,7 @@ SmallVector<Fragment> FusedKernelEmitter::updateOnlineSoftmax(
       int64_t half = MmaLayout::rowHalf(i);
       p.push_back(convertFloat(
           exp2(arith::SubFOp::create(b, fragment[i], newMax[half])),
-          item.shape.element));
+          shape.element));
       sums[half] = arith::AddFOp::create(b, sums[half], toF32(p.back()));
     }
     probabilities.push_back(p);
@@ -996,12 +1014,12 @@ SmallVector<Fragment> FusedKernelEmitter::updateOnlineSoftmax(
 /// O += P v, 16 keys per mma: P's A fragment is the C fragments of two
 /// adjacent 8-key score tiles (MmaLayout::cPairIsA); B(key, channel) =
 /// V[key, channel], a fragment per 8 channels.
-void FusedKernelEmitter::accumulateValues(WarpItem &item, Value key0,
+void WarpKernel::accumulateValues(WarpItem &item, Value key0,
                                           ArrayRef<Fragment> probabilities,
                                           MutableArrayRef<Fragment> out) {
   assert(MmaLayout::cPairIsA() && "P must be in the A layout");
   const WarpScratch &scratch = item.scratch;
-  for (int64_t kk = 0; kk < item.shape.keyBlock / 16; ++kk) {
+  for (int64_t kk = 0; kk < shape.keyBlock / 16; ++kk) {
     Fragment p(probabilities[2 * kk]);
     llvm::append_range(p, probabilities[2 * kk + 1]);
     for (auto [nt, acc] : llvm::enumerate(out)) {
@@ -1011,7 +1029,7 @@ void FusedKernelEmitter::accumulateValues(WarpItem &item, Value key0,
         Value key = add(key0, laneIndex(item, e.row, 16 * kk));
         values.push_back(item.warp.load(
             scratch.values,
-            add(scratch.tokenBase, add(mulConst(key, item.shape.rowStride),
+            add(scratch.tokenBase, add(mulConst(key, shape.rowStride),
                                        laneIndex(item, e.column, 8 * nt)))));
       }
       acc = item.warp.mma(p, values, acc);
@@ -1022,11 +1040,11 @@ void FusedKernelEmitter::accumulateValues(WarpItem &item, Value key0,
 /// out = O / l, l summed over the quad. The tile goes through the query
 /// tile's shared memory so that it is stored a token row at a time, the way
 /// the inputs were loaded; rows past the window (or the map) store nothing.
-void FusedKernelEmitter::storeOutputTile(WarpItem &item, const QueryTile &tile,
+void WarpKernel::storeOutputTile(WarpItem &item, const QueryTile &tile,
                                          const OnlineSoftmaxState &state) {
   Warp &warp = item.warp;
   const WarpScratch &scratch = item.scratch;
-  const int64_t stride = item.shape.rowStride;
+  const int64_t stride = shape.rowStride;
   std::array<Value, 2> inverse;
   for (int64_t half = 0; half < 2; ++half) {
     Value sum = state.sum[half];
@@ -1042,7 +1060,7 @@ void FusedKernelEmitter::storeOutputTile(WarpItem &item, const QueryTile &tile,
       Value column = laneIndex(item, e.column, 8 * nt);
       Value value =
           arith::MulFOp::create(b, fragment[i], inverse[MmaLayout::rowHalf(i)]);
-      warp.store(convertFloat(value, item.shape.element), scratch.queries,
+      warp.store(convertFloat(value, shape.element), scratch.queries,
                  add(scratch.queryBase, add(mulConst(row, stride), column)));
     }
   warp.sync();
@@ -1076,11 +1094,10 @@ void FusedKernelEmitter::storeOutputTile(WarpItem &item, const QueryTile &tile,
 /// The warp's (window, head) `itemIndex`: stage the table, key info, keys
 /// and values; then per tile of 16 query rows, an online softmax over
 /// blocks of keys (score tile, bias and mask, update, P·V) and the store.
-void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
-                                      Value itemIndex,
-                                      const WarpScratch &scratch) {
+void WarpKernel::emitWarpItem(Warp &warp, Value itemIndex,
+                              const WarpScratch &scratch) {
   emitOperandViews();
-  WarpItem item(warp, shape, scratch);
+  WarpItem item(warp, scratch);
   item.table = flatten(b, b.getLoc(), op.getTable());
   item.w = divConst(itemIndex, g.heads);
   item.h = remConst(itemIndex, g.heads);
@@ -1122,4 +1139,13 @@ void FusedKernelEmitter::emitWarpItem(Warp &warp, const WarpTileShape &shape,
                     OnlineSoftmaxState::unflatten(final, channelTiles));
     return SmallVector<Value>{};
   });
+}
+
+LogicalResult mlir::rpe::detail::emitWarpKernel(ImplicitLocOpBuilder &b,
+                                                FusedAttentionOpInterface op,
+                                                const KernelGeometry &g,
+                                                const WarpTileShape &shape,
+                                                KernelTarget target,
+                                                bool hoistScratch) {
+  return WarpKernel(b, op, g, shape).emit(target, hoistScratch);
 }

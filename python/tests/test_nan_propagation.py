@@ -57,6 +57,9 @@ KERNELS = {
     "warps-bf16": dict(WARPS, kernel="warps", dtype="bfloat16"),
     # N' = 64 keys, 15 of them padding.
     "warps-f16-7x7": dict(TILES, kernel="warps", dtype="float16"),
+    # AVX512-BF16 dot products where the host has them; f16 widened to f32.
+    "tiles-bf16": dict(TILES, dtype="bfloat16"),
+    "tiles-f16": dict(TILES, dtype="float16"),
 }
 
 
@@ -173,3 +176,48 @@ def test_non_finite_inputs(kernels, kernel_name, case):
     error = np.abs(got[finite] - expected[finite]).max()
     allowed = T.TOLERANCE[dtype] * max(1.0, np.abs(expected[finite]).max())
     assert error <= allowed, f"max abs error {error:.3g} > {allowed:.3g}"
+
+
+@pytest.mark.parametrize("kernel_name", [*KERNELS, "unfused-f32"])
+def test_inf_at_every_table_entry(kernels, kernel_name):
+    """+inf at table entry t, for every t: NaN in exactly the rows that
+    gather t (every window, that head), PyTorch's pattern. A kernel that
+    reads table entries for lanes that hold no key (the padding of a window
+    row, a reduction over grouped rows) turns other rows NaN as well: with
+    +inf at entry 0 (query 0 -> key 48 of a 7x7 window) the tiles kernel
+    once also made row 1 NaN, through its padding lane of key row 6."""
+    kernel = kernels(kernel_name)
+    spec = TILES if kernel_name == "unfused-f32" else KERNELS[kernel_name]
+    dtype = {"float16": "f16", "bfloat16": "bf16"}.get(spec.get("dtype"), "f32")
+    window, heads, head_dim = spec["window"], spec["heads"], spec["head_dim"]
+    windows = 2 * ref.windows_per_image(spec["resolution"], window)
+    n = int(np.prod(window))
+    rng = np.random.default_rng(1)
+    q, k, v = (T.round_to_dtype(rng.standard_normal((windows, heads, n, head_dim)), dtype)
+               for _ in range(3))
+    table = T.round_to_dtype(rng.standard_normal((ref.table_rows(window), heads)), dtype)
+    mask = ref.shift_mask(spec["resolution"], window, (spec["shift"],) * 2)
+    expected = ref.window_attention(*(x.astype(np.float64) for x in (q, k, v)),
+                                    bias=ref.lookup(table.astype(np.float64), window),
+                                    mask=mask, scale=head_dim ** -0.5)
+    allowed = T.TOLERANCE[dtype] * max(1.0, np.abs(expected).max())
+
+    def run(t):
+        if kernel_name == "unfused-f32":
+            return kernel(q, k, v, t)
+        return T.to_float64(kernel(*(T.to_storage(x, dtype) for x in (q, k, v, t))), dtype)
+
+    wrong_entries = []
+    for entry in range(table.shape[0]):
+        poisoned = table.copy()
+        poisoned[entry, HEAD] = np.inf
+        expected_nan = np.zeros((windows, n, heads, head_dim), bool)
+        expected_nan[:, _gathering_rows(window, [entry]), HEAD] = True
+        expected_nan = expected_nan.reshape(windows, n, heads * head_dim)
+        got = run(poisoned)
+        # Rows that do not gather the entry are the finite table's outputs.
+        if (not np.array_equal(np.isnan(got), expected_nan)
+                or np.abs(got[~expected_nan] - expected[~expected_nan]).max() > allowed):
+            wrong_entries.append(entry)
+    assert not wrong_entries, (f"+inf at table entries {wrong_entries[:8]} (of "
+                               f"{len(wrong_entries)}) gives other outputs than PyTorch's")

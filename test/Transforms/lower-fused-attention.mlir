@@ -24,13 +24,13 @@
 // CHECK: arith.mulf %[[TV]], %{{.*}} : f32
 // CHECK: %[[LABELS:.*]] = memref.get_global @__rpe_region_labels : memref<4x56xi32>
 // One loop over the windows x heads items (marked for rpe-item-range),
-// item = w * 3 + h.
+// item = w * 3 + h, each with its scratch in an alloca scope.
 // CHECK: %[[ITEMS:.*]] = arith.muli %{{.*}}, %c3{{.*}} : index
 // CHECK: scf.parallel (%[[ITEM:.*]]) = (%{{.*}}) to (%[[ITEMS]])
-// CHECK: %[[H:.*]] = arith.remui %[[ITEM]], %c3{{.*}} : index
 // CHECK: memref.alloca_scope
 // CHECK: %[[KT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<32x56xf32>
 // CHECK: %[[S:.*]] = memref.alloca() {alignment = 64 : i64} : memref<49x56xf32>
+// CHECK: %[[H:.*]] = arith.remui %[[ITEM]], %c3{{.*}} : index
 // Pack: kᵀ scaled, 8 keys (7 and a zero padding lane) x 8 channels at a
 // time, transposed in registers by 24 shuffles.
 // CHECK: vector.load %[[KF]]
@@ -44,11 +44,14 @@
 // CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[PAD]], {{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // CHECK: vector.load %[[KT]]
 // CHECK: vector.fma
-// Bias: one contiguous load of the reversed table per key row; mask from
-// labels; running max, the row in registers.
+// Bias: one contiguous load of the reversed table per key row, masked to
+// the row's 7 keys (the padding lane reads 0, not a table entry, so that
+// its -inf stays -inf); mask from labels; running max, the row in
+// registers.
 // The softmax runs in base 2: the mask value is -100 * log2(e).
 // CHECK: %[[MASKV:.*]] = arith.constant dense<-144.269501> : vector<8xf32>
-// CHECK: vector.load %[[R]][%[[H]], %{{.*}}] : memref<3x177xf32>, vector<8xf32>
+// CHECK: %[[SEVEN:.*]] = vector.create_mask %c7{{.*}} : vector<8xi1>
+// CHECK: vector.maskedload %[[R]][%[[H]], %{{.*}}], %[[SEVEN]], %{{.*}} : memref<3x177xf32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
 // CHECK: vector.load %[[LABELS]]
 // CHECK: arith.cmpi ne
 // CHECK: arith.select %{{.*}}, %[[MASKV]]
@@ -113,8 +116,8 @@
 // rows of q, k and v, two cache lines each, and its output row for writing.
 // W16-COUNT-6: memref.prefetch %{{.*}}[%{{.*}}], read, locality<3>, data
 // W16-COUNT-2: memref.prefetch %[[OUT:.*]][%{{.*}}], write, locality<3>, data
-// W16: %[[B0:.*]] = vector.load %{{.*}} : memref<3x177xf32>, vector<8xf32>
-// W16: %[[B1:.*]] = vector.load %{{.*}} : memref<3x177xf32>, vector<8xf32>
+// W16: %[[B0:.*]] = vector.maskedload %{{.*}} : memref<3x177xf32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
+// W16: %[[B1:.*]] = vector.maskedload %{{.*}} : memref<3x177xf32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
 // W16: vector.shuffle %[[B0]], %[[B1]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
 // W16: vector.load %{{.*}} : memref<4x64xi32>, vector<16xi32>
 // The maxima of rows 0-2 of the 5-row block: segments of 8, then 4 lanes

@@ -1,0 +1,79 @@
+//===- Kernels.h - the kernels of the fused attention -----------*- C++ -*-===//
+//
+// The kernels emitFusedKernel (FusedKernel.cpp) chooses from, each a class
+// of its own in its file, on the context of KernelEmitter.h:
+//
+//   TilesKernel.cpp     the CPU forward: register-blocked FMA (or, with
+//                       PairedBf16.cpp, AVX512-BF16 dot product) tiles
+//   BackwardKernel.cpp  the CPU gradient, on the same tile steps
+//                       (TileSteps.h)
+//   RowsKernel.cpp      one online softmax per query row: the GPU's
+//                       fallback, nested parallel loops on the host
+//   WarpKernel.cpp      a warp per (window, head) on tensor-core tiles; on
+//                       the host, warps emulated by vectors
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RPE_CODEGEN_KERNELS_H
+#define RPE_CODEGEN_KERNELS_H
+
+#include "KernelEmitter.h"
+
+namespace mlir::rpe::detail {
+
+/// The CPU forward kernel (TilesKernel.cpp).
+LogicalResult emitTilesKernel(ImplicitLocOpBuilder &b,
+                              FusedAttentionOpInterface op,
+                              const KernelGeometry &g,
+                              const FusedKernelOptions &options);
+
+/// The CPU gradient kernel of an rpe.fused_window_attention_grad op
+/// (BackwardKernel.cpp).
+LogicalResult emitBackwardKernel(ImplicitLocOpBuilder &b,
+                                 FusedAttentionOpInterface op,
+                                 const KernelGeometry &g);
+
+/// The row-parallel kernel (RowsKernel.cpp): nested scf.parallel loops on
+/// the host, one gpu.launch on the GPU.
+LogicalResult emitRowsKernel(ImplicitLocOpBuilder &b,
+                             FusedAttentionOpInterface op,
+                             const KernelGeometry &g, KernelTarget target);
+
+/// Compile-time shape of the warp-level (tensor-core) kernel; see
+/// WarpKernel.cpp.
+struct WarpTileShape {
+  Type element;          // f16 or bf16: the mma.sync operand type
+  int64_t queryTiles;    // ceil(N / 16): m16 tiles of query rows
+  int64_t paddedTokens;  // 16 * queryTiles: keys and values, zero padded
+  int64_t keyBlock;      // keys per online-softmax step (16..64)
+  int64_t rowStride;     // elements per q, k, v row in shared memory
+  int64_t warpsPerBlock; // (window, head) items per GPU block
+  int64_t sharedBytes;   // shared memory per warp
+};
+
+/// Tile sizes of the warp kernel a user may fix; 0 lets the kernel choose.
+struct WarpTileOptions {
+  int64_t keyBlock = 0;      // keys per online-softmax step
+  int64_t warpsPerBlock = 0; // (window, head) items per block
+};
+
+/// The warp kernel's shape for `op`. Nothing when the op does not qualify
+/// (it gets the row kernel): f16/bf16 operands, head_dim a multiple of 16
+/// (at most 256), and one warp's keys, values, query tile and table within
+/// a block's 48 KiB of static shared memory. Failure, with an error on the
+/// op, when `options` ask for tiles the op cannot have.
+FailureOr<std::optional<WarpTileShape>>
+getWarpTileShape(FusedWindowAttentionOp op, const WarpTileOptions &options);
+
+/// The warp kernel (WarpKernel.cpp): one gpu.launch on the GPU; on the
+/// host, an item loop of emulated warps whose scratch is hoisted as the
+/// tiles kernel's is.
+LogicalResult emitWarpKernel(ImplicitLocOpBuilder &b,
+                             FusedAttentionOpInterface op,
+                             const KernelGeometry &g,
+                             const WarpTileShape &shape, KernelTarget target,
+                             bool hoistScratch);
+
+} // namespace mlir::rpe::detail
+
+#endif // RPE_CODEGEN_KERNELS_H
