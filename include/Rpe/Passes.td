@@ -230,15 +230,14 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
            "The kernel: tiles (CPU micro-kernels), rows (one online "
            "softmax per query row) or warps (a warp per (window, head) on "
            "tensor-core tiles, rows where it does not apply)",
-           [{::mlir::rpe::kernelStrategyValues()}]>,
+           [{::mlir::rpe::enumOptionValues(
+               ::mlir::rpe::symbolizeKernelStrategy)}]>,
     Option<"target", "target", "::mlir::rpe::KernelTarget",
            /*default=*/"::mlir::rpe::KernelTarget::Host",
-           "Where the kernel runs", [{::llvm::cl::values(
-             clEnumValN(::mlir::rpe::KernelTarget::Host, "host",
-                        "scf.parallel loops; warps emulated by 32-lane "
-                        "vectors"),
-             clEnumValN(::mlir::rpe::KernelTarget::Gpu, "gpu",
-                        "one gpu.launch"))}]>,
+           "Where the kernel runs: host (scf.parallel loops; warps emulated "
+           "by 32-lane vectors) or gpu (one gpu.launch)",
+           [{::mlir::rpe::enumOptionValues(
+               ::mlir::rpe::symbolizeKernelTarget)}]>,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
            "f32 lanes of the micro-kernels and the exponentials (8 for AVX2, "
            "16 for AVX-512); key rows are padded to min(width, 8) lanes">,
@@ -350,8 +349,11 @@ def RpeGpuModuleToBinary : Pass<"rpe-gpu-module-to-binary",
   let options = [
     Option<"format", "format", "::mlir::rpe::GpuBinaryFormat",
            /*default=*/"::mlir::rpe::GpuBinaryFormat::Isa",
-           "What the gpu.binary holds (none: leave the gpu.module as it is)",
-           [{::mlir::rpe::gpuBinaryFormatValues()}]>,
+           "What the gpu.binary holds: isa (PTX), bin (a cubin, from "
+           "ptxas), fatbin (cubin and PTX, from ptxas and fatbinary) or none "
+           "(leave the gpu.module as it is)",
+           [{::mlir::rpe::enumOptionValues(
+               ::mlir::rpe::symbolizeGpuBinaryFormat)}]>,
     Option<"toolkit", "toolkit", "std::string",
            /*default=*/"SWIN_CUDA_TOOLKIT_DEFAULT",
            "CUDA toolkit (libdevice, ptxas, fatbinary)">,

@@ -14,27 +14,6 @@ using namespace mlir;
 using namespace mlir::rpe;
 using namespace mlir::rpe::detail;
 
-StringRef mlir::rpe::stringifyKernelStrategy(KernelStrategy strategy) {
-  switch (strategy) {
-  case KernelStrategy::Tiles:
-    return "tiles";
-  case KernelStrategy::Rows:
-    return "rows";
-  case KernelStrategy::Warps:
-    return "warps";
-  }
-  llvm_unreachable("unknown kernel strategy");
-}
-
-std::optional<KernelStrategy>
-mlir::rpe::symbolizeKernelStrategy(StringRef name) {
-  return llvm::StringSwitch<std::optional<KernelStrategy>>(name)
-      .Case("tiles", KernelStrategy::Tiles)
-      .Case("rows", KernelStrategy::Rows)
-      .Case("warps", KernelStrategy::Warps)
-      .Default(std::nullopt);
-}
-
 LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
                                          FusedAttentionOpInterface op,
                                          const FusedKernelOptions &options) {

@@ -15,7 +15,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace mlir::rpe;
@@ -117,30 +116,6 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
-}
-
-StringRef mlir::rpe::stringifyGpuBinaryFormat(GpuBinaryFormat format) {
-  switch (format) {
-  case GpuBinaryFormat::Isa:
-    return "isa";
-  case GpuBinaryFormat::Bin:
-    return "bin";
-  case GpuBinaryFormat::Fatbin:
-    return "fatbin";
-  case GpuBinaryFormat::None:
-    return "none";
-  }
-  llvm_unreachable("unknown GPU binary format");
-}
-
-std::optional<GpuBinaryFormat>
-mlir::rpe::symbolizeGpuBinaryFormat(StringRef name) {
-  return llvm::StringSwitch<std::optional<GpuBinaryFormat>>(name)
-      .Case("isa", GpuBinaryFormat::Isa)
-      .Case("bin", GpuBinaryFormat::Bin)
-      .Case("fatbin", GpuBinaryFormat::Fatbin)
-      .Case("none", GpuBinaryFormat::None)
-      .Default(std::nullopt);
 }
 
 llvm::Expected<NvptxTarget>
