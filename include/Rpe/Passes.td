@@ -191,7 +191,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     without AVX512-BF16) bf16 operands, like f16 ones, are widened to f32
     once per (window, head): k into kᵀ, q and v into f32 scratch.
 
-    `strategy=rows` emits instead one online softmax per query row (running
+    `kernel=rows` emits instead one online softmax per query row (running
     max `m`, sum `l` and rescaled accumulator), with the bias read from the
     table at `idx(i, j)` and the mask computed from the tokens' region
     labels in closed form: nested `scf.parallel` loops over (window, head)
@@ -199,7 +199,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     block per (window, head) and a thread per row. It needs no scratch and
     takes any op; it is the GPU's fallback.
 
-    `strategy=warps` emits the tensor-core form: one warp per (window,
+    `kernel=warps` emits the tensor-core form: one warp per (window,
     head), its keys, values, a 16-row query tile and the head's table
     staged in shared memory, scores and `P·v` as m16n8k16 `mma.sync` tiles
     (f16 or bf16 operands, f32 accumulators), an online softmax over blocks
@@ -215,7 +215,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     (below 80: sm_75).
 
     `rpe.fused_window_attention_grad` gets the gradient's CPU kernel, with
-    any `strategy` (it has one form): per (window, head) the same packing
+    any `kernel` (it has one form): per (window, head) the same packing
     of kᵀ (and of vᵀ), the scores and softmax recomputed by steps 2-4,
     `dP = dout · vᵀ` on the scores' micro-kernel, `dS = P (dP - rowsum(dout
     out))`, then `dq`, `dk` and `dv` on the output's micro-kernel. The
@@ -225,7 +225,8 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     gradient) that `rpe-item-range` restricts like the forward's.
   }];
   let options = [
-    Option<"strategy", "strategy", "::mlir::rpe::KernelStrategy",
+    // The field is FusedKernelOptions::strategy.
+    Option<"strategy", "kernel", "::mlir::rpe::KernelStrategy",
            /*default=*/"::mlir::rpe::KernelStrategy::Tiles",
            "The kernel: tiles (CPU micro-kernels), rows (one online "
            "softmax per query row) or warps (a warp per (window, head) on "

@@ -1,5 +1,6 @@
 //===- Pipelines.cpp - named pipelines of swin-opt ------------------------===//
 
+#include "Rpe/Codegen.h"
 #include "Rpe/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -67,13 +68,13 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   // OpenMP threads of the kernel's own, unless its caller runs the items.
   bool openMP = options.parallel && !options.itemRange;
   if (options.fuse) {
-    RpeLowerFusedAttentionOptions fused;
-    fused.vectorWidth = options.vectorWidth;
-    fused.bf16Dot = options.bf16Dot;
-    fused.avx512 = options.avx512;
-    fused.strategy = options.kernel;
-    fused.hoistScratch = !openMP;
-    pm.addPass(createRpeLowerFusedAttention(fused));
+    FusedKernelOptions kernel;
+    kernel.strategy = options.kernel;
+    kernel.vectorWidth = options.vectorWidth;
+    kernel.bf16Dot = options.bf16Dot;
+    kernel.avx512 = options.avx512;
+    kernel.hoistScratch = !openMP;
+    pm.addPass(createRpeLowerFusedAttention(kernel));
     // No canonicalization here: it would inline the kernel's per-iteration
     // memref.alloca_scope into the scf.parallel (an allocation scope), and
     // a sequential lowering of that loop then grows the stack with every
@@ -168,13 +169,13 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
 
   // The fused attention as one gpu.launch: a warp per (window, head) on
   // tensor cores, or a block per (window, head) and a thread per row.
-  RpeLowerFusedAttentionOptions fused;
-  fused.strategy = options.kernel;
-  fused.target = KernelTarget::Gpu;
-  fused.keyBlock = options.keyBlock;
-  fused.warpsPerBlock = options.warpsPerBlock;
-  fused.smVersion = target.smVersion;
-  pm.addPass(createRpeLowerFusedAttention(fused));
+  FusedKernelOptions kernel;
+  kernel.strategy = options.kernel;
+  kernel.target = KernelTarget::Gpu;
+  kernel.keyBlock = options.keyBlock;
+  kernel.warpsPerBlock = options.warpsPerBlock;
+  kernel.smVersion = target.smVersion;
+  pm.addPass(createRpeLowerFusedAttention(kernel));
   pm.addPass(createGpuKernelOutliningPass());
   // Outlining copies the kernel's shared-memory globals into its module;
   // the host's copies are left unused.
