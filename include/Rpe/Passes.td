@@ -324,4 +324,26 @@ def RpeGpuModuleToBinary : Pass<"rpe-gpu-module-to-binary",
   ];
 }
 
+def RpeCheckLowered : Pass<"rpe-check-lowered", "::mlir::ModuleOp"> {
+  let summary = "Fail where an op that translation to LLVM IR rejects "
+                "remains";
+  let description = [{
+    A conversion pass that cannot convert an op leaves it, and a pipeline
+    of such passes exits successfully with IR that `mlir-translate
+    --mlir-to-llvmir` then rejects. `rpe-cpu-pipeline` (`dialects=llvm,omp`)
+    and `rpe-gpu-pipeline` (`dialects=llvm,gpu,nvvm`) end with this check,
+    so that they either produce what translates or fail with an error at an
+    op that was not lowered.
+
+    It reports, at its location, the first op of each name that was not
+    lowered, an op of a dialect neither builtin nor in `dialects` or a
+    `builtin.unrealized_conversion_cast` that a conversion left unresolved,
+    and fails. The walk: `lib/Transforms/Pipelines.cpp`.
+  }];
+  let options = [
+    ListOption<"dialects", "dialects", "std::string",
+               "Dialects whose ops may remain, besides builtin">,
+  ];
+}
+
 #endif // RPE_PASSES_TD

@@ -16,9 +16,47 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::rpe {
+#define GEN_PASS_DEF_RPECHECKLOWERED
+#include "Rpe/Passes.h.inc"
+} // namespace mlir::rpe
 
 using namespace mlir;
 using namespace mlir::rpe;
+
+namespace {
+struct RpeCheckLoweredPass
+    : public rpe::impl::RpeCheckLoweredBase<RpeCheckLoweredPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    llvm::StringSet<> lowered(llvm::from_range, dialects);
+    lowered.insert(BuiltinDialect::getDialectNamespace());
+    llvm::StringSet<> reported;
+    getOperation()->walk([&](Operation *op) {
+      bool unresolved = isa<UnrealizedConversionCastOp>(op);
+      if (!unresolved && lowered.contains(op->getName().getDialectNamespace()))
+        return;
+      signalPassFailure();
+      if (!reported.insert(op->getName().getStringRef()).second)
+        return;
+      // mlir::emitError, not Operation::emitError: the latter would attach
+      // the op, a whole loop nest for an scf.for.
+      InFlightDiagnostic error = emitError(op->getLoc())
+                                 << "'" << op->getName()
+                                 << "' remains after lowering";
+      if (unresolved)
+        error << ": a conversion left its types unresolved";
+      else
+        error << " to the builtin, " << llvm::join(dialects, ", ")
+              << " dialects";
+    });
+  }
+};
+} // namespace
 
 void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
                                            bool raise) {
@@ -48,6 +86,10 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::BufferDeallocationPipelineOptions deallocation;
   bufferization::buildBufferDeallocationPipeline(pm, deallocation);
+  // A function that returns a buffer it does not own (a constant's global)
+  // returns a clone of it, which the deallocation pipeline leaves as
+  // bufferization.clone: an allocation and a copy.
+  pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createRpeExpandMemrefCopy());
 }
 
@@ -117,6 +159,8 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
+  // OpenMP's dialect translates to LLVM IR as it is.
+  pm.addPass(createRpeCheckLowered(RpeCheckLoweredOptions{{"llvm", "omp"}}));
 }
 
 llvm::Expected<NvptxTarget>
@@ -232,6 +276,10 @@ void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   addGpuSerializationPass(pm, options);
+  // The host launches a gpu.binary (format=none: a gpu.module of LLVM and
+  // NVVM ops).
+  pm.addPass(
+      createRpeCheckLowered(RpeCheckLoweredOptions{{"llvm", "gpu", "nvvm"}}));
 }
 
 void mlir::rpe::registerRpePassesAndPipelines() {
