@@ -53,12 +53,14 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<int64_t> vectorWidth{
       *this, "vector-width",
-      llvm::cl::desc("f32 lanes per vector in the fused kernel"),
+      llvm::cl::desc("f32 lanes of the fused kernel's vectors (8 for AVX2, 16 "
+                     "for AVX-512)"),
       llvm::cl::init(8)};
   PassOptions::Option<bool> bf16Dot{
       *this, "bf16-dot",
-      llvm::cl::desc("bf16 operands take AVX512-BF16 dot products (the CPU "
-                     "must have AVX512-BF16)"),
+      llvm::cl::desc("bf16 operands take AVX512-BF16 dot products "
+                     "(vdpbf16ps; the CPU must have AVX512-BF16) at "
+                     "vector-width=16"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> avx512{
       *this, "avx512",
@@ -73,7 +75,8 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       enumOptionValues(symbolizeKernelStrategy)};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
-      llvm::cl::desc("Run windows x heads in parallel through OpenMP"),
+      llvm::cl::desc("Run the (window, head) items in parallel through "
+                     "OpenMP"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> itemRange{
       *this, "item-range",
@@ -109,7 +112,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "opt-level", llvm::cl::desc("LLVM optimization level (0 to 3)"),
       llvm::cl::init(3)};
   PassOptions::Option<GpuBinaryFormat> format{
-      *this, "format", llvm::cl::desc("What gpu.binary holds"),
+      *this, "format",
+      llvm::cl::desc("What the gpu.binary holds: isa (PTX), bin (a cubin, "
+                     "from ptxas), fatbin (cubin and PTX, from ptxas and "
+                     "fatbinary) or none (no binary: the gpu.module stays in "
+                     "the NVVM dialect)"),
       llvm::cl::init(GpuBinaryFormat::Isa),
       enumOptionValues(symbolizeGpuBinaryFormat)};
   PassOptions::Option<KernelStrategy> kernel{
@@ -120,8 +127,9 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       enumOptionValues(symbolizeKernelStrategy)};
   PassOptions::Option<int64_t> keyBlock{
       *this, "key-block",
-      llvm::cl::desc("warps: keys per online-softmax step (16..64; 0: "
-                     "chosen per window)"),
+      llvm::cl::desc("warps: keys per online-softmax step, 16 to 64, "
+                     "dividing N rounded up to 16 (0: the largest that "
+                     "does)"),
       llvm::cl::init(0)};
   PassOptions::Option<int64_t> warpsPerBlock{
       *this, "warps-per-block",
@@ -130,8 +138,8 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(0)};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit (libdevice, ptxas); passed explicitly "
-                     "because test environments are stripped"),
+      llvm::cl::desc("CUDA toolkit (libdevice, ptxas, fatbinary); passed "
+                     "explicitly because test environments are stripped"),
       llvm::cl::init(SWIN_CUDA_TOOLKIT_DEFAULT)};
 };
 

@@ -329,11 +329,11 @@ def RpeCheckLowered : Pass<"rpe-check-lowered", "::mlir::ModuleOp"> {
                 "remains";
   let description = [{
     A conversion pass that cannot convert an op leaves it, and a pipeline
-    of such passes exits successfully with IR that `mlir-translate
-    --mlir-to-llvmir` then rejects. `rpe-cpu-pipeline` (`dialects=llvm,omp`)
-    and `rpe-gpu-pipeline` (`dialects=llvm,gpu,nvvm`) end with this check,
-    so that they either produce what translates or fail with an error at an
-    op that was not lowered.
+    of such passes exits successfully with IR that
+    `mlir-translate --mlir-to-llvmir` rejects. `rpe-cpu-pipeline`
+    (`dialects=llvm,omp`) and `rpe-gpu-pipeline` (`dialects=llvm,gpu,nvvm`)
+    end with this check, so that they either produce what translates or
+    fail with an error at an op that was not lowered.
 
     It reports, at its location, the first op of each name that was not
     lowered, an op of a dialect neither builtin nor in `dialects` or a
