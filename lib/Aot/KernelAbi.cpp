@@ -29,32 +29,6 @@
 using namespace mlir;
 using namespace mlir::rpe;
 
-StringRef mlir::rpe::stringifyArgumentRole(ArgumentRole role) {
-  switch (role) {
-  case ArgumentRole::Input:
-    return "input";
-  case ArgumentRole::Table:
-    return "table";
-  case ArgumentRole::LogitScale:
-    return "logit_scale";
-  case ArgumentRole::Padding:
-    return "padding";
-  case ArgumentRole::Output:
-    return "output";
-  case ArgumentRole::Count:
-    return "count";
-  case ArgumentRole::Stream:
-    return "stream";
-  case ArgumentRole::OutputGradient:
-    return "output_gradient";
-  case ArgumentRole::InputGradient:
-    return "input_gradient";
-  case ArgumentRole::TableGradient:
-    return "table_gradient";
-  }
-  llvm_unreachable("unknown argument role");
-}
-
 std::string mlir::rpe::getEntryPointName(const KernelConfig &config,
                                          Direction direction) {
   return direction == Direction::Forward ? config.name
@@ -259,9 +233,9 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
       {"format", "swin-opt-kernel-abi"},
       {"version", kKernelAbiVersion},
       {"name", config.name},
-      {"target", config.isGpu() ? "nvptx" : "cpu"},
+      {"target", stringifyTarget(config.target)},
       {"dtype", stringifyElementKind(config.elementKind)},
-      {"layout", config.hasTokenLayout() ? "tokens" : "windows"},
+      {"layout", stringifyLayout(config.layout)},
       {"packed_qkv", config.packedQkv},
       {"kernel", stringifyKernelStrategy(config.effectiveKernel())},
       {"window", extents(config.window)},

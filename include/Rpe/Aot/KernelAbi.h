@@ -27,38 +27,12 @@ namespace mlir::rpe {
 /// caller built against an older one would get wrong.
 inline constexpr int kKernelAbiVersion = 1;
 
-/// What an argument of the C entry point is.
-enum class ArgumentRole {
-  /// q, k, v, or the packed qkv map.
-  Input,
-  /// The compact relative position bias table [T, heads].
-  Table,
-  /// SwinV2's raw per-head logit scale [heads], f32 (cosine attention).
-  LogitScale,
-  /// The q, k and v of padding tokens [3, C] (token layout).
-  Padding,
-  /// The result.
-  Output,
-  /// num_windows (windows layout) or batch (token layout): the dynamic
-  /// extent of every buffer that has one.
-  Count,
-  /// The CUDA stream the GPU kernel is queued on.
-  Stream,
-  /// Backward: the gradient of the output (read, `out`'s layout).
-  OutputGradient,
-  /// Backward: the gradients of q, k, v (or qkv), in their layout.
-  InputGradient,
-  /// Backward: the table's gradient [T, heads], summed over all windows.
-  TableGradient,
-};
-
 /// Which entry point of a kernel: the attention, or its gradient
 /// (`swin-aot --grad`, `NAME_backward`).
 enum class Direction { Forward, Backward };
 
-llvm::StringRef stringifyArgumentRole(ArgumentRole role);
-
-/// One argument of the C entry point.
+/// One argument of the C entry point. (Its ArgumentRole, spelled `role` in
+/// the description: Rpe/KernelEnums.td.)
 struct AbiArgument {
   std::string name;
   ArgumentRole role;
