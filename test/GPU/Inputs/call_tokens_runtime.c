@@ -1,6 +1,6 @@
 /* Calls the token-layout runtime of runtime-host.test (Swin-T stage 1 at
  * 54x54, padded, so pad_qkv is passed) with valid and invalid arguments. */
-#include "tokens.h"
+#include "tokens.ptx.h"
 
 #include <stdio.h>
 
