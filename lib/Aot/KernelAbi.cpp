@@ -25,6 +25,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::rpe;
@@ -131,6 +134,47 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config,
     abi.arguments.push_back(stream);
   }
   return abi;
+}
+
+bool AbiArgument::hasCountExtent() const {
+  return llvm::is_contained(shape, kDynamicExtent);
+}
+
+std::optional<int64_t> AbiArgument::getSizeInBytes(int64_t count) const {
+  int64_t bytes = element == ElementKind::F32 ? 4 : 2;
+  for (int64_t extent : shape)
+    if (llvm::MulOverflow(bytes, extent == kDynamicExtent ? count : extent,
+                          bytes))
+      return std::nullopt;
+  return bytes;
+}
+
+int64_t KernelAbi::getMaxCount() const {
+  constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max();
+  int64_t maxCount = kMaxBytes;
+  for (const AbiArgument &argument : arguments) {
+    if (!argument.isBuffer() || !argument.hasCountExtent())
+      continue;
+    // Where one count's buffer does not fit, only none do.
+    std::optional<int64_t> bytesPerCount = argument.getSizeInBytes(1);
+    maxCount =
+        std::min(maxCount, bytesPerCount ? kMaxBytes / *bytesPerCount : 0);
+  }
+  return maxCount;
+}
+
+SmallVector<std::pair<unsigned, unsigned>>
+KernelAbi::getDisjointBuffers() const {
+  SmallVector<std::pair<unsigned, unsigned>> pairs;
+  for (auto [i, written] : llvm::enumerate(arguments)) {
+    if (!written.isWritten())
+      continue;
+    for (auto [j, other] : llvm::enumerate(arguments))
+      // Two written buffers are one pair.
+      if (j != i && other.kernelOperand && !(other.isWritten() && j < i))
+        pairs.push_back({static_cast<unsigned>(i), static_cast<unsigned>(j)});
+  }
+  return pairs;
 }
 
 const AbiArgument &KernelAbi::count() const { return arguments[countIndex()]; }

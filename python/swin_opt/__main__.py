@@ -149,7 +149,7 @@ def _destinations(art: compiler.Artifacts, output: str) -> List[Path]:
     names = {art.main: main}
     for f in (art.header, art.runtime, art.abi):
         if f is not None:
-            names[f] = Path(f"{stem}{f.suffix}")
+            names[f] = Path(f"{main}{f.suffix}")  # swin-aot's naming: <main>.h, ...
     if art.library is not None and art.library != art.main:
         names[art.library] = stem.parent / f"lib{stem.name}.so"  # the GPU runtime, built
     return [names[f] for f in art.files]
@@ -299,9 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="so, obj, llvm, mlir (cpu; default so); ptx, cubin, fatbin, mlir "
                         "(nvptx; default ptx)")
     p.add_argument("-o", "--output", metavar="DIR_OR_FILE",
-                   help="copy the outputs (kernel, .h, and for nvptx the runtime .c, "
-                        "lib<stem>.so; the ABI .json) into this directory or beside this "
-                        "file; default: print the cached kernel's path")
+                   help="copy the outputs (kernel, <kernel>.h, and for nvptx the runtime "
+                        "<kernel>.c, lib<stem>.so; the ABI <kernel>.json) into this directory "
+                        "or beside this file; default: print the cached kernel's path")
     p.set_defaults(func=cmd_compile)
 
     for name, func, help_ in (("verify", cmd_verify, "compare a kernel against the reference"),

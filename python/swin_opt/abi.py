@@ -1,7 +1,7 @@
 """The C ABI of a kernel, as ``swin-aot`` describes it.
 
 Beside every header (``--emit=obj|so|ptx|cubin|fatbin``) ``swin-aot`` writes
-``<output stem>.json``, the kernel's arguments in order with their role, C
+``<output>.json``, the kernel's arguments in order with their role, C
 type, element type and shape (format ``swin-opt-kernel-abi``, version 1)::
 
     {"format": "swin-opt-kernel-abi", "version": 1, "name": "swin_window_attention",
@@ -245,7 +245,7 @@ def _arguments(data: dict, source: str, required_role: str) -> Tuple[Argument, .
 
 
 def load(path: Union[str, Path]) -> KernelAbi:
-    """Read ``<output stem>.json``; :class:`AbiError` when it is missing or malformed."""
+    """Read ``<output>.json``; :class:`AbiError` when it is missing or malformed."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ or the command line -- goes through the same configuration, command line,
 cache and error path here.
 
 The C ABI of a kernel is not re-derived here: ``swin-aot`` writes a
-machine-readable description beside every header (``<stem>.json``, see
+machine-readable description beside every header (``<output>.json``, see
 :mod:`swin_opt.abi`), and the kernels build their ``ctypes`` argument types,
 argument order and shape checks from it.  ``swin-aot --version`` must report
 the kernel ABI this package speaks (:data:`swin_opt.abi.KERNEL_ABI`).
@@ -67,12 +67,13 @@ __all__ = [
 
 #: Bumped whenever the cache layout or the meaning of a cache key changes.
 #: 2: one directory per (configuration, emit), with the ABI description.
-_CACHE_FORMAT = 2
+#: 3: side files named after the whole output (kernel.so.h).
+_CACHE_FORMAT = 3
 _DEFAULT_NAME = "swin_window_attention"
-#: Stem of swin-aot's outputs in a cache directory: kernel.<ext>, kernel.h,
-#: kernel.json (the ABI) and, for nvptx, kernel.c (the host runtime).
+#: Stem of swin-aot's outputs in a cache directory: kernel.<ext>, kernel.<ext>.h,
+#: kernel.<ext>.json (the ABI) and, for nvptx, kernel.<ext>.c (the host runtime).
 _STEM = "kernel"
-#: The nvptx host runtime, built from kernel.c.
+#: The nvptx host runtime, built from kernel.<ext>.c.
 _RUNTIME_LIB = "runtime.so"
 _META_FILE = "config.json"
 #: Output extension of each --emit, per target (swin-aot refuses other pairs).
@@ -654,11 +655,12 @@ class Artifacts:
     @classmethod
     def in_directory(cls, cfg: KernelConfig, emit: str, directory: Path) -> "Artifacts":
         gpu_binary = cfg.target == "nvptx" and emit != "mlir"
+        main = directory / (_STEM + _EMITS[cfg.target][emit])  # side files: <main>.h, ...
         return cls(
-            config=cfg, emit=emit, main=directory / (_STEM + _EMITS[cfg.target][emit]),
-            header=directory / f"{_STEM}.h" if emit not in ("mlir", "llvm") else None,
-            abi=directory / f"{_STEM}.json" if emit in _ABI_EMITS else None,
-            runtime=directory / f"{_STEM}.c" if gpu_binary else None,
+            config=cfg, emit=emit, main=main,
+            header=Path(f"{main}.h") if emit not in ("mlir", "llvm") else None,
+            abi=Path(f"{main}.json") if emit in _ABI_EMITS else None,
+            runtime=Path(f"{main}.c") if gpu_binary else None,
             library=(directory / _RUNTIME_LIB if gpu_binary
                      else directory / (_STEM + ".so") if emit == "so" else None))
 
@@ -983,8 +985,8 @@ class Kernel:
         self.artifacts = artifacts
         self.library = Path(library)
         self.header = Path(header)
-        #: The C ABI (:class:`swin_opt.abi.KernelAbi`), from ``<library stem>.json``.
-        self.abi = abi if abi is not None else _abi.load(self.library.with_suffix(".json"))
+        #: The C ABI (:class:`swin_opt.abi.KernelAbi`), from ``<library>.json``.
+        self.abi = abi if abi is not None else _abi.load(Path(f"{self.library}.json"))
         #: The baked table as float32 ``[T, heads]`` (read-only), or ``None``.
         self.table = table
         self._lock = threading.Lock()

@@ -1,8 +1,8 @@
 """GPU kernels from ``swin-aot --target=nvptx``, driven through the CUDA driver API.
 
 ``swin-aot --target=nvptx --emit=ptx -o k.ptx`` writes the kernel, a header
-``k.h``, a host runtime ``k.c`` (CUDA driver API) and the ABI description
-``k.json``.  ``swin_opt.compile(..., target="nvptx")`` (or its shorthand
+``k.ptx.h``, a host runtime ``k.ptx.c`` (CUDA driver API) and the ABI description
+``k.ptx.json``.  ``swin_opt.compile(..., target="nvptx")`` (or its shorthand
 :func:`compile_gpu`) runs it through the same configuration, cache and error
 path as CPU kernels, builds the runtime into a shared library with the system
 C compiler (:func:`build_runtime`) and returns a :class:`GpuKernel` that runs

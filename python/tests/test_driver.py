@@ -256,7 +256,7 @@ def test_cli_compile_verify_bench(fake, tmp_path):
     r = _run_cli(fake, "compile", "--window=4,6", "--heads=2", "--head-dim=8",
                  "--resolution=8,12", "--shift=2,3", "-o", str(out))
     assert r.returncode == 0, r.stderr
-    assert out.is_file() and out.with_suffix(".h").is_file()
+    assert out.is_file() and Path(f"{out}.h").is_file() and Path(f"{out}.json").is_file()
     r = _run_cli(fake, "verify", "--window=3,3", "--heads=2", "--head-dim=8", "--dtype=f16",
                  "--resolution=6,6", "--shift=1", "--batch=2")
     assert r.returncode == 0, r.stderr
@@ -310,11 +310,11 @@ def test_help_is_not_consulted(fake, monkeypatch, tmp_path):
 
 
 # --------------------------------------------------------------------------- #
-# The ABI description (<stem>.json)
+# The ABI description (<output>.json)
 # --------------------------------------------------------------------------- #
 def test_missing_abi_description_is_a_clear_error(fake, monkeypatch):
     monkeypatch.setenv("FAKE_SWIN_AOT_NO_ABI", "1")
-    with pytest.raises(swin_opt.CompileError, match=r"kernel\.json is missing.*rebuild swin-aot"):
+    with pytest.raises(swin_opt.CompileError, match=r"kernel\.so\.json is missing.*rebuild swin-aot"):
         fake["compile"]((3, 3), 2, 8)
     assert not list(fake["cache"].glob("k-*"))  # nothing half-built is cached
 
@@ -326,7 +326,7 @@ def test_missing_abi_description_is_a_clear_error(fake, monkeypatch):
 ])
 def test_kernel_is_typed_from_the_abi_description(fake, kwargs):
     kernel = fake["compile"]((4, 6), 2, 8, **kwargs)
-    desc = swin_opt.abi.load(kernel.library.with_suffix(".json"))
+    desc = swin_opt.abi.load(Path(f"{kernel.library}.json"))
     assert kernel.abi == desc
     assert kernel.cfunc.argtypes == desc.argtypes()
     count = desc.count.name
@@ -338,7 +338,7 @@ def test_kernel_is_typed_from_the_abi_description(fake, kwargs):
 def test_shape_checks_follow_the_description(fake):
     """A description that says 3 heads makes the 2-head arrays wrong: nothing is re-derived."""
     kernel = fake["compile"]((3, 3), 2, 8)
-    data = json.loads(kernel.library.with_suffix(".json").read_text())
+    data = json.loads(Path(f"{kernel.library}.json").read_text())
     for arg in data["arguments"]:
         if arg["name"] in ("q", "k", "v"):
             arg["shape"][1] = 3
@@ -539,15 +539,15 @@ def test_cli_compile_for_the_gpu(fake, cuda_toolkit, tmp_path):
                  "--chip=sm_80", "-o", str(out))
     assert r.returncode == 0, r.stderr
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["libswin_window_attention.so", "swin_window_attention.c",
-                     "swin_window_attention.h", "swin_window_attention.json",
-                     "swin_window_attention.ptx"]
-    assert json.loads((out / "swin_window_attention.json").read_text())["dtype"] == "f16"
+    assert names == ["libswin_window_attention.so", "swin_window_attention.ptx",
+                     "swin_window_attention.ptx.c", "swin_window_attention.ptx.h",
+                     "swin_window_attention.ptx.json"]
+    assert json.loads((out / "swin_window_attention.ptx.json").read_text())["dtype"] == "f16"
     r = _run_cli(fake, "compile", *_CFG, "--target=nvptx", "--emit=cubin", "--name=attn",
                  "-o", str(tmp_path / "new" / "k.cubin"))
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "new").iterdir()) == [
-        "k.c", "k.cubin", "k.h", "k.json", "libk.so"]
+        "k.cubin", "k.cubin.c", "k.cubin.h", "k.cubin.json", "libk.so"]
     r = _run_cli(fake, "compile", *_CFG, "--target=nvptx")  # default emit, cached path
     assert r.returncode == 0 and r.stdout.strip().endswith("kernel.ptx"), r.stderr
     r = _run_cli(fake, "verify", *_CFG, "--target=nvptx")

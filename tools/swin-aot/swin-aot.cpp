@@ -9,9 +9,10 @@
 //
 // Everything runs in-process: building the rpe module, the pipelines,
 // LLVM's optimizer and code generator, lld for shared libraries, and the
-// GPU serialization. Beside a kernel (obj, so, ptx, cubin, fatbin) it
-// writes the C header (.h), the description of its C ABI (.json) and, for
-// a GPU kernel, the host runtime (.c); all of them or none.
+// GPU serialization. Beside a kernel (obj, so, ptx, cubin, fatbin) at
+// PATH it writes the C header (PATH.h), the description of its C ABI
+// (PATH.json) and, for a GPU kernel, the host runtime (PATH.c); all of
+// them or none.
 //
 //===----------------------------------------------------------------------===//
 
@@ -404,12 +405,13 @@ static llvm::Expected<KernelConfig> readConfig() {
   return config;
 }
 
-/// `output` with its extension replaced.
+/// A file that belongs to `output` (its header, description or runtime):
+/// the whole output name with `extension` appended (stage1.so.h), so that
+/// kernels whose outputs share a stem (stage1.so, stage1.ptx) never
+/// overwrite each other's.
 static std::string besideOutput(llvm::StringRef output,
                                 llvm::StringRef extension) {
-  llvm::SmallString<256> path(output);
-  llvm::sys::path::replace_extension(path, extension);
-  return path.str().str();
+  return (output + "." + extension).str();
 }
 
 /// The header and the ABI description, beside the kernel.

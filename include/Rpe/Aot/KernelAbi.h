@@ -61,6 +61,11 @@ struct AbiArgument {
   llvm::ArrayRef<int64_t> getOperandShape() const {
     return flatShape.empty() ? shape : flatShape;
   }
+  /// Whether one of its extents is the count's value.
+  bool hasCountExtent() const;
+  /// Its size in bytes where the count is `count`; none where that exceeds
+  /// int64_t.
+  std::optional<int64_t> getSizeInBytes(int64_t count) const;
 };
 
 inline constexpr int64_t kDynamicExtent = -1;
@@ -88,6 +93,16 @@ struct KernelAbi {
   /// The C declaration `int NAME(...)`, without the semicolon; a new line
   /// starts at the table and at pad_qkv.
   std::string cDeclaration() const;
+  /// The largest count for which every buffer's size in bytes fits in
+  /// int64_t (and so in size_t, and in the index arithmetic of a kernel
+  /// that stays inside its buffers).
+  int64_t getMaxCount() const;
+  /// The pairs of buffers (argument indices) that must not overlap: each
+  /// buffer the entry point writes, with every other buffer the kernel
+  /// reads or writes. Inputs may alias each other, and a buffer the kernel
+  /// does not read (a baked table, pad_qkv of a map without padding) may
+  /// be anything.
+  llvm::SmallVector<std::pair<unsigned, unsigned>> getDisjointBuffers() const;
 };
 
 /// The ABI of `config`'s entry point in `direction`.
