@@ -42,7 +42,7 @@ from typing import Callable, Dict, List
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from swin_opt.compiler import Kernel  # noqa: E402
+from swin_opt import Kernel  # noqa: E402
 
 TOLERANCE = 1e-4
 

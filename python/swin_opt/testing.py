@@ -29,8 +29,9 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import reference as ref
-from .compiler import (Kernel, KernelConfig, _is_torch, bf16_bits_to_float32,
-                       float32_to_bf16_bits)
+from .config import KernelConfig
+from .dtypes import bf16_bits_to_float32, float32_to_bf16_bits
+from .kernel import Kernel, is_torch_tensor
 
 __all__ = [
     "TOLERANCE",
@@ -64,7 +65,7 @@ def to_storage(x32, code: str) -> np.ndarray:
 
 def to_float64(x, code: str) -> np.ndarray:
     """Decode kernel storage (NumPy or torch) to float64."""
-    if _is_torch(x):
+    if is_torch_tensor(x):
         return x.detach().cpu().double().numpy()
     x = np.asarray(x)
     if code == "bf16" and (x.dtype == np.uint16 or x.dtype.name == "bfloat16"):

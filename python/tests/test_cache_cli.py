@@ -1,5 +1,5 @@
 """``python -m swin_opt cache {dir,list,prune,clear}`` and the functions behind it
-(:func:`swin_opt.compiler.cache_entries`, :func:`~swin_opt.compiler.prune_cache`).
+(:func:`swin_opt.cache.cache_entries`, :func:`~swin_opt.cache.prune_cache`).
 
 Runs without torch and without swin-aot: the cache entries are written by hand
 in the layout :func:`swin_opt.compile` publishes (``k-<key>/config.json`` and
@@ -15,7 +15,8 @@ import time
 import pytest
 
 from swin_opt import __main__ as cli
-from swin_opt import compiler as C
+from swin_opt import cache as C
+from swin_opt.config import make_config
 
 DAY = 86400.0
 
@@ -24,7 +25,7 @@ def _entry(root, name, size, age_days, heads=2):
     d = root / f"k-{name}"
     d.mkdir(parents=True)
     (d / "kernel.so").write_bytes(b"x" * size)
-    cfg = C.make_config((7, 7), heads, 32, resolution=(14, 14), shift=3)
+    cfg = make_config((7, 7), heads, 32, resolution=(14, 14), shift=3)
     meta = d / "config.json"
     meta.write_text(json.dumps({"config": dataclasses.asdict(cfg), "emit": "so"}))
     t = time.time() - age_days * DAY
@@ -76,7 +77,7 @@ def test_compile_hit_refreshes_last_use(tmp_path, monkeypatch):
     meta = tmp_path / "config.json"
     meta.write_text("{}")
     os.utime(meta, (1.0, 1.0))
-    C._touch(meta)
+    C.touch(meta)
     assert meta.stat().st_mtime > time.time() - 60
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import swin_opt
-from swin_opt import compiler as C
+from swin_opt import build, gpu_kernel, tools
 from swin_opt import testing as T
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def fake(fake_aot, monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_SWIN_AOT_LOG", str(log))
     monkeypatch.delenv("FAKE_SWIN_AOT_VERSION", raising=False)
     monkeypatch.delenv("FAKE_SWIN_AOT_NO_ABI", raising=False)
-    C._tool_cache.clear()  # the fake's --version depends on the environment
+    tools.clear_tool_cache()  # the fake's --version depends on the environment
     cache = tmp_path / "cache"
 
     def builds() -> int:
@@ -97,7 +97,7 @@ def test_cache_hits_and_keys(fake):
 def test_cache_key_includes_version(fake, monkeypatch):
     fake["compile"]((2, 2), 1, 8)
     monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", "swin-aot 9.9.0 (kernel ABI 1)")
-    C._tool_cache.clear()  # version is memoised per (path, size, mtime)
+    tools.clear_tool_cache()  # version is memoised per (path, size, mtime)
     fake["compile"]((2, 2), 1, 8)
     assert fake["builds"]() == 2
 
@@ -292,8 +292,8 @@ def test_tool_version_semver_forms(fake, monkeypatch):
     for version in ("swin-aot 0.4.0 (kernel ABI 1)", "swin-aot 1.2.3-rc.1+g1234abc (kernel ABI 1)\n"
                     "LLVM 22.1.8"):
         monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", version)
-        C._tool_cache.clear()
-        info = C._tool_info(fake["path"])
+        tools.clear_tool_cache()
+        info = tools.tool_info(fake["path"])
         assert info.kernel_abi == 1 and info.semver == version.split()[1]
 
 
@@ -395,10 +395,10 @@ def test_output_overlapping_an_input_is_refused_torch(fake):
 # --------------------------------------------------------------------------- #
 @pytest.fixture
 def cuda_toolkit():
-    from swin_opt import cuda
+    from swin_opt import build, cuda
 
-    if not (cuda.CUDA_HOME / "include" / "cuda.h").is_file():
-        pytest.skip(f"no CUDA toolkit at {cuda.CUDA_HOME}")
+    if not (build.CUDA_HOME / "include" / "cuda.h").is_file():
+        pytest.skip(f"no CUDA toolkit at {build.CUDA_HOME}")
     return cuda
 
 
@@ -412,7 +412,7 @@ def _needs_libcuda(library) -> Optional[bool]:
 
 def _has_driver(cuda) -> bool:
     try:
-        cuda._driver_library()
+        gpu_kernel.driver_library()
         return True
     except cuda.CudaError:
         return False
@@ -444,7 +444,7 @@ def test_gpu_kernel_compiles_without_a_gpu(fake, cuda_toolkit, emit):
     assert kernel.image.suffix == f".{emit}" and kernel.image.is_file()
     assert kernel.header.suffix == ".h" and kernel.runtime.suffix == ".c"
     assert kernel.library.is_file() and kernel.abi.target == "nvptx"
-    if cuda._stub_dir() is not None:
+    if build.cuda_stub_dir() is not None:
         assert _needs_libcuda(kernel.library) in (True, None)  # linked against the stub
     assert "--target=nvptx" in fake["log"].read_text() and "--chip=sm_80" in fake["log"].read_text()
     assert [a.ctype for a in kernel.abi.arguments][-1] == "CUstream"
@@ -456,7 +456,7 @@ def test_gpu_kernel_compiles_without_a_gpu(fake, cuda_toolkit, emit):
 def test_gpu_runtime_builds_without_the_stub(fake, cuda_toolkit, monkeypatch):
     """No stub libcuda: cu* stay undefined, resolved against the driver at load."""
     cuda = cuda_toolkit
-    monkeypatch.setattr(cuda, "_stub_dir", lambda: None)
+    monkeypatch.setattr(build, "cuda_stub_dir", lambda: None)
     kernel = cuda.compile_gpu((3, 3), 2, 8, cache_dir=fake["cache"])
     assert kernel.library.is_file() and _needs_libcuda(kernel.library) in (False, None)
     if not _has_driver(cuda):

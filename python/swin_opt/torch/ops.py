@@ -65,7 +65,8 @@ import time
 import warnings
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
-from .. import compiler as _compiler
+from ..config import describe, make_config
+from ..errors import CompileError, SwinAotNotFoundError
 from .tensors import _torch, compile_kernel
 
 _lock = threading.Lock()
@@ -178,7 +179,7 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     kwargs["dtype"] = dtype
     known = {k: v for k, v in kwargs.items() if k != "cache_dir"}
     try:
-        cfg = _compiler.make_config(window, heads, head_dim, **known)
+        cfg = make_config(window, heads, head_dim, **known)
     except (ValueError, TypeError, NotImplementedError) as exc:
         return _remember(memo, _error_spec(f"no kernel: {exc}"))
     key = kernel_key(window, heads, head_dim, **kwargs)
@@ -191,12 +192,12 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     else:
         try:
             _kernel_first_use(key, cfg)
-        except (_compiler.CompileError, _compiler.SwinAotNotFoundError, NotImplementedError,
+        except (CompileError, SwinAotNotFoundError, NotImplementedError,
                 ValueError, OSError) as exc:
             error = f"no kernel: {exc}"
             if error not in _warned:
                 _warned.add(error)
-                warnings.warn(f"swin_opt: modules needing {_compiler.describe(cfg)} run their "
+                warnings.warn(f"swin_opt: modules needing {describe(cfg)} run their "
                               f"original forward: {exc}", stacklevel=2)
     spec = KernelSpec(key=key, window=cfg.window, shift=cfg.shift, resolution=cfg.resolution,
                       layout=cfg.layout, packed_qkv=cfg.packed_qkv,
@@ -218,7 +219,7 @@ def _kernel_first_use(key: str, cfg) -> None:
     show = progress_enabled()
     start = time.perf_counter()
     if show:
-        sys.stderr.write(f"swin_opt: kernel for {_compiler.describe(cfg)} (first use; "
+        sys.stderr.write(f"swin_opt: kernel for {describe(cfg)} (first use; "
                          "swin_opt.torch.warmup builds them all at once) ...")
         sys.stderr.flush()
     ok = False

@@ -8,8 +8,10 @@ import math
 import threading
 from typing import Dict, Optional
 
-from .. import compiler as _compiler
-from .. import reference as _ref
+from .. import build
+from ..dtypes import normalize_dtype
+from ..geometry import normalize_window
+from ..kernel import Kernel
 
 
 def _torch():
@@ -47,11 +49,11 @@ def _check_tensor(torch, x, name: str) -> None:
                            "torch.no_grad() / torch.inference_mode() or pass .detach()")
 
 
-_kernel_cache: Dict[tuple, "_compiler.Kernel"] = {}
+_kernel_cache: Dict[tuple, Kernel] = {}
 _kernel_lock = threading.Lock()
 
 
-def compile_kernel(window, heads: int, head_dim: int, **options) -> "_compiler.Kernel":
+def compile_kernel(window, heads: int, head_dim: int, **options) -> Kernel:
     """:func:`swin_opt.compile` with an in-process cache (one :class:`Kernel` per configuration).
 
     ``options`` are those of :func:`swin_opt.compile` (``table`` excepted, since
@@ -59,12 +61,12 @@ def compile_kernel(window, heads: int, head_dim: int, **options) -> "_compiler.K
     """
     if "table" in options:
         raise TypeError("compile_kernel does not bake tables; use swin_opt.compile(table=...)")
-    key = (_ref.normalize_window(window), int(heads), int(head_dim),
+    key = (normalize_window(window), int(heads), int(head_dim),
            tuple(sorted((k, _freeze(v)) for k, v in options.items())))
     with _kernel_lock:
         kern = _kernel_cache.get(key)
     if kern is None:
-        kern = _compiler.compile(window, heads, head_dim, **options)
+        kern = build.compile(window, heads, head_dim, **options)
         with _kernel_lock:
             kern = _kernel_cache.setdefault(key, kern)
     return kern
@@ -121,7 +123,7 @@ def attention(q, k, v, table=None, kernel=None, *, window=None, out=None, pad_qk
         kernel = compile_kernel(window, heads, head_dim, dtype=dname, **compile_options)
     elif compile_options or window is not None:
         raise TypeError("window / compile options are only used when no kernel is given")
-    if _compiler.normalize_dtype(dname) != kernel.config.dtype:
+    if normalize_dtype(dname) != kernel.config.dtype:
         raise TypeError(f"tensors are {q.dtype} but the kernel was compiled for "
                         f"{kernel.config.dtype}")
     if kernel.config.layout == "tokens":
