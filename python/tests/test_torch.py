@@ -33,12 +33,13 @@ RTOL = 1e-4
 # --------------------------------------------------------------------------- #
 def test_public_names_import_without_torch():
     """swin_opt.torch is a package split by concern; its public names stay where
-    they were, and no submodule imports torch at import time."""
+    they were, and every submodule imports without torch."""
     import importlib
     import importlib.util
 
-    for name in ("tensors", "masks", "patching", "timm_patches", "torchvision_patches",
-                 "transformers_patches", "swap", "ops", "warmup"):
+    for name in ("tracing", "fallback", "tensors", "masks", "ops", "projections", "patching",
+                 "windows", "timm_patches", "torchvision_patches", "transformers_patches",
+                 "swap", "warmup"):
         importlib.import_module(f"swin_opt.torch.{name}")
     for name in ("attention", "compile_kernel", "match_shift_mask", "swap_attention",
                  "restore_attention", "patch_stats", "KernelUnavailable", "NO_MASK",
@@ -438,7 +439,7 @@ def test_transformers_model(torch, hf, opts, img, window):
 @pytest.mark.parametrize("shape", [(37, 24), (3, 41, 24)])
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_projection_matches_linear(torch, dtype, shape, with_bias):
-    from swin_opt.torch.patching import _linear, _project
+    from swin_opt.torch.projections import linear, project
 
     dt = getattr(torch, dtype)
     gen = torch.Generator().manual_seed(0)
@@ -446,7 +447,7 @@ def test_projection_matches_linear(torch, dtype, shape, with_bias):
     x = torch.randn(*shape, generator=gen).to(dt)
     with torch.inference_mode():
         want = torch.nn.functional.linear(x, layer.weight, layer.bias)
-        for got in (_linear(torch, x, layer.weight, layer.bias), _project(torch, layer, x)):
+        for got in (linear(x, layer.weight, layer.bias), project(layer, x)):
             assert got.shape == want.shape and got.dtype == want.dtype
             tol = 1e-5 if dtype == "float32" else 2e-2
             assert (got - want).abs().max().item() <= tol * want.abs().max().item()
@@ -454,7 +455,7 @@ def test_projection_matches_linear(torch, dtype, shape, with_bias):
 
 def test_projection_calls_other_modules(torch):
     """A projection that is not a plain nn.Linear (quantized, LoRA, ...) is called as is."""
-    from swin_opt.torch.patching import _project
+    from swin_opt.torch.projections import project
 
     class Doubling(torch.nn.Linear):
         def forward(self, x):
@@ -463,4 +464,4 @@ def test_projection_calls_other_modules(torch):
     layer = Doubling(8, 8)
     x = torch.randn(4, 8)
     with torch.inference_mode():
-        assert torch.equal(_project(torch, layer, x), layer(x))
+        assert torch.equal(project(layer, x), layer(x))

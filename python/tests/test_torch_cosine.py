@@ -2,10 +2,10 @@
 
 At inference the patched SwinV2 modules (timm ``swin_transformer_v2``,
 torchvision ``SwinTransformerBlockV2``, transformers ``Swinv2``) hand q and k
-to the cosine kernels as they are: ``_cosine_qk`` (q and k normalized in
+to the cosine kernels as they are: ``cosine_qk`` (q and k normalized in
 torch for the plain kernel) must not run, except where the kernel cannot take
 the cosine form (transformers' doubled mask, whose region channels widen q
-and k).  The training/grad path keeps ``_cosine_qk`` and the plain kernel.
+and k).  The training/grad path keeps ``cosine_qk`` and the plain kernel.
 The continuous position bias table is computed once per weight version.
 
 Outputs are compared with the models' own forward at 1e-4 relative (as in
@@ -21,7 +21,7 @@ from unittest import mock
 import pytest
 
 from swin_opt import torch as st
-from swin_opt.torch import patching
+from swin_opt.torch import projections
 from torch_weights import sharpen as _sharpen
 
 RTOL = 1e-4
@@ -38,20 +38,20 @@ def _logits(y):
 
 @contextlib.contextmanager
 def _no_torch_side_normalization():
-    """Record the _cosine_qk calls that normalize in torch (a logit scale given)."""
+    """Record the cosine_qk calls that normalize in torch (a logit scale given)."""
     calls = []
-    real = patching._cosine_qk
+    real = projections.cosine_qk
 
-    def refuse(torch, q, k, logit_scale, head_axis):
+    def refuse(q, k, logit_scale, head_axis):
         if logit_scale is not None:
             calls.append(tuple(q.shape))
-        real(torch, q, k, logit_scale, head_axis)
+        real(q, k, logit_scale, head_axis)
 
     mods = ("timm_patches", "torchvision_patches", "transformers_patches", "windows",
-            "patching")
+            "projections")
     with contextlib.ExitStack() as stack:
         for name in mods:
-            stack.enter_context(mock.patch(f"swin_opt.torch.{name}._cosine_qk", refuse,
+            stack.enter_context(mock.patch(f"swin_opt.torch.{name}.cosine_qk", refuse,
                                            create=False))
         yield calls
 
@@ -107,7 +107,7 @@ def test_transformers_swinv2_unshifted_uses_cosine_kernels(torch, opts):
     model = hf.Swinv2Model(config)
     _sharpen(torch, model)
     calls = _run(torch, model, torch.randn(2, 3, 32, 32), opts)
-    # one _cosine_qk per shifted block that has a real shift (8x8 map: 1; 4x4: none)
+    # one cosine_qk per shifted block that has a real shift (8x8 map: 1; 4x4: none)
     assert len(calls) == 1, calls
 
 
@@ -116,11 +116,11 @@ def test_grad_path_keeps_torch_normalization(torch):
     ls = torch.zeros(3, 1, 1, requires_grad=True)
     x = torch.zeros(2, 3)
     with torch.no_grad():
-        assert patching._cosine_kernel_scale(torch, ls, x) is ls
-    assert patching._cosine_kernel_scale(torch, ls, x) is None
-    assert patching._cosine_kernel_scale(torch, ls.detach(), x.requires_grad_()) is None
-    assert patching._cosine_kernel_scale(torch, ls.detach(), x.detach()) is not None
-    assert patching._cosine_kernel_scale(torch, None, x) is None
+        assert projections.cosine_kernel_scale(ls, x) is ls
+    assert projections.cosine_kernel_scale(ls, x) is None
+    assert projections.cosine_kernel_scale(ls.detach(), x.requires_grad_()) is None
+    assert projections.cosine_kernel_scale(ls.detach(), x.detach()) is not None
+    assert projections.cosine_kernel_scale(None, x) is None
 
 
 def test_cpb_table_cached_per_weight_version(torch, opts):

@@ -82,7 +82,7 @@ def test_op_window_layout(torch, ops, kernel_cache):
     assert np.abs(out.numpy() - want).max() <= 1e-5 * max(1, np.abs(want).max())
     # the op names its kernel by the string alone: a process that has not built it
     # (here: the in-process caches emptied) resolves it again at run time
-    ops._kernels.clear()
+    ops.forget_kernels()
     again = torch.ops.swin_opt.window_attention(q, k, v, table, None, key)
     assert torch.equal(again, out)
     # non-contiguous inputs are made contiguous by the op (inductor may pass any strides)
@@ -353,12 +353,12 @@ def test_warmup_builds_concurrently(torch, timm_model, img, tmp_path, capfd, ops
     err = capfd.readouterr().err
     assert "swin_opt: building kernels 3/3" in err
     assert _kernel_calls(timm_model) == 0 and _fallbacks(timm_model) == 0  # a dry run
-    built = dict(ops._kernels)
+    built = ops.loaded_keys()
     with torch.inference_mode():
         got = timm_model(img)
     assert _rel_err(got, want) <= RTOL
     assert _kernel_calls(timm_model) == N_LAYERS
-    assert ops._kernels == built  # nothing left to build at the first real call
+    assert ops.loaded_keys() == built  # nothing left to build at the first real call
     assert st.warmup(timm_model, img, progress=False) == 0
     assert "swin_opt" not in capfd.readouterr().err
 
