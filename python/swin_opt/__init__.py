@@ -12,15 +12,17 @@ Quick start::
 
 The independent NumPy reference lives in :mod:`swin_opt.reference`.
 
-Modules, each importing only those listed before it: :mod:`.errors`,
-:mod:`.dtypes` (element types, bfloat16 bits), :mod:`.geometry`
-(window/shift/resolution arguments), :mod:`.abi` (the C ABI description),
-:mod:`.reference` (the NumPy oracle), :mod:`.config` (:class:`KernelConfig`),
-:mod:`.tools` (finding and checking ``swin-aot``), :mod:`.cache` (the on-disk
-cache), :mod:`.kernel` (the CPU :class:`Kernel`), :mod:`.gpu_kernel` (the GPU
-kernel), :mod:`.build` (:func:`compile`), :mod:`.cuda` (GPU driver, torch
-tensors on the GPU), :mod:`.testing`; :mod:`.torch` (PyTorch integration) and
-the command lines (``python -m swin_opt``, :mod:`.export_mlir`) on top.
+Modules, each importing only those listed before it (checked by
+``python/tests/test_layout.py``): :mod:`.errors`, :mod:`.dtypes` (element
+types, bfloat16 bits), :mod:`.geometry` (window/shift/resolution arguments),
+:mod:`.abi` (the C ABI description), :mod:`.reference` (the NumPy oracle),
+:mod:`.config` (:class:`KernelConfig`), :mod:`.log` (what the package tells
+its user), :mod:`.tools` (finding and checking ``swin-aot``), :mod:`.cache`
+(the on-disk cache), :mod:`.kernel` (the CPU :class:`Kernel`),
+:mod:`.gpu_kernel` (the GPU kernel), :mod:`.build` (:func:`compile`),
+:mod:`.cuda` (GPU driver, torch tensors on the GPU), :mod:`.testing`; the
+command lines (``python -m swin_opt``, :mod:`.export_mlir`) and
+:mod:`.torch` (PyTorch integration) on top.
 """
 
 from . import abi, reference
