@@ -11,6 +11,7 @@ from typing import Any, Dict
 from . import ops
 from .fallback import Fallback, KernelUnavailable
 from .masks import NO_MASK, cached_match
+from .projections import onednn_linear
 from .tensors import dtype_name
 from .tracing import trace_constant
 
@@ -75,6 +76,7 @@ class Patch:
         # int attribute would be guarded by dynamo and force a recompile).
         self._compiled_counts = torch.zeros(2, dtype=torch.int64)  # [kernel, fallback]
         ops.register()
+        onednn_linear()  # decided now, not while dynamo traces (see its docstring)
 
     # -- helpers shared by the adapters -------------------------------------- #
     def original(self, module):

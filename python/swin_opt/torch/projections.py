@@ -54,7 +54,14 @@ _ONEDNN = None
 
 
 def onednn_linear() -> bool:
-    """Whether :func:`linear` runs float32 CPU projections through oneDNN."""
+    """Whether :func:`linear` runs float32 CPU projections through oneDNN.
+
+    Decided once per process, by the first call. Every patch makes that call
+    when it is created (:meth:`.patching.Patch._setup`), i.e. at swap time:
+    were the first call made while ``torch.compile`` or strict
+    ``torch.export`` traces, dynamo would refuse it
+    (``torch.backends.mkldnn.is_available`` is marked as skipped) and the
+    whole-graph compile or the export would fail."""
     global _ONEDNN
     if _ONEDNN is None:
         _ONEDNN = (os.environ.get("SWIN_OPT_ONEDNN", "1") != "0"
