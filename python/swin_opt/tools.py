@@ -16,36 +16,49 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from .abi import KERNEL_ABI
 from .errors import CompileError, SwinAotNotFoundError, SwinAotVersionError
 
-__all__ = ["find_swin_aot", "ToolInfo", "tool_info", "clear_tool_cache", "run_tool", "last_line"]
+__all__ = ["find_swin_aot", "source_checkout", "ToolInfo", "tool_info", "clear_tool_cache", "run_tool", "last_line"]
 
 
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+def source_checkout() -> Optional[Path]:
+    """The root of the swin-opt source checkout this package sits in (as
+    ``<root>/python/swin_opt``, beside ``<root>/CMakeLists.txt`` and
+    ``<root>/tools/swin-aot``), or None for an installed copy."""
+    package = Path(__file__).resolve().parent
+    root = package.parents[1]
+    if (package.parent.name == "python" and (root / "CMakeLists.txt").is_file()
+            and (root / "tools" / "swin-aot").is_dir()):
+        return root
+    return None
 
 
 def find_swin_aot() -> Path:
-    """Locate ``swin-aot``: ``$SWIN_AOT``, else ``<repo>/build/bin/swin-aot``, else ``PATH``."""
+    """Locate ``swin-aot``: ``$SWIN_AOT``, else, in a source checkout,
+    ``<checkout>/build/bin/swin-aot``, else ``PATH``."""
     env = os.environ.get("SWIN_AOT")
     if env:
         path = Path(env).expanduser()
         if path.is_file() and os.access(path, os.X_OK):
             return path.resolve()
         raise SwinAotNotFoundError(f"SWIN_AOT={env!r} is not an executable file")
-    candidate = _repo_root() / "build" / "bin" / "swin-aot"
-    if candidate.is_file() and os.access(candidate, os.X_OK):
+    root = source_checkout()
+    candidate = root / "build" / "bin" / "swin-aot" if root is not None else None
+    if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
         return candidate
     found = shutil.which("swin-aot")
     if found:
         return Path(found).resolve()
+    if candidate is not None:
+        build = f"build this checkout (scripts/setup.sh, or cmake) into {candidate}, "
+    else:
+        build = "build one from a swin-opt source checkout (its scripts/setup.sh), "
     raise SwinAotNotFoundError(
-        "swin-aot not found: set SWIN_AOT to its path, build it into "
-        f"{candidate}, or put it on PATH"
-    )
+        f"swin-aot not found: set SWIN_AOT to the path of a swin-aot executable, {build}"
+        "or put swin-aot on PATH")
 
 
 @dataclasses.dataclass(frozen=True)
