@@ -23,7 +23,7 @@ import pytest
 
 from swin_opt import reference as ref
 from swin_opt import torch as st
-from torch_weights import sharpen as _sharpen
+from swin_opt.testing import sharpen_weights
 
 RTOL = 1e-4
 
@@ -209,7 +209,7 @@ def _timm_model(timm_swin, torch, img, window, depths=(2, 2), heads=(2, 4), **kw
     model = timm_swin.SwinTransformer(img_size=img, patch_size=4, window_size=window,
                                       embed_dim=32, depths=depths, num_heads=heads,
                                       num_classes=10, **kw)
-    return _sharpen(torch, model).eval()
+    return sharpen_weights(model).eval()
 
 
 @pytest.mark.parametrize("layout", ["auto", "windows"])
@@ -237,7 +237,7 @@ def test_timm_dynamic_size(torch, timm_swin, opts):
 @pytest.mark.aot
 def test_timm_window_attention_module(torch, timm_swin, opts):
     """A bare WindowAttention: the mask it gets decides the kernel."""
-    attn = _sharpen(torch, timm_swin.WindowAttention(32, num_heads=4, window_size=4)).eval()
+    attn = sharpen_weights(timm_swin.WindowAttention(32, num_heads=4, window_size=4)).eval()
     x = torch.randn(2 * 12, 16, 32)
     mask = torch.from_numpy(ref.shift_mask((12, 16), (4, 4), 2)).float()
     with torch.no_grad():
@@ -362,7 +362,7 @@ def test_timm_v2_model(torch, opts, img, window, layout):
     model = timm_v2.SwinTransformerV2(img_size=img, patch_size=4, window_size=window,
                                       embed_dim=32, depths=(2, 2), num_heads=(2, 4),
                                       num_classes=10)
-    _sharpen(torch, model).eval()
+    sharpen_weights(model).eval()
     stats = _compare_model(torch, model, torch.randn(2, 3, img, img), 4, opts, layout=layout)
     block_level = [s for s in stats if s["method"] == "_attn"]
     assert len(block_level) == (4 if layout == "auto" else 0)
@@ -390,7 +390,7 @@ def test_torchvision_model(torch, tv_swin, opts, hw, window, depths, layout):
     model = tv_swin.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=list(depths),
                                     num_heads=[2, 4, 4][:len(depths)], window_size=list(window),
                                     num_classes=10)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     _compare_model(torch, model, torch.randn(2, 3, *hw), 2 * len(depths), opts, layout=layout)
 
 
@@ -407,7 +407,7 @@ def test_torchvision_v2_model(torch, tv_swin, opts, hw, window, layout):
                                     num_heads=[2, 4], window_size=list(window), num_classes=10,
                                     block=tv_swin.SwinTransformerBlockV2,
                                     downsample_layer=tv_swin.PatchMergingV2)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     _compare_model(torch, model, torch.randn(2, 3, *hw), 4, opts, layout=layout)
 
 
@@ -428,7 +428,7 @@ def test_transformers_model(torch, hf, opts, img, window):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = hf.SwinForImageClassification(config)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     _compare_model(torch, model, torch.randn(2, 3, img, img), 4, opts)
 
 

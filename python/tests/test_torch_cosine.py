@@ -9,8 +9,8 @@ and k).  The training/grad path keeps ``cosine_qk`` and the plain kernel.
 The continuous position bias table is computed once per weight version.
 
 Outputs are compared with the models' own forward at 1e-4 relative (as in
-test_torch), with weights re-drawn large (torch_weights.sharpen: SwinV2 logit
-scales up to 200, above the clamp at 100).
+test_torch), with weights re-drawn large (swin_opt.testing.sharpen_weights:
+SwinV2 logit scales up to 200, above the clamp at 100).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from swin_opt import torch as st
 from swin_opt.torch import projections
-from torch_weights import sharpen as _sharpen
+from swin_opt.testing import sharpen_weights
 
 RTOL = 1e-4
 
@@ -81,7 +81,7 @@ def test_timm_v2_uses_cosine_kernels(torch, opts, layout, img, window):
     model = timm_v2.SwinTransformerV2(img_size=img, patch_size=4, window_size=window,
                                       embed_dim=32, depths=(2, 2), num_heads=(2, 4),
                                       num_classes=10)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     assert _run(torch, model, torch.randn(2, 3, img, img), opts, layout=layout) == []
 
 
@@ -93,7 +93,7 @@ def test_torchvision_v2_uses_cosine_kernels(torch, opts, layout):
                                     num_heads=[2, 4], window_size=[4, 4], num_classes=10,
                                     block=tv_swin.SwinTransformerBlockV2,
                                     downsample_layer=tv_swin.PatchMergingV2)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     assert _run(torch, model, torch.randn(2, 3, 40, 40), opts, layout=layout) == []
 
 
@@ -105,7 +105,7 @@ def test_transformers_swinv2_unshifted_uses_cosine_kernels(torch, opts):
     config = hf.Swinv2Config(image_size=32, patch_size=4, window_size=4, embed_dim=32,
                              depths=[2, 2], num_heads=[2, 4])
     model = hf.Swinv2Model(config)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     calls = _run(torch, model, torch.randn(2, 3, 32, 32), opts)
     # one cosine_qk per shifted block that has a real shift (8x8 map: 1; 4x4: none)
     assert len(calls) == 1, calls
@@ -130,7 +130,7 @@ def test_cpb_table_cached_per_weight_version(torch, opts):
     torch.manual_seed(0)
     model = timm_v2.SwinTransformerV2(img_size=32, patch_size=4, window_size=4, embed_dim=32,
                                       depths=(2,), num_heads=(2,), num_classes=10)
-    _sharpen(torch, model).eval()
+    sharpen_weights(model).eval()
     mlp = model.layers[0].blocks[0].attn.cpb_mlp
     runs = []
     mlp.register_forward_hook(lambda *args: runs.append(1))

@@ -19,7 +19,7 @@ import pytest
 
 from swin_opt import reference as ref
 from swin_opt import torch as st
-from torch_weights import sharpen as _sharpen
+from swin_opt.testing import sharpen_weights
 
 RTOL = 1e-4
 N_LAYERS = 4
@@ -39,7 +39,7 @@ def timm_model(torch):
     torch.manual_seed(0)
     model = swin.SwinTransformer(img_size=56, patch_size=4, window_size=7, embed_dim=32,
                                  depths=(2, 2), num_heads=(2, 4), num_classes=10)
-    return _sharpen(torch, model).eval()
+    return sharpen_weights(model).eval()
 
 
 @pytest.fixture(scope="module")
