@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
+import threading
 import shutil
 import subprocess
 import tempfile
@@ -28,7 +28,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import abi as _abi
-from . import cache
+from . import cache, log
 from .cache import Artifacts
 from .config import DEFAULT_EMIT, EMITS, KernelConfig, describe, make_config
 from .errors import CompileError
@@ -36,11 +36,17 @@ from .gpu_kernel import GpuKernel
 from .kernel import Kernel, is_torch_tensor
 from .tools import ToolInfo, find_swin_aot, last_line, run_tool, tool_info
 
-__all__ = ["compile", "build_runtime", "CUDA_HOME"]
+__all__ = ["compile", "build_runtime", "builds", "CUDA_HOME"]
 
 #: The CUDA toolkit the GPU host runtimes are built against (``$CUDA_HOME``).
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-_log = logging.getLogger("swin_opt")
+_builds = 0
+_builds_lock = threading.Lock()
+
+
+def builds() -> int:
+    """How many kernels this process has built (cache hits are not builds)."""
+    return _builds
 
 
 def compile(  # noqa: A001 - the public name is part of the API
@@ -252,6 +258,7 @@ def _build(info: ToolInfo, cfg: KernelConfig, emit: str, table_bytes: Optional[b
            root: Path, final: Path) -> None:
     """Run swin-aot (and, for GPU binaries, build the host runtime) into a temporary
     directory, check every expected output, then publish it as ``final`` atomically."""
+    global _builds
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     try:
@@ -281,8 +288,6 @@ def _build(info: ToolInfo, cfg: KernelConfig, emit: str, table_bytes: Optional[b
         meta = {"config": dataclasses.asdict(cfg), "emit": emit, "command": cmd,
                 "tool_version": info.version,
                 "build_seconds": round(time.perf_counter() - start, 3)}
-        _log.info("swin_opt: built %s (--emit=%s) in %.1f s", describe(cfg), emit,
-                  meta["build_seconds"])
         (tmp / cache.META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         try:
             os.rename(tmp, final)  # atomic publish
@@ -293,3 +298,7 @@ def _build(info: ToolInfo, cfg: KernelConfig, emit: str, table_bytes: Optional[b
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+    with _builds_lock:
+        _builds += 1
+    # A build takes seconds: one line for each, also without a terminal (swin_opt.log).
+    log.info(f"swin_opt: built {describe(cfg)} (--emit={emit}) in {meta['build_seconds']:.1f} s")

@@ -8,6 +8,7 @@ compiler are tested in test_kernel.py.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -92,6 +93,35 @@ def test_cache_hits_and_keys(fake):
     fake["compile"]((3, 3), 2, 8)
     assert fake["builds"]() == 5
     assert not list(fake["cache"].glob(".build-*"))  # temporaries are cleaned up
+
+
+def _stderr_of_compiles(fake, setup: str = "") -> str:
+    """stderr of a fresh interpreter (nothing configures logging there) that runs
+    ``setup``, compiles two configurations, one of them twice."""
+    code = (f"{setup}\nimport swin_opt\n"
+            f"for scale in (None, None, 0.5):\n"
+            f"    swin_opt.compile((3, 3), 2, 8, scale=scale, cache_dir={str(fake['cache'])!r})\n")
+    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def test_each_build_says_so_on_stderr_when_logging_is_not_configured(fake):
+    lines = _stderr_of_compiles(fake).splitlines()
+    assert len(lines) == 2 and fake["builds"]() == 2, lines  # the cache hit builds nothing
+    assert lines[0].startswith("swin_opt: built window=3x3 heads=2 head_dim=8") and \
+        lines[0].endswith(" s"), lines
+    assert "scale=0.5" in lines[1], lines
+
+
+def test_builds_go_to_the_logger_when_logging_is_configured(fake, caplog):
+    setup = "import logging\nlogging.basicConfig(level=logging.WARNING)"
+    assert _stderr_of_compiles(fake, setup) == ""  # the application's choice
+    with caplog.at_level(logging.INFO, logger="swin_opt"):
+        fake["compile"]((3, 3), 2, 8, scale=0.25)
+    built = [r for r in caplog.records if r.name == "swin_opt" and "built" in r.getMessage()]
+    assert len(built) == 1 and built[0].levelno == logging.INFO, caplog.records
 
 
 def test_cache_key_includes_version(fake, monkeypatch):

@@ -69,8 +69,9 @@ and ``torch.export.export(..., strict=True)`` exports them.  Dynamo traces
 the patches without graph breaks: their data-dependent checks (shift-mask
 identification, the relative position index) and the kernel builds run once,
 at trace time, on the real buffers (:func:`.tracing.trace_constant`);
-changing a mask buffer's contents after compiling is not seen.  Non-strict export sees
-fake buffers, cannot identify masks and exports the original attention there.
+changing a mask buffer's contents after compiling is not seen.  Non-strict
+export sees fake buffers, cannot identify masks and exports the original
+attention there.
 
 Copies
 ------
@@ -81,9 +82,10 @@ reset; loading needs :mod:`swin_opt` importable).
 Kernel builds
 -------------
 Each distinct configuration is built by ``swin-aot`` on first use (about
-1-3 s; a line on stderr when ``$SWIN_OPT_PROGRESS=1`` or stderr is a
-terminal).  :func:`warmup` builds all of a model's kernels ahead of time,
-concurrently.
+1-3 s), and each build says so in one line: on the ``swin_opt`` logger at
+INFO, or on stderr when the application configured no logging
+(:mod:`swin_opt.log`).  :func:`warmup` builds all of a model's kernels ahead
+of time, concurrently.
 
 The kernels run on the calling thread's GNU OpenMP team: in a PyTorch
 process that is torch's own intra-op pool (``torch.set_num_threads``), so

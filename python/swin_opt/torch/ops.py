@@ -63,18 +63,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import sys
 import threading
-import time
 import warnings
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from .. import build, log
 from .. import reference as _ref
 from ..config import describe, make_config
 from ..errors import CompileError, SwinAotNotFoundError
-from ..log import progress_enabled
 from .fallback import Fallback
 from .tensors import compile_kernel, require_torch
 from .tracing import apply_trace_constants, trace_constant
@@ -189,6 +187,7 @@ _recording: Optional[Dict[str, None]] = None
 _muted = 0
 _specs: Dict[tuple, KernelSpec] = {}
 _warned: set = set()
+_hinted = False  # the warmup hint of _kernel_first_use was given
 
 
 class _Recorder(dict):
@@ -272,7 +271,7 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
         pending = True
     else:
         try:
-            _kernel_first_use(key, cfg)
+            _kernel_first_use(key)
         except (CompileError, SwinAotNotFoundError, NotImplementedError,
                 ValueError, OSError) as exc:
             error = f"no kernel: {exc}"
@@ -290,26 +289,20 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     return _remember(memo, spec)
 
 
-def _kernel_first_use(key: str, cfg) -> None:
-    """:func:`kernel_for` from a patched module's call, with a progress line on stderr
-    when this process has not loaded the kernel yet (see :mod:`.warmup`)."""
+def _kernel_first_use(key: str) -> None:
+    """:func:`kernel_for` from a patched module's call. Each build says so itself
+    (:func:`swin_opt.log.info`); the first time a model's call builds one, a line
+    also says how to build them all ahead of time."""
+    global _hinted
     if key in _kernels:
         return
-    show = progress_enabled()
-    start = time.perf_counter()
-    if show:
-        sys.stderr.write(f"swin_opt: kernel for {describe(cfg)} (first use; "
-                         "swin_opt.torch.warmup builds them all at once) ...")
-        sys.stderr.flush()
-    ok = False
-    try:
-        kernel_for(key)
-        ok = True
-    finally:
-        if show:
-            sys.stderr.write(f" {'ready' if ok else 'failed'} in "
-                             f"{time.perf_counter() - start:.1f} s\n")
-            sys.stderr.flush()
+    before = build.builds()
+    kernel_for(key)
+    if not _hinted and build.builds() > before:
+        _hinted = True
+        log.info("swin_opt: kernels are built when a swapped model first needs them; "
+                 "swin_opt.torch.warmup(model, example) builds them ahead of time, "
+                 "concurrently")
 
 
 def _error_spec(error: str) -> KernelSpec:

@@ -11,11 +11,14 @@ processes (so the builds overlap each other and the dry forward).
 
 Progress: one line on stderr, rewritten in place, when ``progress=True``;
 the default is ``$SWIN_OPT_PROGRESS`` (``1``/``0``), else whether stderr is
-a terminal.  Every build is also logged (logger ``swin_opt``, INFO).
+a terminal.  Otherwise each build says so in a line of its own, as every
+build does (:func:`swin_opt.log.info`: the ``swin_opt`` logger at INFO, or
+stderr when the application configured no logging).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -23,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Optional
 
-from ..log import logger, progress_enabled
+from .. import log
 from . import ops
 from .tensors import require_torch
 
@@ -35,11 +38,14 @@ except ImportError:  # swin_opt.torch imports without PyTorch; its entry points 
 
 class _Builder:
     """Builds kernels in a thread pool of ``swin-aot`` processes as keys are submitted,
-    with a progress line on stderr."""
+    with a progress line on stderr (instead of a line per build) when ``show``."""
 
     def __init__(self, workers: Optional[int], progress: Optional[bool]):
         self.workers = max(1, workers or os.cpu_count() or 1)
-        self.show = progress_enabled(progress)
+        self.show = log.progress_enabled(progress)
+        self._quiet = contextlib.ExitStack()
+        if self.show:
+            self._quiet.enter_context(log.quiet())
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="swin-aot")
         self.futures = {}
         self.lock = threading.Lock()
@@ -55,12 +61,10 @@ class _Builder:
         self._line()
 
     def _one(self, key):
-        t = time.perf_counter()
         try:
             ops.kernel_for(key)
-            logger.info("swin_opt: kernel ready (%.1f s): %s", time.perf_counter() - t, key)
         except Exception as exc:  # reported again, as a fallback, on first use
-            logger.warning("swin_opt: kernel build failed: %s: %s", key, exc)
+            log.logger.warning("swin_opt: kernel build failed: %s: %s", key, exc)
             with self.lock:
                 self.failed += 1
         with self.lock:
@@ -82,6 +86,7 @@ class _Builder:
         self.pool.shutdown(wait=True)
         if self.futures:
             self._line(final=True)
+        self._quiet.close()
         return len(self.futures)
 
 
