@@ -243,7 +243,9 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
 
 
 def describe(cfg: KernelConfig) -> str:
-    """Short human-readable description of a configuration."""
+    """Short human-readable description of a configuration: every field that
+    changes what is built but the table (two cache entries of different
+    configurations are described differently)."""
     parts = [f"window={'x'.join(map(str, cfg.window))}", f"heads={cfg.heads}",
              f"head_dim={cfg.head_dim}", f"dtype={DTYPE_NAMES[cfg.dtype]}"]
     if cfg.resolution is not None:
@@ -261,4 +263,14 @@ def describe(cfg: KernelConfig) -> str:
         parts.append(f"scale={cfg.scale!r}")
     if cfg.target != "cpu":
         parts.append(f"target={cfg.target}:{cfg.chip}")
+    if cfg.cpu is not None:
+        parts.append(f"cpu={cfg.cpu}")
+    if cfg.kernel is not None:
+        parts.append(f"kernel={cfg.kernel}")
+    if not cfg.parallel:
+        parts.append("no-parallel")
+    if cfg.grad:
+        parts.append("grad")  # also the gradient's entry point (a different library)
+    if cfg.name != DEFAULT_NAME:
+        parts.append(f"name={cfg.name}")
     return " ".join(parts)

@@ -21,11 +21,11 @@ from swin_opt.config import make_config
 DAY = 86400.0
 
 
-def _entry(root, name, size, age_days, heads=2):
-    d = root / f"k-{name}"
+def _entry(root, key, size, age_days, heads=2, **options):
+    d = root / f"k-{key}"
     d.mkdir(parents=True)
     (d / "kernel.so").write_bytes(b"x" * size)
-    cfg = make_config((7, 7), heads, 32, resolution=(14, 14), shift=3)
+    cfg = make_config((7, 7), heads, 32, resolution=(14, 14), shift=3, **options)
     meta = d / "config.json"
     meta.write_text(json.dumps({"config": dataclasses.asdict(cfg), "emit": "so"}))
     t = time.time() - age_days * DAY
@@ -55,6 +55,18 @@ def test_cache_entries(cache):
     assert "emit=so" in old.description
     assert "incomplete" in entries[0].description
     assert C.cache_entries(cache / "missing") == []
+
+
+def test_entries_of_other_builds_have_other_descriptions(tmp_path):
+    """A gradient kernel (and a build for another CPU, kernel or thread mode) is not
+    described like the forward kernel of the same configuration."""
+    variants = [{}, {"grad": True}, {"cpu": "x86-64-v3"}, {"kernel": "rows"},
+                {"parallel": False}, {"name": "attn"}]
+    for i, options in enumerate(variants):
+        _entry(tmp_path, f"v{i}", 10, i, **options)
+    descriptions = [e.description for e in reversed(C.cache_entries(tmp_path))]
+    assert len(set(descriptions)) == len(variants), descriptions
+    assert "grad" in descriptions[1] and "grad" not in descriptions[0]
 
 
 def test_prune_by_age_and_size(cache):
