@@ -130,27 +130,37 @@ def test_torchvision_swin3d_depth_shift_and_padding(torch, tv_video, opts):
 
 
 @pytest.mark.aot
-def test_torchvision_swin3d_truncated_index_falls_back(torch, tv_video, opts):
+def test_torchvision_swin3d_truncated_index_falls_back(torch, tv_video, opts, monkeypatch):
     # maps (2, 8, 8) then (2, 4, 3): the width of the second stage is below the
     # 4-wide window, torchvision shrinks it and takes relative_position_index[:n, :n]
     # of the full window, which is not a relative position bias: those layers keep
-    # their own forward, and say why
+    # their own forward, and say why: in patch_stats, and in one warning per reason
+    # (two layers, two forwards: one warning)
+    from swin_opt.torch import fallback
+
+    monkeypatch.setattr(fallback, "warned_reasons", set())  # this process's warnings
     model = _small_video_swin(tv_video, torch)
     x = torch.randn(1, 3, 4, 32, 24)
     with torch.inference_mode():
         want = model(x)
     assert st.swap_attention(model, **opts) == 4
-    with torch.inference_mode():
+    with warnings.catch_warnings(record=True) as caught, torch.inference_mode():
+        warnings.simplefilter("always")
         got = model(x)
+        model(x)
     stats = {s["name"]: s for s in st.patch_stats(model)}
     st.restore_attention(model)
     assert _rel_err(got, want) <= RTOL
     for name, s in stats.items():
         if name.startswith("features.2."):
-            assert s["kernel_calls"] == 0 and s["fallback_calls"] == 1, s
+            assert s["kernel_calls"] == 0 and s["fallback_calls"] == 2, s
             assert "not a relative position bias" in next(iter(s["fallback_reasons"]))
         else:
-            assert s["kernel_calls"] == 1 and s["fallback_calls"] == 0, s
+            assert s["kernel_calls"] == 2 and s["fallback_calls"] == 0, s
+    fallbacks = [w for w in caught if issubclass(w.category, st.FallbackWarning)]
+    assert len(fallbacks) == 1, [str(w.message) for w in caught]
+    message = str(fallbacks[0].message)
+    assert "not a relative position bias" in message and "features.2." in message, message
 
 
 # --------------------------------------------------------------------------- #

@@ -56,8 +56,10 @@ autograd (run under :func:`torch.no_grad` / :func:`torch.inference_mode`;
 the kernels have no backward), non-CPU tensors, dtypes other than
 float32/float16/bfloat16, ``torch.jit.script`` / ``torch.jit.trace``, a mask
 that is not a Swin shift mask, requested attention probabilities or head
-masks (transformers).  :func:`patch_stats` reports how often each module used
-the kernel and why it fell back; :func:`restore_attention` undoes the patch.
+masks (transformers).  Each reason is warned about once per process
+(:class:`FallbackWarning`); :func:`patch_stats` reports how often each module
+used the kernel and why it fell back; :func:`restore_attention` undoes the
+patch.
 
 torch.compile and torch.export
 ------------------------------
@@ -104,7 +106,7 @@ entry points) and :mod:`.warmup`.
 
 from __future__ import annotations
 
-from .fallback import KernelUnavailable
+from .fallback import FallbackWarning, KernelUnavailable
 from .masks import NO_MASK, match_shift_mask
 from .swap import patch_stats, restore_attention, swap_attention, unpatched
 from .tensors import attention, compile_kernel
@@ -119,6 +121,7 @@ __all__ = [
     "patch_stats",
     "unpatched",
     "KernelUnavailable",
+    "FallbackWarning",
     "NO_MASK",
     "warmup",
     "build_kernels",

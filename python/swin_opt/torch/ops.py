@@ -64,14 +64,13 @@ import contextlib
 import functools
 import json
 import threading
-import warnings
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from .. import build, log
 from .. import reference as _ref
-from ..config import describe, make_config
+from ..config import make_config
 from ..errors import CompileError, SwinAotNotFoundError
 from .fallback import Fallback
 from .tensors import compile_kernel, require_torch
@@ -186,7 +185,6 @@ _recording: Optional[Dict[str, None]] = None
 #: it (timm's WindowAttention in a block) are not run by the swapped model.
 _muted = 0
 _specs: Dict[tuple, KernelSpec] = {}
-_warned: set = set()
 _hinted = False  # the warmup hint of _kernel_first_use was given
 
 
@@ -274,11 +272,7 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
             _kernel_first_use(key)
         except (CompileError, SwinAotNotFoundError, NotImplementedError,
                 ValueError, OSError) as exc:
-            error = f"no kernel: {exc}"
-            if error not in _warned:
-                _warned.add(error)
-                warnings.warn(f"swin_opt: modules needing {describe(cfg)} run their "
-                              f"original forward: {exc}", stacklevel=2)
+            error = f"no kernel: {exc}"  # the patches fall back, and warn once
     spec = KernelSpec(key=key, window=cfg.window, shift=cfg.shift, resolution=cfg.resolution,
                       layout=cfg.layout, packed_qkv=cfg.packed_qkv,
                       windows_per_image=cfg.windows_per_image, dtype=cfg.dtype, error=error,

@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, Dict
 
 from . import ops
-from .fallback import Fallback, KernelUnavailable
+from .fallback import Fallback, KernelUnavailable, warn_fallback
 from .masks import NO_MASK, cached_match
 from .projections import onednn_linear
 from .tensors import dtype_name
@@ -229,8 +229,8 @@ class Patch:
         except Fallback as why:
             reason = str(why)
             if not self.options.fallback:
-                raise KernelUnavailable(f"swin_opt: {self.framework} module {self.name or '<root>'}"
-                                        f" cannot use the kernel: {reason}") from None
+                raise KernelUnavailable(f"swin_opt: {self.describe()} cannot use the kernel: "
+                                        f"{reason}") from None
             if compiling:
                 _note_reason(self, reason)  # at trace time
                 if not torch.compiler.is_exporting():
@@ -238,6 +238,7 @@ class Patch:
             else:
                 self.fallback_calls += 1
                 self.fallback_reasons[reason] += 1
+                warn_fallback(reason, self.describe())
             return self.original(module)(*args, **kwargs)
         if compiling:
             if not torch.compiler.is_exporting():
@@ -245,6 +246,10 @@ class Patch:
         else:
             self.kernel_calls += 1
         return out
+
+    def describe(self) -> str:
+        """The patched module, for messages: framework, name and method."""
+        return f"{self.framework} module {self.name or '<root>'} ({self.attr})"
 
     def run(self, module, *args, **kwargs):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -277,10 +282,11 @@ def _freeze(v):
 
 @trace_constant
 def _note_reason(patch, reason: str) -> None:
-    """Record a fallback reason seen while torch.compile traces.  A
-    :func:`~.tracing.trace_constant`: runs at trace time only, and dynamo does not
-    guard on the set it fills."""
+    """Record (and warn once about) a fallback reason seen while torch.compile
+    traces.  A :func:`~.tracing.trace_constant`: runs at trace time only, and
+    dynamo does not guard on the set it fills."""
     patch.compiled_fallback_reasons.add(reason)
+    warn_fallback(reason, patch.describe())
 
 
 def attention_dropout(module) -> float:
