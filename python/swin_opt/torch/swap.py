@@ -312,8 +312,9 @@ def unpatched(model) -> List[dict]:
     left alone, one dict each: ``name``, ``framework``, ``class`` (qualified) and
     ``reason``.  Covers supported classes in a configuration the kernels do not take,
     classes of frameworks excluded by ``frameworks=``, and window-attention classes
-    swin_opt does not know.  Calls that fall back at run time are in
-    :func:`patch_stats`."""
+    swin_opt does not know.  Calls that fall back at run time are counted in
+    :func:`patch_stats` and warned about once per reason
+    (:class:`~.fallback.FallbackWarning`)."""
     out = []
     for name, module in model.named_modules():
         entry = _skipped.get(module)
