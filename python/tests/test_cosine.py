@@ -120,7 +120,7 @@ def test_unfused_reference_lowering_agrees(aot_path, tmp_path):
     """swin-aot --unfused: the step-by-step lowering computes the same."""
     import subprocess
 
-    from swin_opt.compiler import Kernel
+    from swin_opt import Kernel
 
     lib = tmp_path / "unfused.so"
     subprocess.run([str(aot_path), "--window=8,8", "--heads=3", "--head-dim=32",
@@ -179,7 +179,7 @@ def test_cpb_mlp_table_at_compile_time(aot_path, tmp_path, pretrained):
     compiler from the MLP's weights (the table argument is NULL)."""
     import subprocess
 
-    from swin_opt.compiler import Kernel
+    from swin_opt import Kernel
 
     window, heads, d, hidden = (8, 8), 3, 32, 64
     rng = np.random.default_rng(21)
