@@ -59,16 +59,16 @@ def check(out, expected, what):
 
 
 def torch_prep(q, k, logit_scale):
-    """The patches' former SwinV2 preparation (swin_opt.torch.patching._cosine_qk)."""
+    """The patches' former SwinV2 preparation (swin_opt.torch.projections.cosine_qk)."""
     try:
         import torch
     except ImportError:
         return None
-    from swin_opt.torch.patching import _cosine_qk
+    from swin_opt.torch.projections import cosine_qk
 
     tq, tk = torch.from_numpy(q.copy()), torch.from_numpy(k.copy())
     ls = torch.from_numpy(logit_scale).reshape(-1, 1, 1)
-    return lambda: _cosine_qk(torch, tq, tk, ls, head_axis=1)
+    return lambda: cosine_qk(tq, tk, ls, head_axis=1)
 
 
 def main(argv=None) -> int:

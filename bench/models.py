@@ -5,7 +5,8 @@
                            [--models timm,torchvision,transformers] [--json out.json]
 
 For each model (Swin-T of timm, torchvision and transformers, random
-weights, eval mode, ``torch.inference_mode``) and batch size it builds the
+weights redrawn by ``swin_opt.testing.sharpen_weights``, eval mode,
+``torch.inference_mode``) and batch size it builds the
 original and a deep copy swapped by :func:`swin_opt.torch.swap_attention`,
 checks that their outputs agree (1e-4 relative; the run fails otherwise),
 then times one forward of each **alternately**, ``--repeat`` times, and
@@ -42,7 +43,8 @@ from typing import Callable, Dict, List
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from swin_opt.compiler import Kernel  # noqa: E402
+from swin_opt import Kernel  # noqa: E402
+from swin_opt.testing import sharpen_weights  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -85,6 +87,16 @@ MODELS: Dict[str, Callable] = {
 EXTRA_MODELS: Dict[str, Callable] = {"timm-swinv2": timm_swinv2_t}
 IMAGE_SIZE: Dict[str, int] = {"timm-swinv2": 256}
 ALL_MODELS: Dict[str, Callable] = {**MODELS, **EXTRA_MODELS}
+
+
+def random_model(torch, name: str):
+    """Model ``name`` with random weights, in eval mode: every parameter redrawn
+    (:func:`swin_opt.testing.sharpen_weights`, as the tests do), so that the
+    comparison with the swapped copy can fail. The frameworks' inits leave
+    norm scales at 1 and biases at 0, and timm's SwinV2 zero-initialises its
+    post-norms: its attention would not reach the output at all."""
+    torch.manual_seed(0)
+    return sharpen_weights(ALL_MODELS[name](torch))
 
 
 def first_tensor(y):
@@ -175,8 +187,7 @@ def bench_model(torch, name: str, batch: int, repeat: int, compile_too: bool,
                 clock: KernelClock, openvino_too: bool = False) -> dict:
     from swin_opt.torch import patch_stats, swap_attention
 
-    torch.manual_seed(0)
-    original = ALL_MODELS[name](torch).eval()
+    original = random_model(torch, name)
     swapped = copy.deepcopy(original)
     layers = swap_attention(swapped)
     size = IMAGE_SIZE.get(name, 224)

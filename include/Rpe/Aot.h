@@ -54,6 +54,13 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context,
 /// (`--grad`): `NAME_backward_sum_tables`.
 std::string getTableGradientSumName(const KernelConfig &config);
 
+/// The largest count the entry point in `direction` accepts (CPU and GPU;
+/// EntryPoint.cpp): every buffer's size in bytes fits in int64_t
+/// (KernelAbi::getMaxCount), and so do the unfused lowering's per-window
+/// intermediates. A larger count is an invalid argument: no machine holds
+/// its buffers, and the products of the count would wrap.
+int64_t getCountLimit(const KernelConfig &config, Direction direction);
+
 /// What the configured CPU (its name, or this machine for "native") has
 /// that the CPU kernel's code depends on.
 struct CpuVectorFeatures {

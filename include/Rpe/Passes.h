@@ -3,7 +3,7 @@
 #ifndef RPE_PASSES_H
 #define RPE_PASSES_H
 
-#include "Rpe/Codegen.h"
+#include "Rpe/KernelEnums.h"
 #include "Rpe/NvptxTarget.h"
 #include "Rpe/RpeOps.h"
 
@@ -28,35 +28,6 @@
 
 namespace mlir::rpe {
 
-/// What rpe-gpu-pipeline and rpe-gpu-module-to-binary leave in a gpu.binary.
-enum class GpuBinaryFormat {
-  /// PTX.
-  Isa,
-  /// A cubin, from the toolkit's ptxas.
-  Bin,
-  /// A fatbin (cubin and PTX), from ptxas and fatbinary.
-  Fatbin,
-  /// No binary: the gpu.module stays in the NVVM dialect.
-  None,
-};
-
-/// The spelling of `format` in gpu-module-to-binary's
-/// compilation-target option (and rpe-gpu-pipeline's): isa, bin, fatbin,
-/// none.
-llvm::StringRef stringifyGpuBinaryFormat(GpuBinaryFormat format);
-std::optional<GpuBinaryFormat> symbolizeGpuBinaryFormat(llvm::StringRef name);
-
-/// The spellings of GpuBinaryFormat in pass and pipeline options.
-inline auto gpuBinaryFormatValues() {
-  return llvm::cl::values(
-      clEnumValN(GpuBinaryFormat::Isa, "isa", "PTX"),
-      clEnumValN(GpuBinaryFormat::Bin, "bin", "a cubin (ptxas)"),
-      clEnumValN(GpuBinaryFormat::Fatbin, "fatbin",
-                 "a fatbin (ptxas, fatbinary)"),
-      clEnumValN(GpuBinaryFormat::None, "none",
-                 "no binary: stop at the NVVM dialect"));
-}
-
 #define GEN_PASS_DECL
 #include "Rpe/Passes.h.inc"
 
@@ -67,15 +38,6 @@ inline auto gpuBinaryFormatValues() {
 /// computes from its constant operands. Fails, leaving the IR untouched,
 /// when the value is not known at compile time.
 LogicalResult replaceWithFoldedConstant(RewriterBase &rewriter, Operation *op);
-
-/// The spellings of KernelStrategy in pass and pipeline options.
-inline auto kernelStrategyValues() {
-  return llvm::cl::values(
-      clEnumValN(KernelStrategy::Tiles, "tiles", "the CPU's FMA tiles"),
-      clEnumValN(KernelStrategy::Rows, "rows", "one softmax per query row"),
-      clEnumValN(KernelStrategy::Warps, "warps",
-                 "a warp per (window, head) on tensor-core tiles"));
-}
 
 /// Options of `rpe-cpu-pipeline`.
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
@@ -91,12 +53,14 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<int64_t> vectorWidth{
       *this, "vector-width",
-      llvm::cl::desc("f32 lanes per vector in the fused kernel"),
+      llvm::cl::desc("f32 lanes of the fused kernel's vectors (8 for AVX2, 16 "
+                     "for AVX-512)"),
       llvm::cl::init(8)};
   PassOptions::Option<bool> bf16Dot{
       *this, "bf16-dot",
-      llvm::cl::desc("bf16 operands take AVX512-BF16 dot products (the CPU "
-                     "must have AVX512-BF16)"),
+      llvm::cl::desc("bf16 operands take AVX512-BF16 dot products "
+                     "(vdpbf16ps; the CPU must have AVX512-BF16) at "
+                     "vector-width=16"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> avx512{
       *this, "avx512",
@@ -107,10 +71,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "kernel",
       llvm::cl::desc("The fused kernel: tiles (the CPU's), or the GPU's rows "
                      "or warps, run on the host to test them"),
-      llvm::cl::init(KernelStrategy::Tiles), kernelStrategyValues()};
+      llvm::cl::init(KernelStrategy::Tiles),
+      enumOptionValues(symbolizeKernelStrategy)};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
-      llvm::cl::desc("Run windows x heads in parallel through OpenMP"),
+      llvm::cl::desc("Run the (window, head) items in parallel through "
+                     "OpenMP"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> matmul{
       *this, "matmul",
@@ -153,17 +119,24 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "opt-level", llvm::cl::desc("LLVM optimization level (0 to 3)"),
       llvm::cl::init(3)};
   PassOptions::Option<GpuBinaryFormat> format{
-      *this, "format", llvm::cl::desc("What gpu.binary holds"),
-      llvm::cl::init(GpuBinaryFormat::Isa), gpuBinaryFormatValues()};
+      *this, "format",
+      llvm::cl::desc("What the gpu.binary holds: isa (PTX), bin (a cubin, "
+                     "from ptxas), fatbin (cubin and PTX, from ptxas and "
+                     "fatbinary) or none (no binary: the gpu.module stays in "
+                     "the NVVM dialect)"),
+      llvm::cl::init(GpuBinaryFormat::Isa),
+      enumOptionValues(symbolizeGpuBinaryFormat)};
   PassOptions::Option<KernelStrategy> kernel{
       *this, "kernel",
       llvm::cl::desc("warps (tensor cores, where the op qualifies, else "
                      "rows) or rows (a thread per query row)"),
-      llvm::cl::init(KernelStrategy::Warps), kernelStrategyValues()};
+      llvm::cl::init(KernelStrategy::Warps),
+      enumOptionValues(symbolizeKernelStrategy)};
   PassOptions::Option<int64_t> keyBlock{
       *this, "key-block",
-      llvm::cl::desc("warps: keys per online-softmax step (16..64; 0: "
-                     "chosen per window)"),
+      llvm::cl::desc("warps: keys per online-softmax step, 16 to 64, "
+                     "dividing N rounded up to 16 (0: the largest that "
+                     "does)"),
       llvm::cl::init(0)};
   PassOptions::Option<int64_t> warpsPerBlock{
       *this, "warps-per-block",
@@ -172,8 +145,8 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(0)};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit (libdevice, ptxas); passed explicitly "
-                     "because test environments are stripped"),
+      llvm::cl::desc("CUDA toolkit (libdevice, ptxas, fatbinary); passed "
+                     "explicitly because test environments are stripped"),
       llvm::cl::init(SWIN_CUDA_TOOLKIT_DEFAULT)};
 };
 

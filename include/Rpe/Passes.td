@@ -21,7 +21,9 @@ def RpeFoldRelativeIndex : Pass<"rpe-fold-relative-index"> {
 
     so that no index arithmetic is left for run time. An `rpe.lookup` of a
     table that is not constant is left alone: its index is folded into
-    constant addresses by the lowering that consumes it.
+    constant addresses by the lowering that consumes it. The values are the
+    ops' folders (`lib/Rpe/RpeOps.cpp`), so this pass, the canonicalizer and
+    the lowerings agree.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
@@ -30,22 +32,23 @@ def ConvertRpeToLinalg : Pass<"convert-rpe-to-linalg"> {
   let summary = "Lower rpe ops to linalg, tensor, arith and math (unfused)";
   let description = [{
     The reference lowering: every `rpe` op becomes upstream tensor-level ops,
-    step by step as a framework would run them, with no fusion.
+    step by step as a framework would run them, with no fusion. It exists as
+    the correctness baseline of the fused lowering and as the "unfused"
+    point of comparison of the benchmarks.
 
     * `rpe.relative_index` and `rpe.shift_mask` become constants;
     * `rpe.lookup` becomes a `linalg.generic` that gathers
       `table[idx[i, j], h]` with `idx` a constant tensor;
     * `rpe.window_attention` becomes an `scf.forall` over windows and heads
-      whose body computes, on `N x N` tiles in f32, the scaled product
-      `(scale * q) kᵀ`, adds the bias and the mask, a three-step softmax
-      (row max, `exp(s - max)` with its row sum, division) and the product
-      with `v`, and writes the result in the layout of the op's result;
+      whose body computes the attention of one `N x N` tile in f32, one
+      `linalg.generic` per step (scores, bias and mask, the softmax's max,
+      exponentials, sum and division, `P·v`), written in the layout of the
+      op's result;
     * `rpe.window_partition` and `rpe.window_reverse` become gathers;
     * `linalg.softmax` (attention spelled out in linalg that did not fuse)
       is decomposed into its generics, which loops can lower.
 
-    It exists as the correctness baseline of the fused lowering and as the
-    "unfused" point of comparison of the benchmarks.
+    The steps: `lib/Transforms/ConvertRpeToLinalg.cpp`.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -64,7 +67,10 @@ def RpeRaiseWindowAttention : Pass<"rpe-raise-window-attention"> {
     comes from an importer, where Swin's attention is spelled out in
     upstream ops and nothing would fuse. This pass finds it in
     torch-mlir's linalg-on-tensors form (timm's `WindowAttention`,
-    `SwinTransformerBlock`):
+    `SwinTransformerBlock`) and rewrites it to `rpe.window_attention` over
+    `rpe.lookup(table)` (head-major result, collapsed back to the
+    importer's `[B*H, N, d]`), so that `rpe-fuse-bias-softmax` fuses it.
+    It accepts:
 
     * `q` scaled by a constant (an f64 truncated in the body), or the
       scores scaled (or divided) after the product;
@@ -79,20 +85,18 @@ def RpeRaiseWindowAttention : Pass<"rpe-raise-window-attention"> {
       `[B/nW, nW, H, N, N]` view;
     * `linalg.softmax` over the keys, or its decomposition: a max reduction
       (an argmax computed beside it is ignored), sub, exp, sum, div;
-    * the `P·v` `linalg.batch_matmul`,
+    * the `P·v` `linalg.batch_matmul`.
 
-    and rewrites it to `rpe.window_attention` over `rpe.lookup(table)`
-    (head-major result, collapsed back to the importer's `[B*H, N, d]`),
-    so that `rpe-fuse-bias-softmax` fuses it. Nothing is raised on faith:
-    the index constant must be Swin's relative position index of some
-    window (2-D, non-square, or 3-D), read from the constant itself; a
-    gather through any other index is left as it is. A constant mask
-    that is Swin's shifted-window mask of some resolution and shift
-    becomes `rpe.shift_mask`; any other mask, constant or a function
+    Nothing is raised on faith: the index constant must be Swin's relative
+    position index of some window (2-D, non-square, or 3-D), read from the
+    constant itself; a gather through any other index is left as it is. A
+    constant mask that is Swin's shifted-window mask of some resolution and
+    shift becomes `rpe.shift_mask`; any other mask, constant or a function
     argument, stays an explicit mask operand, which `rpe-fuse-bias-softmax`
-    fuses as the kernel's `mask` operand.
-    Attention without a gathered bias is left alone. The importer's ops
-    that computed the attention are left dead for later cleanup.
+    fuses as the kernel's `mask` operand. Attention without a gathered bias
+    is left alone. The importer's ops that computed the attention are left
+    dead for later cleanup. The matching:
+    `lib/Transforms/RaiseWindowAttention.cpp`.
   }];
   let dependentDialects = ["::mlir::rpe::RpeDialect",
                            "::mlir::tensor::TensorDialect"];
@@ -119,7 +123,9 @@ def RpeFuseBiasSoftmax : Pass<"rpe-fuse-bias-softmax"> {
     `rpe.fused_window_attention(q, k, v, table)`, which carries the
     window and the shift as attributes: its lowering reads the bias from the
     compact table inside the softmax loop and computes the mask from region
-    labels, so no bias, index or mask tensor is ever built.
+    labels, so no bias, index or mask tensor is ever built. On feature maps,
+    `rpe.window_reverse` of the attention of `rpe.window_partition`s fuses
+    whole: the shift, padding and partition become the kernel's addressing.
 
     A windows-layout mask that is not an `rpe.shift_mask` (a run-time one,
     as timm's `WindowAttention.forward(x, mask)` takes, or any other
@@ -128,7 +134,7 @@ def RpeFuseBiasSoftmax : Pass<"rpe-fuse-bias-softmax"> {
     `rpe.lookup` is left alone (and lowered unfused), as is a feature-map
     attention whose mask is not the shift's, and attention whose per-thread
     scratch (keys transposed, `N x d` floats) would exceed
-    `max-scratch-bytes`.
+    `max-scratch-bytes`. The patterns: `lib/Transforms/FuseBiasSoftmax.cpp`.
   }];
   let options = [
     Option<"maxScratchBytes", "max-scratch-bytes", "int64_t",
@@ -139,106 +145,63 @@ def RpeFuseBiasSoftmax : Pass<"rpe-fuse-bias-softmax"> {
 }
 
 def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
-  let summary = "Lower bufferized rpe.fused_window_attention to vector code";
+  let summary = "Replace each bufferized fused attention by its kernel";
   let description = [{
-    Emits the fused CPU kernel for `rpe.fused_window_attention` on memrefs:
-    an `scf.parallel` over (window, head) whose body, with stack scratch in
-    an `memref.alloca_scope`, runs these steps on vectors of `vector-width`
-    lanes:
+    Replaces each `rpe.fused_window_attention` and
+    `rpe.fused_window_attention_grad` on memrefs by the loops, vectors or
+    GPU launch that compute it, reading the bias from the compact table and
+    the mask from region labels: no `N x N` tensor exists at run time. The
+    kernels are built by `lib/Codegen` (`Rpe/Codegen.h`); the header of each
+    file states its algorithm.
 
-    1. pack `kᵀ * scale` into `d x N'` scratch, where keys are laid out one
-       window row per `ceil(Ww / L)` vectors (`N' = N / Ww * ceil(Ww/L) * L`)
-       so that padding lanes exist only inside registers' worth of scratch
-       (8 keys x 8 channels at a time, transposed in registers by shuffles,
-       when `L` is 8);
-    2. scores `S[i, :] = q[i, :] · kᵀ`, a register-blocked outer-product
-       micro-kernel (rows x vectors of accumulators, FMA, which start at
-       `-inf` on the lanes of padding keys); on AVX-512, when a row's score
-       vectors fit the registers, each block of rows goes from the
-       accumulators to steps 3-4 without being stored;
-    3. per row: `S += bias + mask`, where the bias vector of a key row is a
-       contiguous load from the head's reversed table at offset `idx(j, i)`
-       (index arithmetic; `bias(i, j) = table[T-1-idx(j, i)]`), and the
-       mask compares constant region labels; then the row max, reduced for
-       up to three rows at once in one vector (shuffles shared by the
-       rows, no scalar per row);
-    4. `P = exp(S - max)` and the row sum, in one pass over the row, which
-       stays in L1, and the group's sums reduced together, with one
-       division. The softmax runs in base 2: log2(e) is folded into the
-       scale of kᵀ, the table and the mask value (all three, or the scores
-       would mix bases), and `2^x` is a degree-5 polynomial plus exponent
-       arithmetic in registers (with `avx512`, vreduceps and vscalefps,
-       which take `-inf` with no clamp);
-    5. `out[i, :] = (P[i, :] · v) / sum`, a register-blocked micro-kernel,
-       normalized once per output row rather than per probability.
+    * `kernel=tiles`, the CPU's: per (window, head), register-blocked FMA
+      micro-kernels of `vector-width` lanes for `q·kᵀ` and `P·v` around a
+      single-pass softmax in base 2, over query blocks of
+      `score-block-bytes` (`TilesKernel.cpp`; bf16 on AVX512-BF16 dot
+      products with `bf16-dot`, `PairedBf16.cpp`).
+    * `kernel=rows`: one online softmax per query row; nested
+      `scf.parallel` loops on the host, a block per (window, head) and a
+      thread per row with `target=gpu`. It needs no scratch and takes any
+      op (`RowsKernel.cpp`).
+    * `kernel=warps`: one warp per (window, head) on m16n8k16 tensor-core
+      tiles with an online softmax over blocks of `key-block` keys, several
+      warps per block for small windows; with `target=host` each warp is
+      emulated by 32-lane vectors, which is how its numbers are tested
+      without a GPU (`WarpKernel.cpp`).
 
-    Query rows are processed in blocks so that a block of scores fits in
-    `score-block-bytes`: the softmax of a row always sees the whole row, so
-    a single pass suffices and no online rescaling is needed. Steps 3-4 run
-    at the micro-kernels' width, on groups of rows step by step (a row's
-    max, exponentials and sum are a chain of dependent instructions; the
-    rows of a group overlap), and each row keeps its scores in registers
-    when they fit. Each softmax row also prefetches one token's rows of q,
-    k and v of the next (window, head): at large batches the kernel would
-    otherwise wait for memory at the start of every item.
+    The gradient op gets the CPU's backward kernel whatever `kernel` says
+    (`BackwardKernel.cpp`). The item loop of every host kernel, over
+    (window, head), is marked `rpe.item_loop` for `rpe-item-range`.
 
-    `bf16-dot` makes bf16 operands (AVX-512 width, head_dim a multiple of
-    16, not cosine) take AVX512-BF16 dot products (`x86vector.avx512.dot`,
-    vdpbf16ps: two bf16 multiply-adds per f32 lane): kᵀ and v are packed in
-    pairs of channels and of keys, the scale multiplies the f32 scores with
-    the bias, and the probabilities are rounded to bf16 for `P·v`; the
-    softmax and every accumulation stay f32. Without it (and on CPUs
-    without AVX512-BF16) bf16 operands, like f16 ones, are widened to f32
-    once per (window, head): k into kᵀ, q and v into f32 scratch.
+    `kernel=warps` falls back to `rows` for ops it does not take (operands
+    not all f16 or all bf16, a head_dim not a multiple of 16 or above 256,
+    an explicit mask, a window whose keys and values exceed 48 KiB of
+    shared memory) and for every op when `sm` is below 80 (no m16n8k16
+    tiles: sm_75). Refused, with an error on the op: an op that is not
+    bufferized, cosine attention with `warps`, the gradient with
+    `target=gpu`, on the GPU a window of more than 1024 tokens (`rows`),
+    a shifted map of too many windows to label (`tiles`), a `key-block` or
+    `warps-per-block` that the op's window cannot have; and
+    at the pass's operation, before any IR changes, an option out of range
+    or `kernel=tiles target=gpu`.
 
-    `strategy=rows` emits instead one online softmax per query row (running
-    max `m`, sum `l` and rescaled accumulator), with the bias read from the
-    table at `idx(i, j)` and the mask computed from the tokens' region
-    labels in closed form: nested `scf.parallel` loops over (window, head)
-    and rows on the host, or, with `target=gpu`, a `gpu.launch` with a
-    block per (window, head) and a thread per row. It needs no scratch and
-    takes any op; it is the GPU's fallback.
-
-    `strategy=warps` emits the tensor-core form: one warp per (window,
-    head), its keys, values, a 16-row query tile and the head's table
-    staged in shared memory, scores and `P·v` as m16n8k16 `mma.sync` tiles
-    (f16 or bf16 operands, f32 accumulators), an online softmax over blocks
-    of up to 64 keys with the row max and sum reduced by quad shuffles, and
-    the probabilities kept in registers between the two products (the C
-    fragments of S are the A fragment of P). Several warps share a block
-    for small windows. With `target=host` each warp is emulated by vectors
-    of its 32 lanes (shuffles as vector shuffles, mma.sync by its
-    definition), which is how its numbers are tested without a GPU. Ops it
-    does not take (f32 operands, a head_dim not a multiple of 16, a window
-    whose keys and values exceed 48 KiB of shared memory) get `rows`, and
-    so do all ops when `sm` names a chip without m16n8k16 tensor-core tiles
-    (below 80: sm_75).
-
-    `rpe.fused_window_attention_grad` gets the gradient's CPU kernel, with
-    any `strategy` (it has one form): per (window, head) the same packing
-    of kᵀ (and of vᵀ), the scores and softmax recomputed by steps 2-4,
-    `dP = dout · vᵀ` on the scores' micro-kernel, `dS = P (dP - rowsum(dout
-    out))`, then `dq`, `dk` and `dv` on the output's micro-kernel. The
-    table's gradient accumulates in the reversed table's layout, one vector
-    add per query row and row of keys, the same addresses the bias was read
-    from; its item loop is an `scf.for` (the items add to one table
-    gradient) that `rpe-item-range` restricts like the forward's.
+    Example: `--rpe-lower-fused-attention="kernel=warps target=gpu sm=80"`.
   }];
   let options = [
-    Option<"strategy", "strategy", "::mlir::rpe::KernelStrategy",
+    // The field is FusedKernelOptions::strategy.
+    Option<"strategy", "kernel", "::mlir::rpe::KernelStrategy",
            /*default=*/"::mlir::rpe::KernelStrategy::Tiles",
            "The kernel: tiles (CPU micro-kernels), rows (one online "
            "softmax per query row) or warps (a warp per (window, head) on "
            "tensor-core tiles, rows where it does not apply)",
-           [{::mlir::rpe::kernelStrategyValues()}]>,
+           [{::mlir::rpe::enumOptionValues(
+               ::mlir::rpe::symbolizeKernelStrategy)}]>,
     Option<"target", "target", "::mlir::rpe::KernelTarget",
            /*default=*/"::mlir::rpe::KernelTarget::Host",
-           "Where the kernel runs", [{::llvm::cl::values(
-             clEnumValN(::mlir::rpe::KernelTarget::Host, "host",
-                        "scf.parallel loops; warps emulated by 32-lane "
-                        "vectors"),
-             clEnumValN(::mlir::rpe::KernelTarget::Gpu, "gpu",
-                        "one gpu.launch"))}]>,
+           "Where the kernel runs: host (scf.parallel loops; warps emulated "
+           "by 32-lane vectors) or gpu (one gpu.launch)",
+           [{::mlir::rpe::enumOptionValues(
+               ::mlir::rpe::symbolizeKernelTarget)}]>,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
            "f32 lanes of the micro-kernels and the exponentials (8 for AVX2, "
            "16 for AVX-512); key rows are padded to min(width, 8) lanes">,
@@ -290,19 +253,19 @@ def RpeItemRange : Pass<"rpe-item-range", "::mlir::ModuleOp"> {
     process. Inside PyTorch that is a second pool beside torch's: the two
     spin against each other on the same cores and every call pays for it.
     This pass instead lets the caller schedule the work: each function
-    holding a fused kernel's item loop (the `scf.parallel` that
-    `rpe-lower-fused-attention` marks `rpe.item_loop`) gets two trailing
-    `index` arguments, `begin` and `end`, and the loop runs the items
-    `[begin, min(end, items))` only, sequentially. (The gradient's item
-    loop is an `scf.for` from the start; it is restricted the same way, and
-    a caller running ranges on threads gives each its own table gradient.) Any thread pool can then
-    split `[0, windows * heads)`: swin-aot's entry point hands the ranges to
-    the GNU OpenMP runtime's team (`GOMP_parallel`), which in a PyTorch
-    process is torch's own intra-op pool.
+    holding a fused kernel's item loop (marked `rpe.item_loop` by
+    `rpe-lower-fused-attention`) gets two trailing `index` arguments,
+    `begin` and `end`, and computes the items `[begin, min(end, items))`
+    only. Any thread pool can then split `[0, windows * heads)`: swin-aot's
+    entry point hands the ranges to the GNU OpenMP runtime's team
+    (`GOMP_parallel`), which in a PyTorch process is torch's own intra-op
+    pool. (The gradient's items add to one table gradient: a caller running
+    its ranges on threads gives each its own.)
 
-    A function may hold one item loop; it must not be called from the
-    module (its signature changes). Run it before the loops are lowered,
-    with `hoist-scratch` scratch (the loop is sequential).
+    A function may hold one item loop, from 0 by 1; it must not be called
+    from the module (its signature changes). Run it before the loops are
+    lowered, on kernels built with `hoist-scratch` (the loop then runs
+    sequentially). The rewrite: `lib/Transforms/ItemRange.cpp`.
 
     Example:
 
@@ -350,14 +313,38 @@ def RpeGpuModuleToBinary : Pass<"rpe-gpu-module-to-binary",
   let options = [
     Option<"format", "format", "::mlir::rpe::GpuBinaryFormat",
            /*default=*/"::mlir::rpe::GpuBinaryFormat::Isa",
-           "What the gpu.binary holds (none: leave the gpu.module as it is)",
-           [{::mlir::rpe::gpuBinaryFormatValues()}]>,
+           "What the gpu.binary holds: isa (PTX), bin (a cubin, from "
+           "ptxas), fatbin (cubin and PTX, from ptxas and fatbinary) or none "
+           "(leave the gpu.module as it is)",
+           [{::mlir::rpe::enumOptionValues(
+               ::mlir::rpe::symbolizeGpuBinaryFormat)}]>,
     Option<"toolkit", "toolkit", "std::string",
            /*default=*/"SWIN_CUDA_TOOLKIT_DEFAULT",
            "CUDA toolkit (libdevice, ptxas, fatbinary)">,
   ];
 }
 
+def RpeCheckLowered : Pass<"rpe-check-lowered", "::mlir::ModuleOp"> {
+  let summary = "Fail where an op that translation to LLVM IR rejects "
+                "remains";
+  let description = [{
+    A conversion pass that cannot convert an op leaves it, and a pipeline
+    of such passes exits successfully with IR that
+    `mlir-translate --mlir-to-llvmir` rejects. `rpe-cpu-pipeline`
+    (`dialects=llvm,omp`) and `rpe-gpu-pipeline` (`dialects=llvm,gpu,nvvm`)
+    end with this check, so that they either produce what translates or
+    fail with an error at an op that was not lowered.
+
+    It reports, at its location, the first op of each name that was not
+    lowered, an op of a dialect neither builtin nor in `dialects` or a
+    `builtin.unrealized_conversion_cast` that a conversion left unresolved,
+    and fails. The walk: `lib/Transforms/Pipelines.cpp`.
+  }];
+  let options = [
+    ListOption<"dialects", "dialects", "std::string",
+               "Dialects whose ops may remain, besides builtin">,
+  ];
+}
 
 def RpeFormMatmul : Pass<"rpe-form-matmul"> {
   let summary = "Turn linalg contractions into rpe.matmul, with constant "

@@ -2,10 +2,15 @@
 //
 // The rpe module is lowered by rpe-cpu-pipeline to the LLVM dialect; then
 // an entry point with the ABI's C signature is added. It rejects invalid
-// arguments (a NULL buffer that may not be NULL, a negative count, shifted
-// windows that are not whole images) by returning 1 before anything is
-// written, expands each buffer into the memref descriptor of its shape, and
-// calls the kernel. A fused kernel computes a range of (window, head) items
+// arguments (a NULL buffer that may not be NULL, a negative count, a count
+// whose buffers would exceed 2^63 - 1 bytes, shifted windows that are not
+// whole images, an output that overlaps another buffer) by returning 1
+// before anything is written, expands each buffer into the memref
+// descriptor of its shape, and calls the kernel. Past those checks no
+// product of the count wraps: the items, the buffers' extents and every
+// index into them are at most a buffer's size in bytes.
+//
+// A fused kernel computes a range of (window, head) items
 // (rpe-item-range): the entry point runs it on the calling thread's GNU
 // OpenMP team, each thread on its share of the items, or on the calling
 // thread alone for every item. Every other function becomes internal.
@@ -23,10 +28,31 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/TargetParser/Host.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::rpe;
+
+int64_t mlir::rpe::getCountLimit(const KernelConfig &config,
+                                 Direction direction) {
+  int64_t limit = getKernelAbi(config, direction).getMaxCount();
+  if (config.fuse)
+    return limit;
+  // The unfused lowering allocates, per window, the scores [heads, N, N]
+  // in f32 and the windows of q, k, v [heads, N, head_dim].
+  int64_t n = config.numTokens();
+  int64_t windowsPerCount =
+      config.hasTokenLayout() ? config.windowsPerImage() : 1;
+  int64_t bytesPerCount = 4;
+  for (int64_t factor :
+       {windowsPerCount, config.heads, n, std::max(n, config.headDim)})
+    if (llvm::MulOverflow(bytesPerCount, factor, bytesPerCount))
+      return 0;
+  return std::min(limit, std::numeric_limits<int64_t>::max() / bytesPerCount);
+}
 
 /// Appends the expanded memref descriptor of a contiguous row-major buffer
 /// at `ptr` of `shape` (the dynamic extent is `count`): allocated and
@@ -83,6 +109,9 @@ private:
   /// Returns 1 from `entry` unless its arguments are valid; continues in a
   /// new block of valid arguments.
   void checkArguments(Block *entry);
+  /// Whether two buffers of the ABI arguments `arguments` that must be
+  /// disjoint (KernelAbi::getDisjointBuffers) overlap.
+  Value anyOverlap(ValueRange arguments);
   /// Calls the kernel on the ABI arguments `arguments`; for a kernel of
   /// rpe-item-range, on the items [begin, end); with `tableGradient`
   /// writing the table's gradient there instead of to dtable.
@@ -124,10 +153,56 @@ LLVM::LLVMFuncOp EntryPointBuilder::declare(StringRef name, Type result,
                                   LLVM::LLVMFunctionType::get(result, params));
 }
 
+Value EntryPointBuilder::anyOverlap(ValueRange arguments) {
+  Type i1 = b.getI1Type();
+  Value count = arguments[abi.countIndex()];
+  // Each buffer's first byte and size, as integers. (Where one count's
+  // buffer does not fit in int64_t, the count limit is 0.)
+  DenseMap<unsigned, std::pair<Value, Value>> spans;
+  auto span = [&](unsigned i) {
+    auto [it, inserted] = spans.try_emplace(i);
+    if (inserted) {
+      const AbiArgument &argument = abi.arguments[i];
+      Value start = LLVM::PtrToIntOp::create(b, loc, i64, arguments[i]);
+      Value bytes = constant(i64, argument.getSizeInBytes(1).value_or(0));
+      Value size = argument.hasCountExtent()
+                       ? LLVM::MulOp::create(b, loc, count, bytes)
+                       : bytes;
+      it->second = {start, size};
+    }
+    return it->second;
+  };
+  auto ult = [&](Value x, Value y) {
+    return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ult, x, y);
+  };
+  Value any = constant(i1, 0);
+  for (auto [i, j] : abi.getDisjointBuffers()) {
+    // [x, x + m) and [y, y + n) overlap where y <= x < y + n or
+    // x < y < x + m: differences rather than ends, which cannot wrap; an
+    // empty buffer overlaps nothing.
+    auto [x, m] = span(i);
+    auto [y, n] = span(j);
+    Value xFirst = ult(x, y);
+    Value overlap = select(xFirst, ult(LLVM::SubOp::create(b, loc, y, x), m),
+                           ult(LLVM::SubOp::create(b, loc, x, y), n));
+    // A NULL pad_qkv is zeros of the entry point's own.
+    Value null = LLVM::ZeroOp::create(b, loc, ptr);
+    for (unsigned k : {i, j})
+      if (abi.arguments[k].nullable)
+        overlap = LLVM::AndOp::create(
+            b, loc, i1, overlap,
+            LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, arguments[k],
+                                 null));
+    any = LLVM::OrOp::create(b, loc, i1, any, overlap);
+  }
+  return any;
+}
+
 void EntryPointBuilder::checkArguments(Block *entry) {
-  // Invalid: a NULL buffer that may not be NULL, a negative count, or
-  // (shifted windows) a number of windows that is not a whole number of
-  // images.
+  // Invalid: a NULL buffer that may not be NULL, a negative count, a count
+  // above the limit (buffers of more than 2^63 - 1 bytes, whose extents
+  // would wrap), (shifted windows) a number of windows that is not a whole
+  // number of images, or an output that overlaps another buffer.
   Region &body = *entry->getParent();
   Block *invalid = b.createBlock(&body);
   Block *valid = b.createBlock(&body);
@@ -137,6 +212,10 @@ void EntryPointBuilder::checkArguments(Block *entry) {
   Value null = LLVM::ZeroOp::create(b, loc, ptr);
   Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, count,
                                    constant(i64, 0));
+  Value tooLarge =
+      LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::sgt, count,
+                           constant(i64, getCountLimit(config, abi.direction)));
+  bad = LLVM::OrOp::create(b, loc, i1, bad, tooLarge);
   for (auto [i, argument] : llvm::enumerate(abi.arguments)) {
     if (!argument.isBuffer() || argument.nullable)
       continue;
@@ -151,6 +230,7 @@ void EntryPointBuilder::checkArguments(Block *entry) {
                                          remainder, constant(i64, 0));
     bad = LLVM::OrOp::create(b, loc, i1, bad, partial);
   }
+  bad = LLVM::OrOp::create(b, loc, i1, bad, anyOverlap(entry->getArguments()));
   LLVM::CondBrOp::create(b, loc, bad, invalid, valid);
 
   b.setInsertionPointToStart(invalid);
@@ -232,19 +312,28 @@ void EntryPointBuilder::runOnTeam(ValueRange arguments) {
     auto malloc = declare("malloc", ptr, {i64});
     teamSize =
         LLVM::CallOp::create(b, loc, maxThreads, ValueRange{}).getResult();
-    Value bytes = LLVM::MulOp::create(b, loc, toI64(teamSize),
-                                      constant(i64, tableEntries() * 4));
-    partials =
-        LLVM::CallOp::create(b, loc, malloc, ValueRange{bytes}).getResult();
     Block *current = b.getInsertionBlock();
-    Value isNull =
-        LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, partials,
-                             LLVM::ZeroOp::create(b, loc, ptr));
     Region &body = *current->getParent();
     Block *failed = b.createBlock(&body);
     LLVM::ReturnOp::create(b, loc, ValueRange{constant(i32, 2)});
+    Block *sized = b.createBlock(&body);
     Block *allocated = b.createBlock(&body);
+    // A team whose partial gradients exceed 2^63 - 1 bytes cannot have
+    // them either.
     b.setInsertionPointToEnd(current);
+    int64_t partialBytes = tableEntries() * 4;
+    Value tooLarge = LLVM::ICmpOp::create(
+        b, loc, LLVM::ICmpPredicate::sgt, toI64(teamSize),
+        constant(i64, std::numeric_limits<int64_t>::max() / partialBytes));
+    LLVM::CondBrOp::create(b, loc, tooLarge, failed, sized);
+    b.setInsertionPointToStart(sized);
+    Value bytes = LLVM::MulOp::create(b, loc, toI64(teamSize),
+                                      constant(i64, partialBytes));
+    partials =
+        LLVM::CallOp::create(b, loc, malloc, ValueRange{bytes}).getResult();
+    Value isNull =
+        LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, partials,
+                             LLVM::ZeroOp::create(b, loc, ptr));
     LLVM::CondBrOp::create(b, loc, isNull, failed, allocated);
     b.setInsertionPointToStart(allocated);
     fields.push_back(partials);

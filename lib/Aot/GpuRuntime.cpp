@@ -2,7 +2,8 @@
 //
 // NAME.c is the checked-in runtime (runtime/GpuRuntime.c, embedded at build
 // time) followed by the kernel's data: its image, the checks on each C
-// argument, the parameter table (which C argument each memref parameter
+// argument, their sizes and the pairs that must not overlap (the ABI's),
+// the parameter table (which C argument each memref parameter
 // views, with what shape and strides) and the launch geometry; then the
 // entry point with the ABI's signature, which only gathers its device
 // pointers and calls swin_rt_launch.
@@ -88,7 +89,21 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
                                      return getArgumentChecks(*argument);
                                    }),
                    ", ")
-     << "};\n"
+     << "};\n";
+  // Each buffer's size: per unit of the count, or in all. (Where one
+  // count's buffer does not fit in int64_t, the count limit is 0.)
+  os << "static const struct swin_rt_size " << name << "_argument_sizes[] = {";
+  for (auto [i, argument] : llvm::enumerate(pointers))
+    os << (i ? ", " : "") << "{" << argument->getSizeInBytes(1).value_or(0)
+       << ", " << (argument->hasCountExtent() ? 1 : 0) << "}";
+  os << "};\n";
+  SmallVector<std::pair<unsigned, unsigned>> disjoint =
+      abi.getDisjointBuffers();
+  os << "static const struct swin_rt_pair " << name << "_disjoint[] = {";
+  for (auto [i, pair] : llvm::enumerate(disjoint))
+    os << (i ? ", " : "") << "{" << pointerOfArgument[pair.first] << ", "
+       << pointerOfArgument[pair.second] << "}";
+  os << "};\n"
      << "static const struct swin_rt_param " << name << "_params[] = {\n";
   for (const GpuKernel::Param &param : kernel.params)
     os << "    {" << pointerOfArgument[param.argument] << ", " << param.offset
@@ -110,7 +125,12 @@ void mlir::rpe::emitGpuRuntime(const KernelConfig &config,
      << "    .num_arguments = " << pointers.size() << ",\n"
      << "    .argument_names = " << name << "_argument_names,\n"
      << "    .argument_checks = " << name << "_argument_checks,\n"
+     << "    .argument_sizes = " << name << "_argument_sizes,\n"
+     << "    .num_disjoint = " << disjoint.size() << ",\n"
+     << "    .disjoint = " << name << "_disjoint,\n"
      << "    .zero_bytes = " << zeroBytes << ",\n"
+     << "    .max_count = " << getCountLimit(config, Direction::Forward)
+     << ",\n"
      << "    .count_multiple = " << abi.countMultiple << ",\n"
      << "    .windows_per_count = " << windowsPerCount << ",\n"
      << "    .heads = " << config.heads << ",\n"

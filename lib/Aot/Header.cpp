@@ -123,13 +123,18 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   if (config.elementKind != ElementKind::F32)
     os << " * Elements are raw " << typeName
        << " bits; the arithmetic runs in f32.\n";
-  os << " * Returns 0, or non-zero when the arguments are invalid (a NULL\n"
-     << " * buffer, a negative count"
-     << (config.isGpu() ? ", a device buffer not 16-byte aligned" : "")
+  std::string count = abi.count().name;
+  std::string maxCount = upper + "_MAX_" + StringRef(count).upper();
+  os << " * Returns 0, or 1 when the arguments are invalid, and nothing is\n"
+     << " * written then: a NULL buffer; a negative " << count
+     << ", or one above\n * " << maxCount
+     << "\n * (its buffers would exceed 2^63 - 1 bytes);\n"
+     << (config.isGpu() ? " * a device buffer not 16-byte aligned;\n" : "")
      << (abi.countMultiple > 1
-             ? ", or num_windows not a multiple of the windows per image"
+             ? " * num_windows not a multiple of the windows per image;\n"
              : "")
-     << "); nothing is written then.\n"
+     << " * an output that overlaps another buffer the kernel reads (inputs\n"
+     << " * may alias each other).\n"
      << (config.isGpu()
              ? " * Runs on an NVIDIA GPU (" + config.chip + "): " +
                    (tensorCores ? "f16/bf16 with head_dim % 16 == 0 on "
@@ -152,7 +157,14 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
   if (tokens)
     os << "#define " << upper << "_TOKENS_PER_IMAGE " << config.tokensPerImage()
        << "\n";
-  os << "\n";
+  int64_t countLimit = getCountLimit(config, Direction::Forward);
+  if (config.grad)
+    countLimit =
+        std::min(countLimit, getCountLimit(config, Direction::Backward));
+  os << "/* The largest " << count << ": the sizes in bytes of its buffers"
+     << (config.fuse ? "" : " (and of\n * the unfused kernel's scores)")
+     << " fit in int64_t. */\n"
+     << "#define " << maxCount << " " << countLimit << "\n\n";
   if (config.isGpu())
     os << "/* Device pointers, the same layouts; the kernel is queued on "
           "`stream`.\n"
@@ -172,9 +184,10 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
        << (config.isPadded() ? "Padding tokens count as zeros (no pad_qkv): "
                                "their gradient is\n * not computed. "
                              : "")
-       << "Returns 0; 1 for invalid arguments, 2 when the\n * threads' "
-          "partial table gradients cannot be allocated; nothing is\n * "
-          "written then. */\n"
+       << "Returns 0; 1 for invalid arguments (as the forward's;\n * no "
+          "gradient may overlap another buffer), 2 when the threads'\n * "
+          "partial table gradients cannot be allocated; nothing is written\n"
+          " * then. */\n"
        << backward.cDeclaration() << ";\n";
   }
   if (config.isGpu())

@@ -25,35 +25,12 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::rpe;
-
-StringRef mlir::rpe::stringifyArgumentRole(ArgumentRole role) {
-  switch (role) {
-  case ArgumentRole::Input:
-    return "input";
-  case ArgumentRole::Table:
-    return "table";
-  case ArgumentRole::LogitScale:
-    return "logit_scale";
-  case ArgumentRole::Padding:
-    return "padding";
-  case ArgumentRole::Output:
-    return "output";
-  case ArgumentRole::Count:
-    return "count";
-  case ArgumentRole::Stream:
-    return "stream";
-  case ArgumentRole::OutputGradient:
-    return "output_gradient";
-  case ArgumentRole::InputGradient:
-    return "input_gradient";
-  case ArgumentRole::TableGradient:
-    return "table_gradient";
-  }
-  llvm_unreachable("unknown argument role");
-}
 
 std::string mlir::rpe::getEntryPointName(const KernelConfig &config,
                                          Direction direction) {
@@ -159,6 +136,47 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config,
   return abi;
 }
 
+bool AbiArgument::hasCountExtent() const {
+  return llvm::is_contained(shape, kDynamicExtent);
+}
+
+std::optional<int64_t> AbiArgument::getSizeInBytes(int64_t count) const {
+  int64_t bytes = element == ElementKind::F32 ? 4 : 2;
+  for (int64_t extent : shape)
+    if (llvm::MulOverflow(bytes, extent == kDynamicExtent ? count : extent,
+                          bytes))
+      return std::nullopt;
+  return bytes;
+}
+
+int64_t KernelAbi::getMaxCount() const {
+  constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max();
+  int64_t maxCount = kMaxBytes;
+  for (const AbiArgument &argument : arguments) {
+    if (!argument.isBuffer() || !argument.hasCountExtent())
+      continue;
+    // Where one count's buffer does not fit, only none do.
+    std::optional<int64_t> bytesPerCount = argument.getSizeInBytes(1);
+    maxCount =
+        std::min(maxCount, bytesPerCount ? kMaxBytes / *bytesPerCount : 0);
+  }
+  return maxCount;
+}
+
+SmallVector<std::pair<unsigned, unsigned>>
+KernelAbi::getDisjointBuffers() const {
+  SmallVector<std::pair<unsigned, unsigned>> pairs;
+  for (auto [i, written] : llvm::enumerate(arguments)) {
+    if (!written.isWritten())
+      continue;
+    for (auto [j, other] : llvm::enumerate(arguments))
+      // Two written buffers are one pair.
+      if (j != i && other.kernelOperand && !(other.isWritten() && j < i))
+        pairs.push_back({static_cast<unsigned>(i), static_cast<unsigned>(j)});
+  }
+  return pairs;
+}
+
 const AbiArgument &KernelAbi::count() const { return arguments[countIndex()]; }
 
 unsigned KernelAbi::countIndex() const {
@@ -259,9 +277,9 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
       {"format", "swin-opt-kernel-abi"},
       {"version", kKernelAbiVersion},
       {"name", config.name},
-      {"target", config.isGpu() ? "nvptx" : "cpu"},
+      {"target", stringifyTarget(config.target)},
       {"dtype", stringifyElementKind(config.elementKind)},
-      {"layout", config.hasTokenLayout() ? "tokens" : "windows"},
+      {"layout", stringifyLayout(config.layout)},
       {"packed_qkv", config.packedQkv},
       {"kernel", stringifyKernelStrategy(config.effectiveKernel())},
       {"window", extents(config.window)},

@@ -19,18 +19,6 @@
 using namespace mlir;
 using namespace mlir::rpe;
 
-StringRef mlir::rpe::stringifyElementKind(ElementKind kind) {
-  switch (kind) {
-  case ElementKind::F32:
-    return "f32";
-  case ElementKind::F16:
-    return "f16";
-  case ElementKind::BF16:
-    return "bf16";
-  }
-  llvm_unreachable("unknown element kind");
-}
-
 int64_t KernelConfig::numTokens() const { return getNumTokens(window); }
 int64_t KernelConfig::numTableRows() const { return getNumTableRows(window); }
 bool KernelConfig::isShifted() const {

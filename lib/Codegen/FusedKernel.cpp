@@ -14,27 +14,6 @@ using namespace mlir;
 using namespace mlir::rpe;
 using namespace mlir::rpe::detail;
 
-StringRef mlir::rpe::stringifyKernelStrategy(KernelStrategy strategy) {
-  switch (strategy) {
-  case KernelStrategy::Tiles:
-    return "tiles";
-  case KernelStrategy::Rows:
-    return "rows";
-  case KernelStrategy::Warps:
-    return "warps";
-  }
-  llvm_unreachable("unknown kernel strategy");
-}
-
-std::optional<KernelStrategy>
-mlir::rpe::symbolizeKernelStrategy(StringRef name) {
-  return llvm::StringSwitch<std::optional<KernelStrategy>>(name)
-      .Case("tiles", KernelStrategy::Tiles)
-      .Case("rows", KernelStrategy::Rows)
-      .Case("warps", KernelStrategy::Warps)
-      .Default(std::nullopt);
-}
-
 /// The kernel that `options` and the op call for, at b's insertion point.
 static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
                                 FusedAttentionOpInterface op,
@@ -61,7 +40,7 @@ static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
   // no place to normalize them yet.
   if (warpShape && op.isCosine())
     return op.emitOpError("cosine attention (logit_scale) has no warps "
-                          "kernel yet; use strategy=rows or tiles");
+                          "kernel yet; use kernel=rows or tiles");
   // Nor does it read an explicit mask: such ops get rows, as the ops it
   // does not take do.
   if (op.getMask())

@@ -50,10 +50,7 @@ struct GenericBuilder {
   unsigned numLoops;
 
   AffineMap map(ArrayRef<unsigned> dims) const {
-    SmallVector<AffineExpr> exprs;
-    for (unsigned d : dims)
-      exprs.push_back(b.getAffineDimExpr(d));
-    return AffineMap::get(numLoops, 0, exprs, b.getContext());
+    return AffineMap::getMultiDimMapWithTargets(numLoops, dims, b.getContext());
   }
 
   /// One-result generic: `inputs` read through `inputDims`, the result

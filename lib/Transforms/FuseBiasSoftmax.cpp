@@ -9,16 +9,17 @@
 // fuses whole: the fused op then reads q, k, v and writes the output in
 // image order, the shift, padding and partition becoming addressing.
 //
+// Only rpe ops fuse: attention spelled in linalg is recognised by
+// rpe-raise-window-attention, which raises it into these ops first.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Rpe/Passes.h"
 #include "Rpe/WindowGeometry.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
-#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -243,217 +244,6 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
   int64_t maxScratchBytes;
 };
 
-//===----------------------------------------------------------------------===//
-// The attention spelled out in linalg
-//===----------------------------------------------------------------------===//
-
-/// The affine map over `numLoops` loops selecting `dims`.
-static AffineMap dimsMap(MLIRContext *context, unsigned numLoops,
-                         ArrayRef<unsigned> dims) {
-  SmallVector<AffineExpr> exprs;
-  for (unsigned d : dims)
-    exprs.push_back(getAffineDimExpr(d, context));
-  return AffineMap::get(numLoops, 0, exprs, context);
-}
-
-static bool isZeroFill(Value init) {
-  auto fill = init.getDefiningOp<linalg::FillOp>();
-  APFloat zero(0.0f);
-  return fill && matchPattern(fill.getInputs()[0], m_ConstantFloat(&zero)) &&
-         zero.isZero();
-}
-
-/// Matches a 5-loop contraction `out[o] += lhs[l] * rhs[r]` (reduction on
-/// the last loop) from a zero-filled init, where one factor may carry a
-/// constant scale: `out += (lhs * c) * rhs`. Returns the scale (1 when
-/// none), or nothing.
-static std::optional<float> matchContraction(linalg::GenericOp op,
-                                             ArrayRef<unsigned> lhsDims,
-                                             ArrayRef<unsigned> rhsDims,
-                                             ArrayRef<unsigned> outDims) {
-  MLIRContext *context = op.getContext();
-  using utils::IteratorType;
-  if (op.getNumLoops() != 5 || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 ||
-      op.getIteratorTypesArray() !=
-          SmallVector<IteratorType>{
-              IteratorType::parallel, IteratorType::parallel,
-              IteratorType::parallel, IteratorType::parallel,
-              IteratorType::reduction} ||
-      op.getIndexingMapsArray() !=
-          SmallVector<AffineMap>{dimsMap(context, 5, lhsDims),
-                                 dimsMap(context, 5, rhsDims),
-                                 dimsMap(context, 5, outDims)} ||
-      !isZeroFill(op.getDpsInits()[0]))
-    return std::nullopt;
-  Block &body = op.getRegion().front();
-  Value lhs = body.getArgument(0), rhs = body.getArgument(1),
-        acc = body.getArgument(2);
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  auto sum = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
-  if (!sum)
-    return std::nullopt;
-  Value product = sum.getLhs() == acc ? sum.getRhs() : sum.getLhs();
-  if ((sum.getLhs() == acc) == (sum.getRhs() == acc))
-    return std::nullopt;
-  auto mul = product.getDefiningOp<arith::MulFOp>();
-  if (!mul)
-    return std::nullopt;
-  float scale = 1.0f;
-  auto operandIs = [&](Value v, Value arg) -> bool {
-    if (v == arg)
-      return true;
-    // A scaled factor: arg * c or c * arg.
-    auto scaled = v.getDefiningOp<arith::MulFOp>();
-    APFloat c(0.0f);
-    if (!scaled)
-      return false;
-    if (scaled.getLhs() == arg &&
-        matchPattern(scaled.getRhs(), m_ConstantFloat(&c))) {
-      scale *= c.convertToFloat();
-      return true;
-    }
-    if (scaled.getRhs() == arg &&
-        matchPattern(scaled.getLhs(), m_ConstantFloat(&c))) {
-      scale *= c.convertToFloat();
-      return true;
-    }
-    return false;
-  };
-  if (!((operandIs(mul.getLhs(), lhs) && operandIs(mul.getRhs(), rhs)) ||
-        (operandIs(mul.getLhs(), rhs) && operandIs(mul.getRhs(), lhs))))
-    return std::nullopt;
-  return scale;
-}
-
-/// Matches `out = scores + bias[h, i, j] (+ mask[b mod nW, i, j])` and
-/// returns the bias and mask operands.
-static std::optional<std::pair<Value, Value>> matchBiasAdd(linalg::GenericOp op,
-                                                           Value scores) {
-  MLIRContext *context = op.getContext();
-  if (op.getNumLoops() != 4 || op.getNumParallelLoops() != 4 ||
-      op.getNumDpsInits() != 1 || op.getNumDpsInputs() < 2 ||
-      op.getNumDpsInputs() > 3 ||
-      op.getIndexingMapsArray().back() != dimsMap(context, 4, {0, 1, 2, 3}))
-    return std::nullopt;
-  Value bias, mask;
-  AffineMap maskMap;
-  bool hasScores = false;
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    AffineMap map = op.getMatchingIndexingMap(input);
-    if (input->get() == scores && map == dimsMap(context, 4, {0, 1, 2, 3})) {
-      hasScores = true;
-    } else if (map == dimsMap(context, 4, {1, 2, 3})) {
-      bias = input->get();
-    } else if (map.getNumResults() == 3 &&
-               map.getResult(1) == getAffineDimExpr(2, context) &&
-               map.getResult(2) == getAffineDimExpr(3, context)) {
-      mask = input->get(); // (b mod nW, i, j): checked below
-      maskMap = map;
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (!hasScores || !bias)
-    return std::nullopt;
-  // The body adds up its inputs, nothing else.
-  Block &body = op.getRegion().front();
-  SmallVector<Value> pending = {
-      cast<linalg::YieldOp>(body.getTerminator()).getValues()[0]};
-  unsigned leaves = 0;
-  while (!pending.empty()) {
-    Value v = pending.pop_back_val();
-    if (auto add = v.getDefiningOp<arith::AddFOp>()) {
-      pending.append({add.getLhs(), add.getRhs()});
-      continue;
-    }
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (!arg || arg.getOwner() != &body ||
-        arg.getArgNumber() >= op.getNumDpsInputs())
-      return std::nullopt;
-    ++leaves;
-  }
-  if (leaves != op.getNumDpsInputs())
-    return std::nullopt;
-  if (mask) {
-    auto shiftMask = mask.getDefiningOp<ShiftMaskOp>();
-    if (!shiftMask)
-      return std::nullopt;
-    int64_t perImage =
-        getNumWindows(shiftMask.getResolution(), shiftMask.getWindow());
-    if (maskMap.getResult(0) != getAffineDimExpr(0, context) % perImage)
-      return std::nullopt;
-  }
-  return std::make_pair(bias, mask);
-}
-
-/// `P = softmax(q kᵀ · scale + bias (+ mask))`, `out = P v`, all in linalg
-/// on `[B, H, N, *]` f32 tensors with the bias an rpe.lookup: the form a
-/// framework's attention takes once lowered. Anchored on the `P v`
-/// contraction, which the fused op replaces (head-major result).
-struct FuseSpelledOutAttention : public OpRewritePattern<linalg::GenericOp> {
-  FuseSpelledOutAttention(MLIRContext *context, int64_t maxScratchBytes)
-      : OpRewritePattern(context), maxScratchBytes(maxScratchBytes) {}
-
-  LogicalResult matchAndRewrite(linalg::GenericOp output,
-                                PatternRewriter &rewriter) const override {
-    // out[b, h, i, e] += P[b, h, i, j] * v[b, h, j, e]: loops (b, h, i, e, j).
-    std::optional<float> one =
-        matchContraction(output, {0, 1, 2, 4}, {0, 1, 4, 3}, {0, 1, 2, 3});
-    if (!one || *one != 1.0f)
-      return rewriter.notifyMatchFailure(output, "not P · v");
-    auto softmax = output.getDpsInputs()[0].getDefiningOp<linalg::SoftmaxOp>();
-    if (!softmax || softmax.getDimension() != 3)
-      return rewriter.notifyMatchFailure(output,
-                                         "P is not a softmax over keys");
-    auto biasAdd = softmax.getInput().getDefiningOp<linalg::GenericOp>();
-    if (!biasAdd || biasAdd.getNumDpsInputs() < 2)
-      return rewriter.notifyMatchFailure(output, "no bias before the softmax");
-    auto scoresOp =
-        biasAdd.getDpsInputs()[0].getDefiningOp<linalg::GenericOp>();
-    if (!scoresOp)
-      for (Value input : biasAdd.getDpsInputs())
-        if ((scoresOp = input.getDefiningOp<linalg::GenericOp>()))
-          break;
-    if (!scoresOp)
-      return rewriter.notifyMatchFailure(output, "no scores");
-    // scores[b, h, i, j] += (q[b, h, i, e] * scale) * k[b, h, j, e].
-    std::optional<float> scale =
-        matchContraction(scoresOp, {0, 1, 2, 4}, {0, 1, 3, 4}, {0, 1, 2, 3});
-    if (!scale)
-      return rewriter.notifyMatchFailure(output, "scores are not q · kᵀ");
-    auto terms = matchBiasAdd(biasAdd, scoresOp.getResult(0));
-    if (!terms)
-      return rewriter.notifyMatchFailure(output, "not scores + bias (+ mask)");
-    auto lookup = terms->first.getDefiningOp<LookupOp>();
-    if (!lookup)
-      return rewriter.notifyMatchFailure(output, "bias is not an rpe.lookup");
-    ShiftMaskOp shiftMask =
-        terms->second ? terms->second.getDefiningOp<ShiftMaskOp>() : nullptr;
-    if (shiftMask && shiftMask.getWindow() != lookup.getWindow())
-      return rewriter.notifyMatchFailure(output, "mask of another window");
-    Value q = scoresOp.getDpsInputs()[0], k = scoresOp.getDpsInputs()[1],
-          v = output.getDpsInputs()[1];
-    auto qType = cast<RankedTensorType>(q.getType());
-    if (!qType.getElementType().isF32() || qType.getRank() != 4 ||
-        qType.getDimSize(2) != getNumTokens(lookup.getWindow()) ||
-        qType.getDimSize(3) * qType.getDimSize(2) * 2 * 4 > maxScratchBytes)
-      return rewriter.notifyMatchFailure(output, "unsupported shapes");
-
-    auto resultType = cast<RankedTensorType>(output.getResult(0).getType());
-    Value init = emptyLike(rewriter, output.getLoc(), resultType, q);
-    FusibleBias bias{lookup, shiftMask, /*explicitMask=*/nullptr};
-    if (shiftMask && isZeroShift(shiftMask.getShift()))
-      bias.shiftMask = nullptr;
-    rewriter.replaceOpWithNewOp<FusedWindowAttentionOp>(
-        output, q, k, v, lookup.getTable(), init, lookup.getWindow(), *scale,
-        bias.maskResolution(), bias.maskShift(), bias.maskValue());
-    return success();
-  }
-
-  int64_t maxScratchBytes;
-};
-
 struct RpeFuseBiasSoftmaxPass
     : public rpe::impl::RpeFuseBiasSoftmaxBase<RpeFuseBiasSoftmaxPass> {
   using Base::Base;
@@ -470,8 +260,7 @@ struct RpeFuseBiasSoftmaxPass
                                      config)))
       return signalPassFailure();
     RewritePatternSet windows(&getContext());
-    windows.add<FuseWindowAttention, FuseSpelledOutAttention>(&getContext(),
-                                                              maxScratchBytes);
+    windows.add<FuseWindowAttention>(&getContext(), maxScratchBytes);
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(windows), config)))
       signalPassFailure();

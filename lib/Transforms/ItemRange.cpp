@@ -1,8 +1,13 @@
 //===- ItemRange.cpp - rpe-item-range -------------------------------------===//
 //
 // Gives a fused kernel's function a `[begin, end)` range of (window, head)
-// items to compute, so that the caller's thread pool schedules the work
-// (see the pass description in Passes.td).
+// items to compute, so that the caller's thread pool schedules the work.
+// The item loop that rpe-lower-fused-attention marks rpe.item_loop (the
+// forward kernels' scf.parallel, the gradient's scf.for) runs from 0 to
+// `items` by 1; the function gets `begin` and `end` as its last two
+// arguments and the loop runs from `begin` to min(end, items), so that a
+// range past the end computes nothing extra. The marker goes; the body and
+// the loop's lowering (sequential, without OpenMP) are the pipeline's.
 //
 //===----------------------------------------------------------------------===//
 

@@ -23,47 +23,56 @@ struct RpeLowerFusedAttentionPass
     : public rpe::impl::RpeLowerFusedAttentionBase<RpeLowerFusedAttentionPass> {
   using Base::Base;
 
+  /// The options as the struct that the kernel emitters take (and that
+  /// the pipelines create this pass from).
+  FusedKernelOptions getKernelOptions() const {
+    FusedKernelOptions options;
+    options.strategy = strategy;
+    options.target = target;
+    options.vectorWidth = vectorWidth;
+    options.bf16Dot = bf16Dot;
+    options.avx512 = avx512;
+    options.hoistScratch = hoistScratch;
+    options.scoreBlockBytes = scoreBlockBytes;
+    options.keyBlock = keyBlock;
+    options.warpsPerBlock = warpsPerBlock;
+    options.smVersion = smVersion;
+    return options;
+  }
+
   /// Options are checked before any IR is touched; the error names the
   /// option, located at the pass's operation.
-  LogicalResult checkOptions() {
+  LogicalResult checkOptions(const FusedKernelOptions &options) {
     auto fail = [&](const Twine &message) {
       return emitError(getOperation()->getLoc()) << message;
     };
-    if (vectorWidth < 1 || vectorWidth > 64 ||
-        !llvm::isPowerOf2_64(vectorWidth))
+    if (options.vectorWidth < 1 || options.vectorWidth > 64 ||
+        !llvm::isPowerOf2_64(options.vectorWidth))
       return fail("vector-width must be a power of two up to 64, got " +
-                  Twine(static_cast<int64_t>(vectorWidth)));
-    if (keyBlock < 0 || keyBlock > 64 || keyBlock % 16 != 0)
+                  Twine(options.vectorWidth));
+    if (options.keyBlock < 0 || options.keyBlock > 64 ||
+        options.keyBlock % 16 != 0)
       return fail("key-block must be 16, 32, 48 or 64 (or 0: chosen per "
                   "window), got " +
-                  Twine(static_cast<int64_t>(keyBlock)));
-    if (warpsPerBlock < 0 || warpsPerBlock > 32)
+                  Twine(options.keyBlock));
+    if (options.warpsPerBlock < 0 || options.warpsPerBlock > 32)
       return fail("warps-per-block must be in [1, 32] (or 0: chosen per "
                   "window), got " +
-                  Twine(static_cast<int64_t>(warpsPerBlock)));
-    if (scoreBlockBytes < 4)
+                  Twine(options.warpsPerBlock));
+    if (options.scoreBlockBytes < 4)
       return fail("score-block-bytes must be at least 4, got " +
-                  Twine(static_cast<int64_t>(scoreBlockBytes)));
-    if (strategy == KernelStrategy::Tiles && target == KernelTarget::Gpu)
-      return fail("strategy=tiles is the CPU kernel; the GPU takes rows or "
+                  Twine(options.scoreBlockBytes));
+    if (options.strategy == KernelStrategy::Tiles &&
+        options.target == KernelTarget::Gpu)
+      return fail("kernel=tiles is the CPU kernel; the GPU takes rows or "
                   "warps");
     return success();
   }
 
   void runOnOperation() override {
-    if (failed(checkOptions()))
+    FusedKernelOptions options = getKernelOptions();
+    if (failed(checkOptions(options)))
       return signalPassFailure();
-    FusedKernelOptions options;
-    options.strategy = strategy;
-    options.target = target;
-    options.vectorWidth = vectorWidth;
-    options.scoreBlockBytes = scoreBlockBytes;
-    options.hoistScratch = hoistScratch;
-    options.bf16Dot = bf16Dot;
-    options.avx512 = avx512;
-    options.keyBlock = keyBlock;
-    options.warpsPerBlock = warpsPerBlock;
-    options.smVersion = smVersion;
     // Lower each op where it is (walk, not greedy: the emitted loops must
     // not be folded while they are built).
     SmallVector<FusedAttentionOpInterface> ops;

@@ -1,5 +1,6 @@
 //===- Pipelines.cpp - named pipelines of swin-opt ------------------------===//
 
+#include "Rpe/Codegen.h"
 #include "Rpe/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -15,10 +16,47 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::rpe {
+#define GEN_PASS_DEF_RPECHECKLOWERED
+#include "Rpe/Passes.h.inc"
+} // namespace mlir::rpe
 
 using namespace mlir;
 using namespace mlir::rpe;
+
+namespace {
+struct RpeCheckLoweredPass
+    : public rpe::impl::RpeCheckLoweredBase<RpeCheckLoweredPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    llvm::StringSet<> lowered(llvm::from_range, dialects);
+    lowered.insert(BuiltinDialect::getDialectNamespace());
+    llvm::StringSet<> reported;
+    getOperation()->walk([&](Operation *op) {
+      bool unresolved = isa<UnrealizedConversionCastOp>(op);
+      if (!unresolved && lowered.contains(op->getName().getDialectNamespace()))
+        return;
+      signalPassFailure();
+      if (!reported.insert(op->getName().getStringRef()).second)
+        return;
+      // mlir::emitError, not Operation::emitError: the latter would attach
+      // the op, a whole loop nest for an scf.for.
+      InFlightDiagnostic error = emitError(op->getLoc())
+                                 << "'" << op->getName()
+                                 << "' remains after lowering";
+      if (unresolved)
+        error << ": a conversion left its types unresolved";
+      else
+        error << " to the builtin, " << llvm::join(dialects, ", ")
+              << " dialects";
+    });
+  }
+};
+} // namespace
 
 void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
                                            bool raise, int64_t panelWidth) {
@@ -52,8 +90,9 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::BufferDeallocationPipelineOptions deallocation;
   bufferization::buildBufferDeallocationPipeline(pm, deallocation);
-  // What deallocation leaves (bufferization.clone of a returned argument)
-  // becomes memref allocs and copies.
+  // A function that returns a buffer it does not own (a constant's global)
+  // returns a clone of it, which the deallocation pipeline leaves as
+  // bufferization.clone: an allocation and a copy.
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createRpeExpandMemrefCopy());
 }
@@ -80,13 +119,13 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   // OpenMP threads of the kernel's own, unless its caller runs the items.
   bool openMP = options.parallel && !options.itemRange;
   if (options.fuse) {
-    RpeLowerFusedAttentionOptions fused;
-    fused.vectorWidth = options.vectorWidth;
-    fused.bf16Dot = options.bf16Dot;
-    fused.avx512 = options.avx512;
-    fused.strategy = options.kernel;
-    fused.hoistScratch = !openMP;
-    pm.addPass(createRpeLowerFusedAttention(fused));
+    FusedKernelOptions kernel;
+    kernel.strategy = options.kernel;
+    kernel.vectorWidth = options.vectorWidth;
+    kernel.bf16Dot = options.bf16Dot;
+    kernel.avx512 = options.avx512;
+    kernel.hoistScratch = !openMP;
+    pm.addPass(createRpeLowerFusedAttention(kernel));
     // No canonicalization here: it would inline the kernel's per-iteration
     // memref.alloca_scope into the scf.parallel (an allocation scope), and
     // a sequential lowering of that loop then grows the stack with every
@@ -129,30 +168,8 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
-}
-
-StringRef mlir::rpe::stringifyGpuBinaryFormat(GpuBinaryFormat format) {
-  switch (format) {
-  case GpuBinaryFormat::Isa:
-    return "isa";
-  case GpuBinaryFormat::Bin:
-    return "bin";
-  case GpuBinaryFormat::Fatbin:
-    return "fatbin";
-  case GpuBinaryFormat::None:
-    return "none";
-  }
-  llvm_unreachable("unknown GPU binary format");
-}
-
-std::optional<GpuBinaryFormat>
-mlir::rpe::symbolizeGpuBinaryFormat(StringRef name) {
-  return llvm::StringSwitch<std::optional<GpuBinaryFormat>>(name)
-      .Case("isa", GpuBinaryFormat::Isa)
-      .Case("bin", GpuBinaryFormat::Bin)
-      .Case("fatbin", GpuBinaryFormat::Fatbin)
-      .Case("none", GpuBinaryFormat::None)
-      .Default(std::nullopt);
+  // OpenMP's dialect translates to LLVM IR as it is.
+  pm.addPass(createRpeCheckLowered(RpeCheckLoweredOptions{{"llvm", "omp"}}));
 }
 
 llvm::Expected<NvptxTarget>
@@ -205,13 +222,13 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
 
   // The fused attention as one gpu.launch: a warp per (window, head) on
   // tensor cores, or a block per (window, head) and a thread per row.
-  RpeLowerFusedAttentionOptions fused;
-  fused.strategy = options.kernel;
-  fused.target = KernelTarget::Gpu;
-  fused.keyBlock = options.keyBlock;
-  fused.warpsPerBlock = options.warpsPerBlock;
-  fused.smVersion = target.smVersion;
-  pm.addPass(createRpeLowerFusedAttention(fused));
+  FusedKernelOptions kernel;
+  kernel.strategy = options.kernel;
+  kernel.target = KernelTarget::Gpu;
+  kernel.keyBlock = options.keyBlock;
+  kernel.warpsPerBlock = options.warpsPerBlock;
+  kernel.smVersion = target.smVersion;
+  pm.addPass(createRpeLowerFusedAttention(kernel));
   pm.addPass(createGpuKernelOutliningPass());
   // Outlining copies the kernel's shared-memory globals into its module;
   // the host's copies are left unused.
@@ -268,6 +285,10 @@ void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   addGpuSerializationPass(pm, options);
+  // The host launches a gpu.binary (format=none: a gpu.module of LLVM and
+  // NVVM ops).
+  pm.addPass(
+      createRpeCheckLowered(RpeCheckLoweredOptions{{"llvm", "gpu", "nvvm"}}));
 }
 
 void mlir::rpe::registerRpePassesAndPipelines() {

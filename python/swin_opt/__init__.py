@@ -11,26 +11,28 @@ Quick start::
     out = kern(q, k, v, table)          # [64, 49, 96]
 
 The independent NumPy reference lives in :mod:`swin_opt.reference`.
+
+Modules, each importing only those listed before it (checked by
+``python/tests/test_layout.py``): :mod:`.errors`, :mod:`.dtypes` (element
+types, bfloat16 bits), :mod:`.geometry` (window/shift/resolution arguments),
+:mod:`.abi` (the C ABI description), :mod:`.reference` (the NumPy oracle),
+:mod:`.config` (:class:`KernelConfig`), :mod:`.log` (what the package tells
+its user), :mod:`.tools` (finding and checking ``swin-aot``), :mod:`.cache`
+(the on-disk cache), :mod:`.kernel` (the CPU :class:`Kernel`),
+:mod:`.gpu_kernel` (the GPU kernel), :mod:`.build` (:func:`compile`),
+:mod:`.cuda` (GPU driver, torch tensors on the GPU), :mod:`.testing`; the
+command lines (``python -m swin_opt``, :mod:`.export_mlir`) and
+:mod:`.torch` (PyTorch integration) on top.
 """
 
 from . import abi, reference
-from .compiler import (
-    Artifacts,
-    CompileError,
-    Kernel,
-    KernelConfig,
-    SwinAotNotFoundError,
-    SwinAotVersionError,
-    bf16_bits_to_float32,
-    clear_cache,
-    compile,
-    describe,
-    find_swin_aot,
-    float32_to_bf16_bits,
-    get_cache_dir,
-    make_config,
-    normalize_dtype,
-)
+from .build import compile
+from .cache import Artifacts, cache_entries, clear_cache, get_cache_dir, prune_cache
+from .config import KernelConfig, describe, make_config
+from .dtypes import bf16_bits_to_float32, float32_to_bf16_bits, normalize_dtype
+from .errors import CompileError, SwinAotNotFoundError, SwinAotVersionError
+from .kernel import Kernel
+from .tools import find_swin_aot
 
 __version__ = "0.1.0"
 
@@ -43,6 +45,7 @@ __all__ = [
     "SwinAotVersionError",
     "abi",
     "bf16_bits_to_float32",
+    "cache_entries",
     "clear_cache",
     "compile",
     "describe",
@@ -51,6 +54,7 @@ __all__ = [
     "get_cache_dir",
     "make_config",
     "normalize_dtype",
+    "prune_cache",
     "reference",
     "__version__",
 ]

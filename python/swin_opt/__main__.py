@@ -30,7 +30,13 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from . import compiler, reference, testing
+from . import build, cache, testing
+from .cache import Artifacts
+from .config import EMITS, describe
+from .dtypes import DTYPE_ALIASES
+from .errors import CompileError, SwinAotNotFoundError
+from .geometry import PADDING_ALIASES
+from .kernel import Kernel
 
 
 def _ints(text: str) -> List[int]:
@@ -73,10 +79,10 @@ def _spellings(names) -> List[str]:
 
 
 # The documented names are shown; every alias compile() accepts is allowed.
-_DTYPES = sorted(compiler._DTYPE_ALIASES)
-_PADDINGS = _spellings(reference._PADDING_ALIASES)
-_TARGETS = sorted(compiler._EMITS)
-_EMITS = sorted({e for emits in compiler._EMITS.values() for e in emits})
+_DTYPES = sorted(DTYPE_ALIASES)
+_PADDINGS = _spellings(PADDING_ALIASES)
+_TARGETS = sorted(EMITS)
+_EMITS = sorted({e for emits in EMITS.values() for e in emits})
 
 
 def _config_parser() -> argparse.ArgumentParser:
@@ -116,14 +122,14 @@ def _load_table(args) -> Optional[np.ndarray]:
 
 
 def _compile(args, emit: Optional[str] = None):
-    return compiler.compile(
+    return build.compile(
         args.window, args.heads, args.head_dim, scale=args.scale, resolution=args.resolution,
         shift=args.shift, padding=args.padding, layout=args.layout, dtype=args.dtype,
         target=args.target, table=args.table_data, name=args.name, chip=args.chip,
         kernel=args.kernel, emit=emit)
 
 
-def _count(kernel: compiler.Kernel, batch: int) -> int:
+def _count(kernel: Kernel, batch: int) -> int:
     """Windows (window layout) or images (token layout) for ``batch`` images/windows."""
     nw = kernel.config.windows_per_image
     if kernel.config.layout == "tokens" or nw is None:
@@ -131,14 +137,14 @@ def _count(kernel: compiler.Kernel, batch: int) -> int:
     return batch * nw
 
 
-def _cpu_kernel(args) -> compiler.Kernel:
+def _cpu_kernel(args) -> Kernel:
     if args.target != "cpu":
         raise ValueError(f"{args.command} runs kernels on this machine's CPU (--target=cpu); "
                          "GPU kernels are checked by python/tests/test_gpu.py")
     return _compile(args)
 
 
-def _destinations(art: compiler.Artifacts, output: str) -> List[Path]:
+def _destinations(art: Artifacts, output: str) -> List[Path]:
     """Where each of ``art.files`` goes: into directory ``output`` (an existing one, or
     a path ending in a separator) as ``<name>.<ext>``, else beside file ``output``."""
     if output.endswith(os.sep) or Path(output).is_dir():
@@ -149,7 +155,7 @@ def _destinations(art: compiler.Artifacts, output: str) -> List[Path]:
     names = {art.main: main}
     for f in (art.header, art.runtime, art.abi):
         if f is not None:
-            names[f] = Path(f"{stem}{f.suffix}")
+            names[f] = Path(f"{main}{f.suffix}")  # swin-aot's naming: <main>.h, ...
     if art.library is not None and art.library != art.main:
         names[art.library] = stem.parent / f"lib{stem.name}.so"  # the GPU runtime, built
     return [names[f] for f in art.files]
@@ -157,7 +163,7 @@ def _destinations(art: compiler.Artifacts, output: str) -> List[Path]:
 
 def cmd_compile(args) -> int:
     result = _compile(args, args.emit)
-    art = result if isinstance(result, compiler.Artifacts) else result.artifacts
+    art = result if isinstance(result, Artifacts) else result.artifacts
     if args.output is None:
         print(art.main)
         return 0
@@ -165,7 +171,7 @@ def cmd_compile(args) -> int:
     targets[0].parent.mkdir(parents=True, exist_ok=True)
     for src, dst in zip(art.files, targets):
         shutil.copyfile(src, dst)
-    print(f"wrote {', '.join(map(str, targets))} ({compiler.describe(art.config)})")
+    print(f"wrote {', '.join(map(str, targets))} ({describe(art.config)})")
     return 0
 
 
@@ -174,7 +180,7 @@ def cmd_verify(args) -> int:
     n = _count(kernel, args.batch)
     check = testing.check_against_reference(kernel, n, seed=args.seed)
     status = "PASS" if check.passed else "FAIL"
-    print(f"{compiler.describe(kernel.config)} n={n}")
+    print(f"{describe(kernel.config)} n={n}")
     print(f"max abs error {check.error:.3e} (allowed {check.allowed:.3e}, "
           f"max|ref| {np.abs(check.expected).max():.3g}): {status}")
     return 0 if status == "PASS" else 1
@@ -203,7 +209,7 @@ def cmd_bench(args) -> int:
     windows = n if cfg.layout == "windows" else n * cfg.windows_per_image
     flops = 4.0 * windows * cfg.heads * cfg.tokens_per_window ** 2 * cfg.head_dim
     k_med, r_med = statistics.median(kt), statistics.median(rt)
-    print(f"{compiler.describe(cfg)} n={n}")
+    print(f"{describe(cfg)} n={n}")
     print(f"kernel:    median {k_med * 1e3:9.3f} ms  min {min(kt) * 1e3:9.3f} ms  "
           f"{flops / k_med / 1e9:8.2f} GFLOP/s")
     print(f"reference: median {r_med * 1e3:9.3f} ms  (NumPy float64)  speedup {r_med / k_med:.1f}x")
@@ -244,14 +250,14 @@ def _age(seconds: float) -> str:
 
 
 def cmd_cache(args) -> int:
-    root = Path(args.dir) if args.dir else compiler.get_cache_dir()
+    root = Path(args.dir) if args.dir else cache.get_cache_dir()
     action = "clear" if args.clear else args.action
     if action != "prune" and (args.older_than is not None or args.max_size is not None):
         raise _UsageError("--older-than / --max-size go with `cache prune`")
     if action == "clear":
-        print(f"removed {compiler.clear_cache(root)} kernels from {root}")
+        print(f"removed {cache.clear_cache(root)} kernels from {root}")
     elif action == "list":
-        entries = compiler.cache_entries(root)
+        entries = cache.cache_entries(root)
         now = time.time()
         for e in entries:
             print(f"{_human(e.size):>8}  {_age(now - e.last_used):>6} ago  {e.key}  "
@@ -260,13 +266,13 @@ def cmd_cache(args) -> int:
     elif action == "prune":
         if args.older_than is None and args.max_size is None:
             raise _UsageError("cache prune needs --older-than DAYS and/or --max-size SIZE")
-        removed = compiler.prune_cache(root, older_than_days=args.older_than,
+        removed = cache.prune_cache(root, older_than_days=args.older_than,
                                        max_size=args.max_size, dry_run=args.dry_run)
         verb = "would remove" if args.dry_run else "removed"
         for e in removed:
             print(f"{verb} {e.key} ({_human(e.size)}): {e.description}")
-        left = compiler.cache_entries(root) if not args.dry_run else \
-            [e for e in compiler.cache_entries(root) if e not in removed]
+        left = cache.cache_entries(root) if not args.dry_run else \
+            [e for e in cache.cache_entries(root) if e not in removed]
         print(f"{verb} {len(removed)} kernels ({_human(sum(e.size for e in removed))}); "
               f"{len(left)} left ({_human(sum(e.size for e in left))}) in {root}")
     else:
@@ -299,9 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="so, obj, llvm, mlir (cpu; default so); ptx, cubin, fatbin, mlir "
                         "(nvptx; default ptx)")
     p.add_argument("-o", "--output", metavar="DIR_OR_FILE",
-                   help="copy the outputs (kernel, .h, and for nvptx the runtime .c, "
-                        "lib<stem>.so; the ABI .json) into this directory or beside this "
-                        "file; default: print the cached kernel's path")
+                   help="copy the outputs (kernel, <kernel>.h, and for nvptx the runtime "
+                        "<kernel>.c, lib<stem>.so; the ABI <kernel>.json) into this directory "
+                        "or beside this file; default: print the cached kernel's path")
     p.set_defaults(func=cmd_compile)
 
     for name, func, help_ in (("verify", cmd_verify, "compare a kernel against the reference"),
@@ -346,8 +352,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return args.func(args)
     except _UsageError as exc:
         parser.error(str(exc))
-    except (ValueError, TypeError, NotImplementedError, compiler.CompileError,
-            compiler.SwinAotNotFoundError) as exc:
+    except (ValueError, TypeError, NotImplementedError, CompileError,
+            SwinAotNotFoundError) as exc:
         print(f"swin_opt: error: {exc}", file=sys.stderr)
         return 1
 

@@ -1,7 +1,7 @@
 """The C ABI of a kernel, as ``swin-aot`` describes it.
 
 Beside every header (``--emit=obj|so|ptx|cubin|fatbin``) ``swin-aot`` writes
-``<output stem>.json``, the kernel's arguments in order with their role, C
+``<output>.json``, the kernel's arguments in order with their role, C
 type, element type and shape (format ``swin-opt-kernel-abi``, version 1)::
 
     {"format": "swin-opt-kernel-abi", "version": 1, "name": "swin_window_attention",
@@ -30,6 +30,8 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .dtypes import STORAGE
+
 __all__ = ["AbiError", "Argument", "KernelAbi", "load", "parse", "check_no_overlap",
            "FORMAT", "VERSION", "KERNEL_ABI", "STORAGE"]
 
@@ -39,8 +41,6 @@ VERSION = 1
 #: The kernel ABI this package calls (``swin-aot --version``: ``(kernel ABI n)``).
 KERNEL_ABI = 1
 
-#: NumPy storage dtype of each element type (bfloat16 is passed as raw bits).
-STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
 
 #: C type -> ctypes type. Host pointers travel as void pointers (None is NULL),
 #: device pointers as 64-bit integers, streams as opaque handles.
@@ -149,6 +149,22 @@ class KernelAbi:
         """``ctypes`` argument types in call order."""
         return [arg.ctypes_type for arg in self.arguments]
 
+    def bind(self, library: Union[str, Path], what: str) -> tuple:
+        """``(ctypes function, library handle)`` of this entry point in the shared
+        library ``library``, typed from the description (``what`` names the kernel in
+        errors). Keep the handle alive as long as the function."""
+        try:
+            lib = ctypes.CDLL(str(library))
+        except OSError as exc:
+            raise OSError(f"cannot load kernel library for {what}: {exc}") from exc
+        try:
+            fn = getattr(lib, self.name)
+        except AttributeError:
+            raise RuntimeError(f"{library} does not export {self.name!r}") from None
+        fn.restype = ctypes.c_int32
+        fn.argtypes = self.argtypes()
+        return fn, lib
+
     def shapes(self, count: int) -> Dict[str, Tuple[int, ...]]:
         """Expected shape of every buffer argument for ``count`` windows / images."""
         return {arg.name: arg.shape_for(count) for arg in self.buffers}
@@ -245,7 +261,7 @@ def _arguments(data: dict, source: str, required_role: str) -> Tuple[Argument, .
 
 
 def load(path: Union[str, Path]) -> KernelAbi:
-    """Read ``<output stem>.json``; :class:`AbiError` when it is missing or malformed."""
+    """Read ``<output>.json``; :class:`AbiError` when it is missing or malformed."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -1,14 +1,15 @@
 """GPU kernels from ``swin-aot --target=nvptx``, driven through the CUDA driver API.
 
 ``swin-aot --target=nvptx --emit=ptx -o k.ptx`` writes the kernel, a header
-``k.h``, a host runtime ``k.c`` (CUDA driver API) and the ABI description
-``k.json``.  ``swin_opt.compile(..., target="nvptx")`` (or its shorthand
+``k.ptx.h``, a host runtime ``k.ptx.c`` (CUDA driver API) and the ABI description
+``k.ptx.json``.  ``swin_opt.compile(..., target="nvptx")`` (or its shorthand
 :func:`compile_gpu`) runs it through the same configuration, cache and error
 path as CPU kernels, builds the runtime into a shared library with the system
-C compiler (:func:`build_runtime`) and returns a :class:`GpuKernel` that runs
-on device buffers.  :class:`Driver` is a minimal ctypes binding of ``libcuda``
-(allocation, copies, events) so that the tests and the GPU benchmark need
-nothing but NumPy.
+C compiler (:func:`swin_opt.build.build_runtime`) and returns a
+:class:`GpuKernel` (:mod:`swin_opt.gpu_kernel`) that runs on device buffers.
+:class:`Driver` is a minimal ctypes binding of ``libcuda`` (allocation,
+copies, events) so that the tests and the GPU benchmark need nothing but
+NumPy; :func:`torch_call` runs a kernel on CUDA torch tensors.
 
 Only running needs a GPU: importing this module, compiling kernels and
 building their runtime work without a driver (the runtime links against the
@@ -21,42 +22,22 @@ used (a driver is loadable and reports a device).
 from __future__ import annotations
 
 import ctypes
-import functools
-import os
-import shutil
-import subprocess
-import threading
-from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
-from . import abi as _abi
-from . import compiler as _compiler
+from . import build
+from .gpu_kernel import CudaError, GpuKernel, driver_library
 
-CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-
-
-class CudaError(RuntimeError):
-    """A CUDA driver call failed, or there is no driver to call."""
-
-
-@functools.lru_cache(maxsize=None)
-def _driver_library() -> ctypes.CDLL:
-    """``libcuda.so.1``, loaded globally so that runtimes built without the stub
-    (``cu*`` left undefined) resolve against it. CudaError when absent."""
-    try:
-        return ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
-    except OSError as exc:
-        raise CudaError(f"no CUDA driver on this machine ({exc}); GPU kernels compile without "
-                        "one, but running them needs an NVIDIA driver and GPU") from None
+__all__ = ["CudaError", "Driver", "GpuKernel", "available", "compile_gpu", "torch_call",
+           "torch_call_packed"]
 
 
 class Driver:
     """The few driver API calls the tests and benchmarks need."""
 
     def __init__(self):
-        self.lib = _driver_library()
+        self.lib = driver_library()
         self._check(self.lib.cuInit(0), "cuInit")
         count = ctypes.c_int()
         self._check(self.lib.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
@@ -135,118 +116,6 @@ def available() -> Optional[str]:
         return None
 
 
-def _stub_dir() -> Optional[Path]:
-    """The toolkit's directory with the stub ``libcuda.so`` (link-time only), if any."""
-    for sub in ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs"):
-        if (CUDA_HOME / sub / "libcuda.so").is_file():
-            return CUDA_HOME / sub
-    return None
-
-
-def build_runtime(source: Path, library: Path) -> None:
-    """Build swin-aot's host runtime ``source`` (C, CUDA driver API) into ``library``.
-
-    Needs ``cuda.h`` (``$CUDA_HOME/include``) but no driver: the library is
-    linked against the toolkit's stub ``libcuda.so`` (so it records the
-    dependency on ``libcuda.so.1``), or, without a stub, leaves the ``cu*``
-    symbols undefined for the driver loaded by :func:`_driver_library`.
-    """
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "clang"
-    include = CUDA_HOME / "include"
-    if not (include / "cuda.h").is_file():
-        raise _compiler.CompileError(
-            f"cannot build the GPU runtime: no {include / 'cuda.h'} (set CUDA_HOME to the CUDA "
-            "toolkit)")
-    stubs = _stub_dir()
-    link = [f"-L{stubs}", "-lcuda"] if stubs is not None else []
-    cmd = [cc, "-O2", "-shared", "-fPIC", str(source), f"-I{include}", "-o", str(library), *link]
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise _compiler.CompileError(
-            f"building the GPU runtime {source.name} failed (exit {proc.returncode}): "
-            f"{_compiler._last_line(proc.stderr or proc.stdout)}",
-            command=cmd, returncode=proc.returncode, stderr=proc.stderr)
-
-
-class GpuKernel:
-    """A compiled GPU kernel on device pointers: ``kernel(q, k, v, table, out, count[, pad_qkv])``,
-    or ``kernel.call_packed(qkv, table, out, batch[, pad_qkv])`` for a packed-qkv kernel.
-
-    ``image``, ``header``, ``runtime`` (the host runtime's C source) and
-    ``library`` (that runtime built) are the files in the cache; ``abi`` is
-    the C ABI the call is typed and checked by.  The driver and the library
-    are loaded on the first call (:class:`CudaError` without a driver).
-    """
-
-    def __init__(self, artifacts: "_compiler.Artifacts", abi: "_abi.KernelAbi",
-                 table: Optional[np.ndarray] = None):
-        self.artifacts = artifacts
-        self.config = artifacts.config
-        self.abi = abi
-        #: The baked table as float32 ``[T, heads]`` (read-only), or ``None``.
-        self.table = table
-        self._lock = threading.Lock()
-        self._fn = None
-        self._last_error = None
-
-    image = property(lambda self: self.artifacts.main, doc="The PTX / cubin / fatbin file.")
-    header = property(lambda self: self.artifacts.header, doc="The C header.")
-    runtime = property(lambda self: self.artifacts.runtime, doc="The host runtime's C source.")
-    library = property(lambda self: self.artifacts.library, doc="The host runtime, built.")
-    tokens = property(lambda self: self.config.layout == "tokens")
-    packed = property(lambda self: self.config.packed_qkv)
-
-    def __repr__(self) -> str:
-        return (f"<swin_opt.cuda.GpuKernel {self.config.name}: {_compiler.describe(self.config)} "
-                f"at {self.image}>")
-
-    @property
-    def fn(self):
-        """The runtime's C function (loads the driver and the library)."""
-        if self._fn is None:
-            with self._lock:
-                if self._fn is None:
-                    _driver_library()
-                    fn, lib = _compiler._load_function(self.library, self.abi,
-                                                       _compiler.describe(self.config))
-                    last_error = getattr(lib, f"{self.abi.name}_last_error")
-                    last_error.restype = ctypes.c_char_p
-                    self._lib, self._last_error, self._fn = lib, last_error, fn
-        return self._fn
-
-    def last_error(self) -> bytes:
-        """The runtime's description of its last failure."""
-        self.fn  # noqa: B018 - loads the library
-        return self._last_error()
-
-    def output_shape(self, count: int):
-        return self.abi.role("output")[0].shape_for(count)
-
-    def __call__(self, q, k, v, table, out, count, pad_qkv=0, stream=None) -> None:
-        if self.packed:
-            raise TypeError("a packed-qkv kernel is called as kernel.call_packed(qkv, table, out, batch)")
-        self._run(dict(q=q, k=k, v=v, table=table, out=out, pad_qkv=pad_qkv), count, stream)
-
-    def call_packed(self, qkv, table, out, batch, pad_qkv=0, stream=None) -> None:
-        if not self.packed:
-            raise TypeError("call_packed needs a kernel compiled with packed_qkv=True")
-        self._run(dict(qkv=qkv, table=table, out=out, pad_qkv=pad_qkv), batch, stream)
-
-    def _run(self, pointers: dict, count: int, stream) -> None:
-        """Call with device pointers by argument name; the ABI gives order and sizes."""
-        abi = self.abi
-        unknown = [name for name, ptr in pointers.items() if ptr and name not in abi]
-        if unknown:
-            raise ValueError(f"{unknown[0]} is not an argument of this kernel "
-                             f"({', '.join(a.name for a in abi.arguments)})")
-        _abi.check_no_overlap((abi[name], ptr or 0, abi.nbytes(name, count))
-                              for name, ptr in pointers.items() if name in abi)
-        values = dict(pointers, stream=stream)
-        values[abi.count.name] = count
-        if self.fn(*abi.call_args(values)) != 0:
-            raise CudaError(self.last_error().decode())
-
-
 def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, chip: str = "sm_90",
                 emit: str = "ptx", **options) -> GpuKernel:
     """``swin_opt.compile(..., target="nvptx")``: a GPU kernel and its runtime.
@@ -256,8 +125,8 @@ def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, chip: str =
     ``kernel``: ``"warps"``/``"rows"``, ``packed_qkv``, ``name``, ``table``,
     ``cache_dir``, ...).  Compiling needs no GPU.
     """
-    return _compiler.compile(window, heads, head_dim, target="nvptx", chip=chip, emit=emit,
-                             **options)
+    return build.compile(window, heads, head_dim, target="nvptx", chip=chip, emit=emit,
+                         **options)
 
 
 def _torch_run(kernel: GpuKernel, given: dict, out):

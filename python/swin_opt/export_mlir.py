@@ -27,12 +27,17 @@ Two workarounds for torch-mlir ``20261001``, both value-preserving:
 torchvision's and transformers' Swin blocks build their shift mask with
 slice assignments, which this importer rejects ("Heterogeneous lists are not
 supported"); their attention modules are tried by ``--all`` and reported.
+
+Exit status: 1 when ``-o`` cannot import torch, timm or torch-mlir (one
+error line, nothing written), when one of timm's modules does not export,
+or when a ``--check`` fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import os
 import re
 import subprocess
@@ -108,13 +113,13 @@ def _timm_cases() -> Dict[str, Callable[[], Tuple[object, List]]]:
         mask = -4.0 * torch.rand(2, 16, 16)
         return m, [torch.randn(4, 16, 16), mask]
 
-    def block(shift):
+    def block(shift, resolution=8):
         def build():
             torch.manual_seed(0)
-            m = SwinTransformerBlock(dim=16, input_resolution=(8, 8), num_heads=2, window_size=4,
-                                     shift_size=shift).eval()
+            m = SwinTransformerBlock(dim=16, input_resolution=(resolution, resolution), num_heads=2,
+                                     window_size=4, shift_size=shift).eval()
             redraw_tables(m)
-            return m, [torch.randn(1, 8, 8, 16)]
+            return m, [torch.randn(1, resolution, resolution, 16)]
 
         return build
 
@@ -123,6 +128,8 @@ def _timm_cases() -> Dict[str, Callable[[], Tuple[object, List]]]:
         "timm_window_attention_4x2": attention((4, 2), windows=3),
         "timm_window_attention_mask": attention_with_mask,
         "timm_swin_block_shifted": block(2),
+        # Swin-T's stage 4 at batch 1: the map is one window, not shifted.
+        "timm_swin_block_single_window": block(0, resolution=4),
     }
 
 
@@ -266,8 +273,22 @@ def check(mlir: Path, swin_opt: str, pipeline: str = "rpe-cpu-pipeline", transla
     return float(np.max(np.abs(got - want)))
 
 
+def _missing_exporter() -> str:
+    """What the export needs and cannot import (torch, timm, torch-mlir), as the
+    end of an error message; empty when everything imports."""
+    for module, package in (("torch", "torch"), ("timm", "timm"),
+                            ("torch_mlir.fx", "torch-mlir==20261001")):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            return (f"needs {package.split('==')[0]} to export, and it cannot be imported "
+                    f"({exc}); install it (pip install {package})")
+    return ""
+
+
 def main(argv: List[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m swin_opt.export_mlir",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", type=Path, help="with --check: exported modules to check")
     parser.add_argument("-o", "--output", type=Path, help="directory to export the cases into")
     parser.add_argument("--all", action="store_true",
@@ -282,8 +303,13 @@ def main(argv: List[str] | None = None) -> int:
 
     status = 0
     if args.output:
+        missing = _missing_exporter()
+        if missing:
+            print(f"{parser.prog}: error: -o {missing}", file=sys.stderr)
+            return 1
         args.output.mkdir(parents=True, exist_ok=True)
-        cases = dict(_timm_cases())
+        required = dict(_timm_cases())
+        cases = dict(required)
         if args.all:
             cases.update(_other_cases())
         for name, build in cases.items():
@@ -291,9 +317,11 @@ def main(argv: List[str] | None = None) -> int:
                 path = save_case(name, build, args.output)
                 print(f"exported {path}")
                 args.modules.append(path)
-            except Exception as error:  # the importer's refusals are reported, not fatal
+            except Exception as error:  # the importer's refusals are reported
                 first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 print(f"not exported {name}: {type(error).__name__}: {first}")
+                if name in required:  # timm's modules must export; --all's may not
+                    status = 1
     if args.check:
         for path in args.modules:
             try:

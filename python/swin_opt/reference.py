@@ -3,7 +3,10 @@
 Everything here is written directly from the Swin / Video Swin formulas and is
 deliberately independent of the compiler: it is the oracle all kernel tests are
 compared against.  All arithmetic that produces attention outputs is done in
-float64.
+float64.  Only the normalisation of its arguments (window, shift, resolution,
+padding names) and the rounding of a resolution to whole windows come from
+:mod:`swin_opt.geometry`, which the kernel configuration uses too; that
+module's docstring says why sharing them keeps this an independent check.
 
 Conventions (2-D shown; 3-D windows ``(Wd, Wh, Ww)`` work the same way with one
 more leading axis, and so does any other rank):
@@ -22,10 +25,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
+
+from .geometry import (PADDING_CONVENTIONS, IntOrSeq, Shape, normalize_padding,
+                       normalize_resolution, normalize_shift, normalize_window,
+                       padded_resolution, table_rows, window_tokens, windows_per_image)
 
 __all__ = [
     "MASK_VALUE",
@@ -59,123 +65,13 @@ __all__ = [
 #: regions (it is *not* ``-inf``).
 MASK_VALUE = -100.0
 
-#: Canonical padding convention names, see :func:`normalize_padding`.
-PADDING_CONVENTIONS = ("pad_then_shift", "shift_then_pad")
-
-_PADDING_ALIASES = {
-    "pad_then_shift": "pad_then_shift",
-    "hf": "pad_then_shift",
-    "huggingface": "pad_then_shift",
-    "transformers": "pad_then_shift",
-    "torchvision": "pad_then_shift",
-    "video_swin": "pad_then_shift",
-    "shift_then_pad": "shift_then_pad",
-    "timm": "shift_then_pad",
-}
-
-Shape = Tuple[int, ...]
-IntOrSeq = Union[int, Sequence[int]]
-
 
 # --------------------------------------------------------------------------- #
-# Argument normalisation
+# Argument checks (their normalisation: swin_opt.geometry)
 # --------------------------------------------------------------------------- #
-def _int_tuple(value: IntOrSeq, what: str) -> Shape:
-    if isinstance(value, numbers.Integral):
-        return (int(value),)
-    try:
-        out = tuple(int(v) for v in value)
-    except TypeError:
-        raise TypeError(f"{what} must be an int or a sequence of ints, got {value!r}") from None
-    for v_in, v in zip(value, out):
-        if v != v_in:
-            raise TypeError(f"{what} must contain integers, got {value!r}")
-    return out
-
-
-def normalize_window(window: IntOrSeq) -> Shape:
-    """Return the window as a tuple of positive ints; an int means a square 2-D window."""
-    if isinstance(window, numbers.Integral):
-        window = (window, window)
-    w = _int_tuple(window, "window")
-    if not w or any(x < 1 for x in w):
-        raise ValueError(f"window must be non-empty with positive extents, got {window!r}")
-    return w
-
-
-def normalize_shift(shift: Optional[IntOrSeq], rank: int) -> Shape:
-    """Return the shift as a ``rank``-tuple; an int (or ``None`` = 0) applies to every axis."""
-    if shift is None:
-        shift = 0
-    if isinstance(shift, numbers.Integral):
-        s = (int(shift),) * rank
-    else:
-        s = _int_tuple(shift, "shift")
-    if len(s) != rank:
-        raise ValueError(f"shift {shift!r} must have {rank} entries (one per window axis)")
-    if any(x < 0 for x in s):
-        raise ValueError(f"shift must be non-negative, got {shift!r}")
-    return s
-
-
-def normalize_padding(padding: Optional[str]) -> Optional[str]:
-    """Map a padding convention name (or alias) to ``"pad_then_shift"``/``"shift_then_pad"``.
-
-    ``pad_then_shift`` is what HuggingFace transformers, torchvision and Video
-    Swin do (pad bottom/right, roll the padded map, build the mask at the padded
-    size, crop after the reverse roll).  ``shift_then_pad`` is timm (roll at the
-    unpadded size, pad, mask at the rounded-up size, crop, roll back).  Aliases:
-    ``hf``, ``huggingface``, ``transformers``, ``torchvision``, ``video_swin``,
-    ``timm``; dashes are accepted in place of underscores.
-    """
-    if padding is None:
-        return None
-    if not isinstance(padding, str):
-        raise TypeError(f"padding must be a string or None, got {padding!r}")
-    key = padding.strip().lower().replace("-", "_")
-    try:
-        return _PADDING_ALIASES[key]
-    except KeyError:
-        raise ValueError(
-            f"unknown padding convention {padding!r}; expected one of "
-            f"{sorted(_PADDING_ALIASES)}"
-        ) from None
-
-
-def _check_rank(resolution: Shape, window: Shape) -> None:
-    if len(resolution) != len(window):
-        raise ValueError(
-            f"resolution {resolution} and window {window} must have the same number of axes"
-        )
-
-
 def _check_shift(shift: Shape, window: Shape) -> None:
     if any(ss >= ww for ss, ww in zip(shift, window)):
         raise ValueError(f"shift {shift} must be smaller than the window {window} on every axis")
-
-
-def window_tokens(window: IntOrSeq) -> int:
-    """Number of tokens ``N`` in one window."""
-    return math.prod(normalize_window(window))
-
-
-def table_rows(window: IntOrSeq) -> int:
-    """Rows of the relative position bias table: ``prod(2 * W - 1)``."""
-    return math.prod(2 * w - 1 for w in normalize_window(window))
-
-
-def padded_resolution(resolution: IntOrSeq, window: IntOrSeq) -> Shape:
-    """Resolution rounded up to a multiple of the window on every axis."""
-    w = normalize_window(window)
-    r = _int_tuple(resolution, "resolution")
-    _check_rank(r, w)
-    return tuple(-(-n // ww) * ww for n, ww in zip(r, w))
-
-
-def windows_per_image(resolution: IntOrSeq, window: IntOrSeq) -> int:
-    """``nW``: windows per image (of the padded resolution if it is not divisible)."""
-    w = normalize_window(window)
-    return math.prod(p // ww for p, ww in zip(padded_resolution(resolution, w), w))
 
 
 # --------------------------------------------------------------------------- #
@@ -248,8 +144,7 @@ def window_reverse(windows: np.ndarray, window: IntOrSeq, resolution: IntOrSeq) 
     """Inverse of :func:`window_partition`: ``[B * nW, N, C]`` (or ``[B*nW, *window, C]``)
     back to ``[B, *resolution, C]``."""
     w = normalize_window(window)
-    r = _int_tuple(resolution, "resolution")
-    _check_rank(r, w)
+    r = normalize_resolution(resolution, w)
     rank = len(w)
     if any(n % ww for n, ww in zip(r, w)):
         raise ValueError(f"resolution {r} is not divisible by window {w}")
@@ -311,8 +206,7 @@ def shift_mask(resolution: IntOrSeq, window: IntOrSeq, shift: IntOrSeq) -> np.nd
     whole axis), which — as in Swin — means no masking along that axis.
     """
     w = normalize_window(window)
-    r = _int_tuple(resolution, "resolution")
-    _check_rank(r, w)
+    r = normalize_resolution(resolution, w)
     s = normalize_shift(shift, len(w))
     _check_shift(s, w)
     img_mask = np.zeros((1,) + r + (1,))
@@ -334,8 +228,7 @@ def shift_mask_closed_form(resolution: IntOrSeq, window: IntOrSeq, shift: IntOrS
     ``[n-s, n)``; the token label is the base-3 number of its axis labels.
     """
     w = normalize_window(window)
-    r = _int_tuple(resolution, "resolution")
-    _check_rank(r, w)
+    r = normalize_resolution(resolution, w)
     s = normalize_shift(shift, len(w))
     _check_shift(s, w)
     label = np.zeros(r, dtype=np.int64)
@@ -462,8 +355,7 @@ def _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv,
     backward take: the geometry, the table (its heads), q, k, v (float64,
     ``[batch, L, heads*head_dim]``) and the padding rows (zeros by default)."""
     w = normalize_window(window)
-    res = _int_tuple(resolution, "resolution")
-    _check_rank(res, w)
+    res = normalize_resolution(resolution, w)
     s = normalize_shift(shift, len(w))
     convention = normalize_padding(padding)
     if table is not None:

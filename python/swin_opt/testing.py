@@ -1,7 +1,10 @@
-"""Helpers shared by the tests, ``python -m swin_opt verify`` and the examples.
+"""Helpers shared by the tests, ``python -m swin_opt verify``, the examples and
+the benchmarks.
 
 They generate random inputs for a kernel configuration, compute the float64
-reference for them with :mod:`swin_opt.reference`, and compare.
+reference for them with :mod:`swin_opt.reference`, and compare; and they
+redraw a PyTorch model's weights so that comparing a swapped model with its
+original can fail (:func:`sharpen_weights`; torch is imported there only).
 
 Tolerances (``max|out - ref| <= TOLERANCE[dtype] * max(1, max|ref|)``):
 
@@ -29,8 +32,9 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import reference as ref
-from .compiler import (Kernel, KernelConfig, _is_torch, bf16_bits_to_float32,
-                       float32_to_bf16_bits)
+from .config import KernelConfig
+from .dtypes import bf16_bits_to_float32, float32_to_bf16_bits
+from .kernel import Kernel, is_torch_tensor
 
 __all__ = [
     "TOLERANCE",
@@ -44,6 +48,7 @@ __all__ = [
     "compare",
     "Check",
     "check_against_reference",
+    "sharpen_weights",
 ]
 
 #: Relative tolerance per kernel dtype, see the module docstring.
@@ -64,7 +69,7 @@ def to_storage(x32, code: str) -> np.ndarray:
 
 def to_float64(x, code: str) -> np.ndarray:
     """Decode kernel storage (NumPy or torch) to float64."""
-    if _is_torch(x):
+    if is_torch_tensor(x):
         return x.detach().cpu().double().numpy()
     x = np.asarray(x)
     if code == "bf16" and (x.dtype == np.uint16 or x.dtype.name == "bfloat16"):
@@ -180,3 +185,36 @@ def check_against_reference(kernel: Kernel, n: int, *, seed: int = 0) -> Check:
     expected = reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64, inp.pad_qkv)
     error, allowed = compare(out, expected, kernel.config.dtype)
     return Check(out, expected, error, allowed)
+
+
+def sharpen_weights(model, seed: int = 0):
+    """Redraw every parameter of a torch ``model`` in place (seeded), with larger
+    variances than the frameworks' inits; returns it in eval mode.
+
+    Bias tables ~ N(0, 1), linear weights ~ N(0, 4/fan_in), biases ~ N(0, 1/4),
+    SwinV2 logit scales with ``exp`` in [2, 200] (clamped at 100 by the
+    models), norm scales in [0.5, 1.5]: the attention is sharp, so a missing or
+    misplaced bias or mask shows far above the tolerances. No parameter keeps
+    a constant init: the frameworks start norm scales at 1 and biases at 0,
+    and timm's SwinV2 zero-initialises the post-norms of its residual
+    branches, which would keep the attention from reaching the output at all
+    (a comparison with the original could then not fail).
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "relative_position_bias_table" in name:
+                p.copy_(torch.randn(p.shape, generator=gen))
+            elif name.endswith("logit_scale"):  # SwinV2: s_h = exp(.) in [2, 200]
+                p.copy_(torch.empty(p.shape).uniform_(math.log(2), math.log(200), generator=gen))
+            elif p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * (2.0 / p.shape[1] ** 0.5))
+            elif "bias" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            elif p.dim() == 1 and name.endswith("weight"):  # norm scales
+                p.copy_(torch.empty(p.shape).uniform_(0.5, 1.5, generator=gen))
+            elif p.numel() > 1 and bool((p == p.flatten()[0]).all()):  # another constant init
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    return model.eval()

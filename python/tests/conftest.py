@@ -16,6 +16,7 @@ import ctypes
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -86,8 +87,40 @@ def aot_path() -> Path:
 
 @pytest.fixture(scope="module")
 def kernel_cache(tmp_path_factory) -> Path:
-    """A kernel cache shared by the tests of one module (never the user's cache)."""
+    """A kernel cache shared by the tests of one module (never the user's cache; in a
+    test run by :func:`run_alone`, the cache of the suite that started it)."""
+    inherited = os.environ.get(_FRESH_CACHE)
+    if inherited:
+        return Path(inherited)
     return tmp_path_factory.mktemp("kernel-cache")
+
+
+_FRESH = "SWIN_OPT_TEST_FRESH_PROCESS"
+_FRESH_CACHE = "SWIN_OPT_TEST_KERNEL_CACHE"
+
+
+@pytest.fixture
+def run_alone(request, kernel_cache):
+    """For a test whose outcome could depend on what its process did before (torch
+    and swin_opt keep per-process state: dynamo's caches, registered operators,
+    loaded kernels, what was decided on a first call): ``if run_alone(): return``
+    runs the test again, alone, in a new interpreter (whose failure fails it) and
+    returns True; in that interpreter it returns False and the test runs."""
+
+    def run() -> bool:
+        if os.environ.get(_FRESH) == request.node.nodeid:
+            return False
+        env = dict(os.environ, **{_FRESH: request.node.nodeid, _FRESH_CACHE: str(kernel_cache)})
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "--tb=short", "--show-capture=no",
+                               request.node.nodeid], cwd=request.config.rootpath, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.fail(f"{request.node.nodeid} failed in a fresh process:\n"
+                        f"{(proc.stdout + proc.stderr)[-6000:]}", pytrace=False)
+        return True
+
+    return run
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ index arithmetic, which cross-checks the NumPy reference's roll / partition /
 padding code from a different angle.
 
 Like the real tool it answers ``--version`` with ``swin-aot <semver> (kernel
-ABI <n>)`` and writes the ABI description ``<output stem>.json`` beside the
+ABI <n>)`` and writes the ABI description ``<output>.json`` beside the
 header (the format swin_opt.abi reads).  ``--emit=so`` builds the CPU kernel;
 ``--target=nvptx --emit=ptx|cubin|fatbin`` writes a placeholder image and a
 host runtime ``.c`` with the GPU ABI that initialises the driver and then
@@ -392,25 +392,25 @@ def main(argv=None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     cfg = validate(args)
     out = args.o
-    stem = os.path.splitext(out)[0]
     abi = abi_arguments(cfg)
     proto = prototype(cfg, abi)
     gpu = cfg["target"] == "nvptx"
+    # Side files are named after the whole output, as swin-aot's: k.so.h.
     if gpu:
         with open(out, "w") as f:
             f.write(f"// fake {args.emit} image for {cfg['name']}\n")
-        with open(stem + ".c", "w") as f:
-            f.write(GPU_RUNTIME.format(header=os.path.basename(stem + ".h"), name=cfg["name"],
+        with open(out + ".c", "w") as f:
+            f.write(GPU_RUNTIME.format(header=os.path.basename(out + ".h"), name=cfg["name"],
                                        prototype=proto,
                                        count=next(a["name"] for a in abi if a["role"] == "count")))
     else:
         build_cpu(cfg, out)
-    with open(stem + ".h", "w") as f:
+    with open(out + ".h", "w") as f:
         f.write("#pragma once\n#include <stdint.h>\n" + ("#include <cuda.h>\n" if gpu else "")
                 + f"/* fake swin-aot kernel */\n{proto};\n"
                 + (f"const char *{cfg['name']}_last_error(void);\n" if gpu else ""))
     if os.environ.get("FAKE_SWIN_AOT_NO_ABI") != "1":
-        with open(stem + ".json", "w") as f:
+        with open(out + ".json", "w") as f:
             f.write(abi_json(cfg, abi) + "\n")
     log = os.environ.get("FAKE_SWIN_AOT_LOG")
     if log:

@@ -1,5 +1,5 @@
 """``python -m swin_opt cache {dir,list,prune,clear}`` and the functions behind it
-(:func:`swin_opt.compiler.cache_entries`, :func:`~swin_opt.compiler.prune_cache`).
+(:func:`swin_opt.cache.cache_entries`, :func:`~swin_opt.cache.prune_cache`).
 
 Runs without torch and without swin-aot: the cache entries are written by hand
 in the layout :func:`swin_opt.compile` publishes (``k-<key>/config.json`` and
@@ -15,16 +15,17 @@ import time
 import pytest
 
 from swin_opt import __main__ as cli
-from swin_opt import compiler as C
+from swin_opt import cache as C
+from swin_opt.config import make_config
 
 DAY = 86400.0
 
 
-def _entry(root, name, size, age_days, heads=2):
-    d = root / f"k-{name}"
+def _entry(root, key, size, age_days, heads=2, **options):
+    d = root / f"k-{key}"
     d.mkdir(parents=True)
     (d / "kernel.so").write_bytes(b"x" * size)
-    cfg = C.make_config((7, 7), heads, 32, resolution=(14, 14), shift=3)
+    cfg = make_config((7, 7), heads, 32, resolution=(14, 14), shift=3, **options)
     meta = d / "config.json"
     meta.write_text(json.dumps({"config": dataclasses.asdict(cfg), "emit": "so"}))
     t = time.time() - age_days * DAY
@@ -56,6 +57,18 @@ def test_cache_entries(cache):
     assert C.cache_entries(cache / "missing") == []
 
 
+def test_entries_of_other_builds_have_other_descriptions(tmp_path):
+    """A gradient kernel (and a build for another CPU, kernel or thread mode) is not
+    described like the forward kernel of the same configuration."""
+    variants = [{}, {"grad": True}, {"cpu": "x86-64-v3"}, {"kernel": "rows"},
+                {"parallel": False}, {"name": "attn"}]
+    for i, options in enumerate(variants):
+        _entry(tmp_path, f"v{i}", 10, i, **options)
+    descriptions = [e.description for e in reversed(C.cache_entries(tmp_path))]
+    assert len(set(descriptions)) == len(variants), descriptions
+    assert "grad" in descriptions[1] and "grad" not in descriptions[0]
+
+
 def test_prune_by_age_and_size(cache):
     gone = C.prune_cache(cache, older_than_days=30, dry_run=True)
     assert sorted(e.key for e in gone) == ["k-broken", "k-old"]
@@ -76,7 +89,7 @@ def test_compile_hit_refreshes_last_use(tmp_path, monkeypatch):
     meta = tmp_path / "config.json"
     meta.write_text("{}")
     os.utime(meta, (1.0, 1.0))
-    C._touch(meta)
+    C.touch(meta)
     assert meta.stat().st_mtime > time.time() - 60
 
 

@@ -120,14 +120,14 @@ def test_unfused_reference_lowering_agrees(aot_path, tmp_path):
     """swin-aot --unfused: the step-by-step lowering computes the same."""
     import subprocess
 
-    from swin_opt.compiler import Kernel
+    from swin_opt import Kernel
 
     lib = tmp_path / "unfused.so"
     subprocess.run([str(aot_path), "--window=8,8", "--heads=3", "--head-dim=32",
                     "--resolution=16,16", "--shift=4", "--cosine", "--unfused",
                     "--emit=so", "-o", str(lib)], check=True)
     cfg = swin_opt.make_config((8, 8), 3, 32, resolution=(16, 16), shift=4, cosine=True)
-    k = Kernel(cfg, lib, lib.with_suffix(".h"))
+    k = Kernel(cfg, lib, lib.with_name(lib.name + ".h"))
     _windows_case(k, 4, window=(8, 8), heads=3, head_dim=32, resolution=(16, 16), shift=4)
 
 
@@ -179,7 +179,7 @@ def test_cpb_mlp_table_at_compile_time(aot_path, tmp_path, pretrained):
     compiler from the MLP's weights (the table argument is NULL)."""
     import subprocess
 
-    from swin_opt.compiler import Kernel
+    from swin_opt import Kernel
 
     window, heads, d, hidden = (8, 8), 3, 32, 64
     rng = np.random.default_rng(21)
@@ -198,7 +198,7 @@ def test_cpb_mlp_table_at_compile_time(aot_path, tmp_path, pretrained):
     table = ref.swinv2_cpb_table(ref.swinv2_relative_coords_table(window, pretrained), w1, b1, w2)
     cfg = swin_opt.make_config(window, heads, d, resolution=(16, 16), shift=4, cosine=True)
     # A kernel whose table is compiled in is called without one.
-    kernel = Kernel(cfg, lib, lib.with_suffix(".h"), table=table.astype(np.float32))
+    kernel = Kernel(cfg, lib, lib.with_name(lib.name + ".h"), table=table.astype(np.float32))
     assert kernel.abi["table"].nullable
     q, k, v = (rng.standard_normal((4, heads, 64, d)).astype(np.float32) for _ in range(3))
     ls = logit_scales(heads)

@@ -8,6 +8,7 @@ compiler are tested in test_kernel.py.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 
 import swin_opt
-from swin_opt import compiler as C
+from swin_opt import build, gpu_kernel, tools
 from swin_opt import testing as T
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ def fake(fake_aot, monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_SWIN_AOT_LOG", str(log))
     monkeypatch.delenv("FAKE_SWIN_AOT_VERSION", raising=False)
     monkeypatch.delenv("FAKE_SWIN_AOT_NO_ABI", raising=False)
-    C._tool_cache.clear()  # the fake's --version depends on the environment
+    tools.clear_tool_cache()  # the fake's --version depends on the environment
     cache = tmp_path / "cache"
 
     def builds() -> int:
@@ -94,10 +95,39 @@ def test_cache_hits_and_keys(fake):
     assert not list(fake["cache"].glob(".build-*"))  # temporaries are cleaned up
 
 
+def _stderr_of_compiles(fake, setup: str = "") -> str:
+    """stderr of a fresh interpreter (nothing configures logging there) that runs
+    ``setup``, compiles two configurations, one of them twice."""
+    code = (f"{setup}\nimport swin_opt\n"
+            f"for scale in (None, None, 0.5):\n"
+            f"    swin_opt.compile((3, 3), 2, 8, scale=scale, cache_dir={str(fake['cache'])!r})\n")
+    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def test_each_build_says_so_on_stderr_when_logging_is_not_configured(fake):
+    lines = _stderr_of_compiles(fake).splitlines()
+    assert len(lines) == 2 and fake["builds"]() == 2, lines  # the cache hit builds nothing
+    assert lines[0].startswith("swin_opt: built window=3x3 heads=2 head_dim=8") and \
+        lines[0].endswith(" s"), lines
+    assert "scale=0.5" in lines[1], lines
+
+
+def test_builds_go_to_the_logger_when_logging_is_configured(fake, caplog):
+    setup = "import logging\nlogging.basicConfig(level=logging.WARNING)"
+    assert _stderr_of_compiles(fake, setup) == ""  # the application's choice
+    with caplog.at_level(logging.INFO, logger="swin_opt"):
+        fake["compile"]((3, 3), 2, 8, scale=0.25)
+    built = [r for r in caplog.records if r.name == "swin_opt" and "built" in r.getMessage()]
+    assert len(built) == 1 and built[0].levelno == logging.INFO, caplog.records
+
+
 def test_cache_key_includes_version(fake, monkeypatch):
     fake["compile"]((2, 2), 1, 8)
     monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", "swin-aot 9.9.0 (kernel ABI 1)")
-    C._tool_cache.clear()  # version is memoised per (path, size, mtime)
+    tools.clear_tool_cache()  # version is memoised per (path, size, mtime)
     fake["compile"]((2, 2), 1, 8)
     assert fake["builds"]() == 2
 
@@ -256,7 +286,7 @@ def test_cli_compile_verify_bench(fake, tmp_path):
     r = _run_cli(fake, "compile", "--window=4,6", "--heads=2", "--head-dim=8",
                  "--resolution=8,12", "--shift=2,3", "-o", str(out))
     assert r.returncode == 0, r.stderr
-    assert out.is_file() and out.with_suffix(".h").is_file()
+    assert out.is_file() and Path(f"{out}.h").is_file() and Path(f"{out}.json").is_file()
     r = _run_cli(fake, "verify", "--window=3,3", "--heads=2", "--head-dim=8", "--dtype=f16",
                  "--resolution=6,6", "--shift=1", "--batch=2")
     assert r.returncode == 0, r.stderr
@@ -292,8 +322,8 @@ def test_tool_version_semver_forms(fake, monkeypatch):
     for version in ("swin-aot 0.4.0 (kernel ABI 1)", "swin-aot 1.2.3-rc.1+g1234abc (kernel ABI 1)\n"
                     "LLVM 22.1.8"):
         monkeypatch.setenv("FAKE_SWIN_AOT_VERSION", version)
-        C._tool_cache.clear()
-        info = C._tool_info(fake["path"])
+        tools.clear_tool_cache()
+        info = tools.tool_info(fake["path"])
         assert info.kernel_abi == 1 and info.semver == version.split()[1]
 
 
@@ -310,11 +340,11 @@ def test_help_is_not_consulted(fake, monkeypatch, tmp_path):
 
 
 # --------------------------------------------------------------------------- #
-# The ABI description (<stem>.json)
+# The ABI description (<output>.json)
 # --------------------------------------------------------------------------- #
 def test_missing_abi_description_is_a_clear_error(fake, monkeypatch):
     monkeypatch.setenv("FAKE_SWIN_AOT_NO_ABI", "1")
-    with pytest.raises(swin_opt.CompileError, match=r"kernel\.json is missing.*rebuild swin-aot"):
+    with pytest.raises(swin_opt.CompileError, match=r"kernel\.so\.json is missing.*rebuild swin-aot"):
         fake["compile"]((3, 3), 2, 8)
     assert not list(fake["cache"].glob("k-*"))  # nothing half-built is cached
 
@@ -326,7 +356,7 @@ def test_missing_abi_description_is_a_clear_error(fake, monkeypatch):
 ])
 def test_kernel_is_typed_from_the_abi_description(fake, kwargs):
     kernel = fake["compile"]((4, 6), 2, 8, **kwargs)
-    desc = swin_opt.abi.load(kernel.library.with_suffix(".json"))
+    desc = swin_opt.abi.load(Path(f"{kernel.library}.json"))
     assert kernel.abi == desc
     assert kernel.cfunc.argtypes == desc.argtypes()
     count = desc.count.name
@@ -338,7 +368,7 @@ def test_kernel_is_typed_from_the_abi_description(fake, kwargs):
 def test_shape_checks_follow_the_description(fake):
     """A description that says 3 heads makes the 2-head arrays wrong: nothing is re-derived."""
     kernel = fake["compile"]((3, 3), 2, 8)
-    data = json.loads(kernel.library.with_suffix(".json").read_text())
+    data = json.loads(Path(f"{kernel.library}.json").read_text())
     for arg in data["arguments"]:
         if arg["name"] in ("q", "k", "v"):
             arg["shape"][1] = 3
@@ -395,10 +425,10 @@ def test_output_overlapping_an_input_is_refused_torch(fake):
 # --------------------------------------------------------------------------- #
 @pytest.fixture
 def cuda_toolkit():
-    from swin_opt import cuda
+    from swin_opt import build, cuda
 
-    if not (cuda.CUDA_HOME / "include" / "cuda.h").is_file():
-        pytest.skip(f"no CUDA toolkit at {cuda.CUDA_HOME}")
+    if not (build.CUDA_HOME / "include" / "cuda.h").is_file():
+        pytest.skip(f"no CUDA toolkit at {build.CUDA_HOME}")
     return cuda
 
 
@@ -412,7 +442,7 @@ def _needs_libcuda(library) -> Optional[bool]:
 
 def _has_driver(cuda) -> bool:
     try:
-        cuda._driver_library()
+        gpu_kernel.driver_library()
         return True
     except cuda.CudaError:
         return False
@@ -444,7 +474,7 @@ def test_gpu_kernel_compiles_without_a_gpu(fake, cuda_toolkit, emit):
     assert kernel.image.suffix == f".{emit}" and kernel.image.is_file()
     assert kernel.header.suffix == ".h" and kernel.runtime.suffix == ".c"
     assert kernel.library.is_file() and kernel.abi.target == "nvptx"
-    if cuda._stub_dir() is not None:
+    if build.cuda_stub_dir() is not None:
         assert _needs_libcuda(kernel.library) in (True, None)  # linked against the stub
     assert "--target=nvptx" in fake["log"].read_text() and "--chip=sm_80" in fake["log"].read_text()
     assert [a.ctype for a in kernel.abi.arguments][-1] == "CUstream"
@@ -456,7 +486,7 @@ def test_gpu_kernel_compiles_without_a_gpu(fake, cuda_toolkit, emit):
 def test_gpu_runtime_builds_without_the_stub(fake, cuda_toolkit, monkeypatch):
     """No stub libcuda: cu* stay undefined, resolved against the driver at load."""
     cuda = cuda_toolkit
-    monkeypatch.setattr(cuda, "_stub_dir", lambda: None)
+    monkeypatch.setattr(build, "cuda_stub_dir", lambda: None)
     kernel = cuda.compile_gpu((3, 3), 2, 8, cache_dir=fake["cache"])
     assert kernel.library.is_file() and _needs_libcuda(kernel.library) in (False, None)
     if not _has_driver(cuda):
@@ -539,15 +569,15 @@ def test_cli_compile_for_the_gpu(fake, cuda_toolkit, tmp_path):
                  "--chip=sm_80", "-o", str(out))
     assert r.returncode == 0, r.stderr
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["libswin_window_attention.so", "swin_window_attention.c",
-                     "swin_window_attention.h", "swin_window_attention.json",
-                     "swin_window_attention.ptx"]
-    assert json.loads((out / "swin_window_attention.json").read_text())["dtype"] == "f16"
+    assert names == ["libswin_window_attention.so", "swin_window_attention.ptx",
+                     "swin_window_attention.ptx.c", "swin_window_attention.ptx.h",
+                     "swin_window_attention.ptx.json"]
+    assert json.loads((out / "swin_window_attention.ptx.json").read_text())["dtype"] == "f16"
     r = _run_cli(fake, "compile", *_CFG, "--target=nvptx", "--emit=cubin", "--name=attn",
                  "-o", str(tmp_path / "new" / "k.cubin"))
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "new").iterdir()) == [
-        "k.c", "k.cubin", "k.h", "k.json", "libk.so"]
+        "k.cubin", "k.cubin.c", "k.cubin.h", "k.cubin.json", "libk.so"]
     r = _run_cli(fake, "compile", *_CFG, "--target=nvptx")  # default emit, cached path
     assert r.returncode == 0 and r.stdout.strip().endswith("kernel.ptx"), r.stderr
     r = _run_cli(fake, "verify", *_CFG, "--target=nvptx")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -68,3 +70,19 @@ def test_export_and_check_window_attention(tmp_path):
     if not (Path(swin_opt).exists() and shutil.which("clang-22") and shutil.which("mlir-translate-22")):
         pytest.skip("swin-opt, clang-22 or mlir-translate-22 not found")
     assert export_mlir.check(path, swin_opt) < export_mlir.ATOL
+
+
+def test_export_without_torch_mlir_fails_clearly(tmp_path):
+    """-o without torch-mlir: a non-zero exit and one line saying what is missing,
+    not an exit 0 that wrote nothing."""
+    blocker = tmp_path / "blocked" / "torch_mlir"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text('raise ImportError("torch_mlir is blocked by the test")\n')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker.parent),
+                                                      str(ROOT / "python")]))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "swin_opt.export_mlir", "-o", str(out)],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode != 0, proc.stdout
+    assert "torch-mlir" in proc.stderr and "pip install" in proc.stderr, proc.stderr
+    assert not out.exists() or not any(out.iterdir())

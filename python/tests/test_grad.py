@@ -146,7 +146,8 @@ def test_bad_arguments(build):
 
 
 def test_c_entry_point_rejects_invalid_arguments(build):
-    """The C ABI: NULL buffers or a negative count return 1 and write nothing."""
+    """The C ABI: NULL buffers, a negative count or overlapping gradients return 1 and
+    write nothing."""
     kernel = build((7, 7), 3, 16, resolution=(14, 14), shift=3, grad=True)
     lib = ctypes.CDLL(str(kernel.library))
     fn = lib.swin_window_attention_backward
@@ -154,12 +155,13 @@ def test_c_entry_point_rejects_invalid_arguments(build):
     rng = np.random.default_rng(1)
     bufs = [_random(rng, 4, 3, 49, 16) for _ in range(3)] + [_random(rng, 169, 3)] + \
         [_random(rng, 4, 49, 48) for _ in range(2)]
-    dq = np.full((4, 3, 49, 16), 7.0, np.float32)
+    dq, dk, dv = (np.full((4, 3, 49, 16), 7.0, np.float32) for _ in range(3))
     dtable = np.full((169, 3), 7.0, np.float32)
     ptr = [b.ctypes.data_as(ctypes.c_void_p) for b in bufs]
-    outs = [dq.ctypes.data_as(ctypes.c_void_p)] * 3 + [dtable.ctypes.data_as(ctypes.c_void_p)]
+    outs = [g.ctypes.data_as(ctypes.c_void_p) for g in (dq, dk, dv, dtable)]
     assert fn(*ptr, *outs, ctypes.c_int64(-1)) == 1
     assert fn(*ptr[:5], None, *outs, ctypes.c_int64(4)) == 1
     assert fn(*ptr, *outs, ctypes.c_int64(3)) == 1  # not whole images of 4 windows
-    assert (dq == 7.0).all() and (dtable == 7.0).all()
+    assert fn(*ptr, outs[0], outs[0], outs[0], outs[3], ctypes.c_int64(4)) == 1  # dq = dk = dv
+    assert all((g == 7.0).all() for g in (dq, dk, dv, dtable))
     assert fn(*ptr, *outs, ctypes.c_int64(4)) == 0

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -143,6 +149,39 @@ def test_missing_swin_aot(monkeypatch, tmp_path):
         swin_opt.compile((7, 7), 3, 32, cache_dir=tmp_path)
 
 
+def _missing_tool_message(package_parent: Path, tmp_path: Path) -> str:
+    """find_swin_aot's error for a copy of the package in ``package_parent``, without
+    $SWIN_AOT and with nothing on PATH (a fresh interpreter)."""
+    shutil.copytree(Path(swin_opt.__file__).parent, package_parent / "swin_opt",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "SWIN_AOT"}
+    env.update(PYTHONPATH=str(package_parent), PATH=str(tmp_path / "empty-path"))
+    code = ("import swin_opt\ntry:\n    swin_opt.find_swin_aot()\n"
+            "except swin_opt.SwinAotNotFoundError as exc:\n    print(exc)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_missing_swin_aot_hint_of_an_installed_package(tmp_path):
+    """An installed copy is not in a checkout: no '<site-packages>/../build/bin' hint."""
+    site = tmp_path / "prefix" / "lib" / "python3.11" / "site-packages"
+    message = _missing_tool_message(site, tmp_path)
+    assert "build/bin" not in message and str(tmp_path) not in message, message
+    assert "SWIN_AOT" in message and "PATH" in message, message
+
+
+def test_missing_swin_aot_hint_in_a_checkout(tmp_path):
+    """In a source checkout (python/swin_opt beside the CMake project) the hint names
+    the build tree's swin-aot."""
+    repo = tmp_path / "repo"
+    (repo / "tools" / "swin-aot").mkdir(parents=True)
+    (repo / "CMakeLists.txt").write_text("project(swin-opt)\n")
+    message = _missing_tool_message(repo / "python", tmp_path)
+    assert str(repo / "build" / "bin" / "swin-aot") in message, message
+    assert "SWIN_AOT" in message, message
+
+
 def test_cache_dir_env(monkeypatch, tmp_path):
     monkeypatch.setenv("SWIN_OPT_CACHE_DIR", str(tmp_path / "c"))
     assert swin_opt.get_cache_dir() == tmp_path / "c"
@@ -219,3 +258,4 @@ def test_overlap_check():
     swin_opt.abi.check_no_overlap([(q, 100, 50), (out, 150, 50), (pad, 0, 10)])  # adjacent, NULL
     with pytest.raises(ValueError, match="out overlaps pad_qkv"):
         swin_opt.abi.check_no_overlap([(q, 100, 50), (out, 150, 50), (pad, 199, 10)])
+

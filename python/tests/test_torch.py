@@ -23,7 +23,7 @@ import pytest
 
 from swin_opt import reference as ref
 from swin_opt import torch as st
-from torch_weights import sharpen as _sharpen
+from swin_opt.testing import sharpen_weights
 
 RTOL = 1e-4
 
@@ -33,12 +33,13 @@ RTOL = 1e-4
 # --------------------------------------------------------------------------- #
 def test_public_names_import_without_torch():
     """swin_opt.torch is a package split by concern; its public names stay where
-    they were, and no submodule imports torch at import time."""
+    they were, and every submodule imports without torch."""
     import importlib
     import importlib.util
 
-    for name in ("tensors", "masks", "patching", "timm_patches", "torchvision_patches",
-                 "transformers_patches", "swap", "ops", "warmup"):
+    for name in ("tracing", "fallback", "tensors", "masks", "ops", "projections", "patching",
+                 "windows", "timm_patches", "torchvision_patches", "transformers_patches",
+                 "swap", "warmup"):
         importlib.import_module(f"swin_opt.torch.{name}")
     for name in ("attention", "compile_kernel", "match_shift_mask", "swap_attention",
                  "restore_attention", "patch_stats", "KernelUnavailable", "NO_MASK",
@@ -208,7 +209,7 @@ def _timm_model(timm_swin, torch, img, window, depths=(2, 2), heads=(2, 4), **kw
     model = timm_swin.SwinTransformer(img_size=img, patch_size=4, window_size=window,
                                       embed_dim=32, depths=depths, num_heads=heads,
                                       num_classes=10, **kw)
-    return _sharpen(torch, model).eval()
+    return sharpen_weights(model).eval()
 
 
 @pytest.mark.parametrize("layout", ["auto", "windows"])
@@ -236,7 +237,7 @@ def test_timm_dynamic_size(torch, timm_swin, opts):
 @pytest.mark.aot
 def test_timm_window_attention_module(torch, timm_swin, opts):
     """A bare WindowAttention: the mask it gets decides the kernel."""
-    attn = _sharpen(torch, timm_swin.WindowAttention(32, num_heads=4, window_size=4)).eval()
+    attn = sharpen_weights(timm_swin.WindowAttention(32, num_heads=4, window_size=4)).eval()
     x = torch.randn(2 * 12, 16, 32)
     mask = torch.from_numpy(ref.shift_mask((12, 16), (4, 4), 2)).float()
     with torch.no_grad():
@@ -361,7 +362,7 @@ def test_timm_v2_model(torch, opts, img, window, layout):
     model = timm_v2.SwinTransformerV2(img_size=img, patch_size=4, window_size=window,
                                       embed_dim=32, depths=(2, 2), num_heads=(2, 4),
                                       num_classes=10)
-    _sharpen(torch, model).eval()
+    sharpen_weights(model).eval()
     stats = _compare_model(torch, model, torch.randn(2, 3, img, img), 4, opts, layout=layout)
     block_level = [s for s in stats if s["method"] == "_attn"]
     assert len(block_level) == (4 if layout == "auto" else 0)
@@ -389,7 +390,7 @@ def test_torchvision_model(torch, tv_swin, opts, hw, window, depths, layout):
     model = tv_swin.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=list(depths),
                                     num_heads=[2, 4, 4][:len(depths)], window_size=list(window),
                                     num_classes=10)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     _compare_model(torch, model, torch.randn(2, 3, *hw), 2 * len(depths), opts, layout=layout)
 
 
@@ -406,7 +407,7 @@ def test_torchvision_v2_model(torch, tv_swin, opts, hw, window, layout):
                                     num_heads=[2, 4], window_size=list(window), num_classes=10,
                                     block=tv_swin.SwinTransformerBlockV2,
                                     downsample_layer=tv_swin.PatchMergingV2)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     _compare_model(torch, model, torch.randn(2, 3, *hw), 4, opts, layout=layout)
 
 
@@ -427,7 +428,7 @@ def test_transformers_model(torch, hf, opts, img, window):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = hf.SwinForImageClassification(config)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     _compare_model(torch, model, torch.randn(2, 3, img, img), 4, opts)
 
 
@@ -438,7 +439,7 @@ def test_transformers_model(torch, hf, opts, img, window):
 @pytest.mark.parametrize("shape", [(37, 24), (3, 41, 24)])
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_projection_matches_linear(torch, dtype, shape, with_bias):
-    from swin_opt.torch.patching import _linear, _project
+    from swin_opt.torch.projections import linear, project
 
     dt = getattr(torch, dtype)
     gen = torch.Generator().manual_seed(0)
@@ -446,7 +447,7 @@ def test_projection_matches_linear(torch, dtype, shape, with_bias):
     x = torch.randn(*shape, generator=gen).to(dt)
     with torch.inference_mode():
         want = torch.nn.functional.linear(x, layer.weight, layer.bias)
-        for got in (_linear(torch, x, layer.weight, layer.bias), _project(torch, layer, x)):
+        for got in (linear(x, layer.weight, layer.bias), project(layer, x)):
             assert got.shape == want.shape and got.dtype == want.dtype
             tol = 1e-5 if dtype == "float32" else 2e-2
             assert (got - want).abs().max().item() <= tol * want.abs().max().item()
@@ -454,7 +455,7 @@ def test_projection_matches_linear(torch, dtype, shape, with_bias):
 
 def test_projection_calls_other_modules(torch):
     """A projection that is not a plain nn.Linear (quantized, LoRA, ...) is called as is."""
-    from swin_opt.torch.patching import _project
+    from swin_opt.torch.projections import project
 
     class Doubling(torch.nn.Linear):
         def forward(self, x):
@@ -463,4 +464,4 @@ def test_projection_calls_other_modules(torch):
     layer = Doubling(8, 8)
     x = torch.randn(4, 8)
     with torch.inference_mode():
-        assert torch.equal(_project(torch, layer, x), layer(x))
+        assert torch.equal(project(layer, x), layer(x))

@@ -2,15 +2,15 @@
 
 At inference the patched SwinV2 modules (timm ``swin_transformer_v2``,
 torchvision ``SwinTransformerBlockV2``, transformers ``Swinv2``) hand q and k
-to the cosine kernels as they are: ``_cosine_qk`` (q and k normalized in
+to the cosine kernels as they are: ``cosine_qk`` (q and k normalized in
 torch for the plain kernel) must not run, except where the kernel cannot take
 the cosine form (transformers' doubled mask, whose region channels widen q
-and k).  The training/grad path keeps ``_cosine_qk`` and the plain kernel.
+and k).  The training/grad path keeps ``cosine_qk`` and the plain kernel.
 The continuous position bias table is computed once per weight version.
 
 Outputs are compared with the models' own forward at 1e-4 relative (as in
-test_torch), with weights re-drawn large (torch_weights.sharpen: SwinV2 logit
-scales up to 200, above the clamp at 100).
+test_torch), with weights re-drawn large (swin_opt.testing.sharpen_weights:
+SwinV2 logit scales up to 200, above the clamp at 100).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from unittest import mock
 import pytest
 
 from swin_opt import torch as st
-from swin_opt.torch import patching
-from torch_weights import sharpen as _sharpen
+from swin_opt.torch import projections
+from swin_opt.testing import sharpen_weights
 
 RTOL = 1e-4
 
@@ -38,20 +38,20 @@ def _logits(y):
 
 @contextlib.contextmanager
 def _no_torch_side_normalization():
-    """Record the _cosine_qk calls that normalize in torch (a logit scale given)."""
+    """Record the cosine_qk calls that normalize in torch (a logit scale given)."""
     calls = []
-    real = patching._cosine_qk
+    real = projections.cosine_qk
 
-    def refuse(torch, q, k, logit_scale, head_axis):
+    def refuse(q, k, logit_scale, head_axis):
         if logit_scale is not None:
             calls.append(tuple(q.shape))
-        real(torch, q, k, logit_scale, head_axis)
+        real(q, k, logit_scale, head_axis)
 
     mods = ("timm_patches", "torchvision_patches", "transformers_patches", "windows",
-            "patching")
+            "projections")
     with contextlib.ExitStack() as stack:
         for name in mods:
-            stack.enter_context(mock.patch(f"swin_opt.torch.{name}._cosine_qk", refuse,
+            stack.enter_context(mock.patch(f"swin_opt.torch.{name}.cosine_qk", refuse,
                                            create=False))
         yield calls
 
@@ -81,7 +81,7 @@ def test_timm_v2_uses_cosine_kernels(torch, opts, layout, img, window):
     model = timm_v2.SwinTransformerV2(img_size=img, patch_size=4, window_size=window,
                                       embed_dim=32, depths=(2, 2), num_heads=(2, 4),
                                       num_classes=10)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     assert _run(torch, model, torch.randn(2, 3, img, img), opts, layout=layout) == []
 
 
@@ -93,7 +93,7 @@ def test_torchvision_v2_uses_cosine_kernels(torch, opts, layout):
                                     num_heads=[2, 4], window_size=[4, 4], num_classes=10,
                                     block=tv_swin.SwinTransformerBlockV2,
                                     downsample_layer=tv_swin.PatchMergingV2)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     assert _run(torch, model, torch.randn(2, 3, 40, 40), opts, layout=layout) == []
 
 
@@ -105,9 +105,9 @@ def test_transformers_swinv2_unshifted_uses_cosine_kernels(torch, opts):
     config = hf.Swinv2Config(image_size=32, patch_size=4, window_size=4, embed_dim=32,
                              depths=[2, 2], num_heads=[2, 4])
     model = hf.Swinv2Model(config)
-    _sharpen(torch, model)
+    sharpen_weights(model)
     calls = _run(torch, model, torch.randn(2, 3, 32, 32), opts)
-    # one _cosine_qk per shifted block that has a real shift (8x8 map: 1; 4x4: none)
+    # one cosine_qk per shifted block that has a real shift (8x8 map: 1; 4x4: none)
     assert len(calls) == 1, calls
 
 
@@ -116,11 +116,11 @@ def test_grad_path_keeps_torch_normalization(torch):
     ls = torch.zeros(3, 1, 1, requires_grad=True)
     x = torch.zeros(2, 3)
     with torch.no_grad():
-        assert patching._cosine_kernel_scale(torch, ls, x) is ls
-    assert patching._cosine_kernel_scale(torch, ls, x) is None
-    assert patching._cosine_kernel_scale(torch, ls.detach(), x.requires_grad_()) is None
-    assert patching._cosine_kernel_scale(torch, ls.detach(), x.detach()) is not None
-    assert patching._cosine_kernel_scale(torch, None, x) is None
+        assert projections.cosine_kernel_scale(ls, x) is ls
+    assert projections.cosine_kernel_scale(ls, x) is None
+    assert projections.cosine_kernel_scale(ls.detach(), x.requires_grad_()) is None
+    assert projections.cosine_kernel_scale(ls.detach(), x.detach()) is not None
+    assert projections.cosine_kernel_scale(None, x) is None
 
 
 def test_cpb_table_cached_per_weight_version(torch, opts):
@@ -130,7 +130,7 @@ def test_cpb_table_cached_per_weight_version(torch, opts):
     torch.manual_seed(0)
     model = timm_v2.SwinTransformerV2(img_size=32, patch_size=4, window_size=4, embed_dim=32,
                                       depths=(2,), num_heads=(2,), num_classes=10)
-    _sharpen(torch, model).eval()
+    sharpen_weights(model).eval()
     mlp = model.layers[0].blocks[0].attn.cpb_mlp
     runs = []
     mlp.register_forward_hook(lambda *args: runs.append(1))

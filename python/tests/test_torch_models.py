@@ -35,7 +35,7 @@ from unittest import mock
 import pytest
 
 from swin_opt import torch as st
-from torch_weights import sharpen as _sharpen
+from swin_opt.testing import sharpen_weights
 
 RTOL = 1e-4
 
@@ -110,7 +110,7 @@ def test_torchvision_swin3d(torch, tv_video, opts, arch, layers):
     torch.manual_seed(0)
     with mock.patch.object(torch.nn.init, "trunc_normal_", lambda t, *a, **k: t):
         model = getattr(tv_video, arch)()  # (every weight is re-drawn: skip the slow init)
-    _check(torch, _sharpen(torch, model), torch.randn(1, 3, 2, 200, 200), opts, layers)
+    _check(torch, sharpen_weights(model), torch.randn(1, 3, 2, 200, 200), opts, layers)
 
 
 def _small_video_swin(tv_video, torch, **kw):
@@ -118,7 +118,7 @@ def _small_video_swin(tv_video, torch, **kw):
                 window_size=[2, 4, 4], stochastic_depth_prob=0.0, num_classes=10)
     args.update(kw)
     torch.manual_seed(0)
-    return _sharpen(torch, tv_video.SwinTransformer3d(**args))
+    return sharpen_weights(tv_video.SwinTransformer3d(**args))
 
 
 @pytest.mark.aot
@@ -130,27 +130,37 @@ def test_torchvision_swin3d_depth_shift_and_padding(torch, tv_video, opts):
 
 
 @pytest.mark.aot
-def test_torchvision_swin3d_truncated_index_falls_back(torch, tv_video, opts):
+def test_torchvision_swin3d_truncated_index_falls_back(torch, tv_video, opts, monkeypatch):
     # maps (2, 8, 8) then (2, 4, 3): the width of the second stage is below the
     # 4-wide window, torchvision shrinks it and takes relative_position_index[:n, :n]
     # of the full window, which is not a relative position bias: those layers keep
-    # their own forward, and say why
+    # their own forward, and say why: in patch_stats, and in one warning per reason
+    # (two layers, two forwards: one warning)
+    from swin_opt.torch import fallback
+
+    monkeypatch.setattr(fallback, "warned_reasons", set())  # this process's warnings
     model = _small_video_swin(tv_video, torch)
     x = torch.randn(1, 3, 4, 32, 24)
     with torch.inference_mode():
         want = model(x)
     assert st.swap_attention(model, **opts) == 4
-    with torch.inference_mode():
+    with warnings.catch_warnings(record=True) as caught, torch.inference_mode():
+        warnings.simplefilter("always")
         got = model(x)
+        model(x)
     stats = {s["name"]: s for s in st.patch_stats(model)}
     st.restore_attention(model)
     assert _rel_err(got, want) <= RTOL
     for name, s in stats.items():
         if name.startswith("features.2."):
-            assert s["kernel_calls"] == 0 and s["fallback_calls"] == 1, s
+            assert s["kernel_calls"] == 0 and s["fallback_calls"] == 2, s
             assert "not a relative position bias" in next(iter(s["fallback_reasons"]))
         else:
-            assert s["kernel_calls"] == 1 and s["fallback_calls"] == 0, s
+            assert s["kernel_calls"] == 2 and s["fallback_calls"] == 0, s
+    fallbacks = [w for w in caught if issubclass(w.category, st.FallbackWarning)]
+    assert len(fallbacks) == 1, [str(w.message) for w in caught]
+    message = str(fallbacks[0].message)
+    assert "not a relative position bias" in message and "features.2." in message, message
 
 
 # --------------------------------------------------------------------------- #
@@ -171,7 +181,7 @@ def test_transformers_models(torch, hf, opts, family):
     # maps 10x10 (padded to 12, shift 2) and 5x5 (padded to 8)
     torch.manual_seed(0)
     model = getattr(hf, f"{family}Model")(getattr(hf, f"{family}Config")(**_HF_SMALL))
-    _check(torch, _sharpen(torch, model), torch.randn(2, 3, 40, 40), opts, 4)
+    _check(torch, sharpen_weights(model), torch.randn(2, 3, 40, 40), opts, 4)
 
 
 @pytest.mark.aot
@@ -180,7 +190,7 @@ def test_transformers_maskformer_swin(torch, hf, opts):
     # shifts it, a mask run on a virtual map two windows wide
     torch.manual_seed(0)
     cfg = hf.MaskFormerSwinConfig(**dict(_HF_SMALL, depths=[2, 2, 2], num_heads=[2, 2, 4]))
-    model = _sharpen(torch, hf.MaskFormerSwinModel(cfg))
+    model = sharpen_weights(hf.MaskFormerSwinModel(cfg))
     _check(torch, model, torch.randn(2, 3, 40, 40), opts, 6)
 
 
@@ -189,7 +199,7 @@ def test_transformers_swin2sr(torch, hf, opts):
     torch.manual_seed(0)
     cfg = hf.Swin2SRConfig(image_size=20, patch_size=1, embed_dim=16, depths=[2, 2],
                            num_heads=[2, 4], window_size=4)
-    model = _sharpen(torch, hf.Swin2SRModel(cfg))
+    model = sharpen_weights(hf.Swin2SRModel(cfg))
     _check(torch, model, torch.randn(1, 3, 20, 20), opts, 4)
 
 
@@ -200,7 +210,7 @@ def test_transformers_swin_backbone_always_partition(torch, hf, opts):
     torch.manual_seed(0)
     cfg = hf.SwinConfig(out_features=["stage1", "stage2", "stage3", "stage4"],
                         **dict(_HF_SMALL, depths=[2, 2, 2, 2], num_heads=[2, 2, 4, 4]))
-    model = _sharpen(torch, hf.SwinBackbone(cfg))
+    model = sharpen_weights(hf.SwinBackbone(cfg))
     _check(torch, model, torch.randn(2, 3, 40, 40), opts, 8)
 
 
@@ -249,7 +259,7 @@ def test_transformers_clap_audio_attention(torch, hf, opts):
     from transformers.models.clap import modeling_clap
 
     cfg = hf.ClapAudioConfig(qkv_bias=True)
-    m = _sharpen(torch, modeling_clap.ClapAudioSelfAttention(cfg, dim=16, num_heads=2,
+    m = sharpen_weights(modeling_clap.ClapAudioSelfAttention(cfg, dim=16, num_heads=2,
                                                              window_size=4))
     mask = torch.from_numpy(ref.shift_mask((8, 8), (4, 4), 2)).float()
     x = torch.randn(8, 16, 16)
@@ -283,7 +293,7 @@ def test_timm_swinv2_cr(torch, timm_cr, opts, layout):
     torch.manual_seed(0)
     model = timm.create_model("swinv2_cr_tiny_224", img_size=(40, 40), embed_dim=16,
                               depths=(2, 2), num_heads=(2, 4), window_size=4, num_classes=10)
-    stats = _check(torch, _sharpen(torch, model), torch.randn(2, 3, 40, 40), opts, 4,
+    stats = _check(torch, sharpen_weights(model), torch.randn(2, 3, 40, 40), opts, 4,
                    layout=layout)
     assert len(stats) == (8 if layout == "auto" else 4)
 
@@ -298,7 +308,7 @@ def test_timm_swinv2_cr_always_partition(torch, timm_cr, opts):
     model = timm_cr.SwinTransformerV2Cr(img_size=(40, 40), embed_dim=16, depths=(2, 2, 2),
                                         num_heads=(2, 2, 4), window_size=4, num_classes=10,
                                         always_partition=True)
-    _check(torch, _sharpen(torch, model), torch.randn(2, 3, 40, 40), opts, 6,
+    _check(torch, sharpen_weights(model), torch.randn(2, 3, 40, 40), opts, 6,
            block_fallbacks=("stages.2.blocks.0", "stages.2.blocks.1"))
 
 

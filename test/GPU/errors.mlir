@@ -1,4 +1,4 @@
-// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=rows target=gpu" -verify-diagnostics
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=rows target=gpu" -verify-diagnostics
 
 // A thread per query row: windows of more than 1024 tokens do not fit a block.
 func.func @too_many_tokens(%q: memref<?x1x1089x8xf32>, %t: memref<4225x1xf32>, %o: memref<?x1089x8xf32>) {

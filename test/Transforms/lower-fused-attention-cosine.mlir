@@ -1,5 +1,5 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention -split-input-file | FileCheck %s
-// RUN: swin-opt %s --rpe-lower-fused-attention=strategy=rows -split-input-file | FileCheck %s --check-prefix=ROWS
+// RUN: swin-opt %s --rpe-lower-fused-attention=kernel=rows -split-input-file | FileCheck %s --check-prefix=ROWS
 
 // SwinV2's cosine attention in the tiles kernel: per (window, head) the
 // head's logit scale, clamped at ln 100, joins the constant scale of kᵀ;

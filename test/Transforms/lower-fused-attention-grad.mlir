@@ -1,6 +1,6 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention | FileCheck %s
 // RUN: swin-opt %s --rpe-lower-fused-attention --rpe-item-range | FileCheck %s --check-prefix=RANGE
-// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=rows target=gpu" 2>&1 | FileCheck %s --check-prefix=GPU
+// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=rows target=gpu" 2>&1 | FileCheck %s --check-prefix=GPU
 
 // GPU: error: 'rpe.fused_window_attention_grad' op has a CPU kernel only; it cannot be lowered for the GPU
 

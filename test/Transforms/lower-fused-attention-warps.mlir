@@ -1,11 +1,11 @@
-// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu" -split-input-file | FileCheck %s --check-prefix=GPU
-// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps" -split-input-file | FileCheck %s --check-prefix=HOST
-// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps hoist-scratch=true" -split-input-file | FileCheck %s --check-prefix=HOISTED
-// RUN: swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu key-block=16 warps-per-block=1" -split-input-file | FileCheck %s --check-prefix=TILES
-// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps key-block=48" -split-input-file 2>&1 | FileCheck %s --check-prefix=KEYBLOCK
-// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps target=gpu warps-per-block=4" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARPS
-// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps key-block=20" 2>&1 | FileCheck %s --check-prefix=BADBLOCK
-// RUN: not swin-opt %s --rpe-lower-fused-attention="strategy=warps warps-per-block=33" 2>&1 | FileCheck %s --check-prefix=BADWARPS
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu" -split-input-file | FileCheck %s --check-prefix=GPU
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps" -split-input-file | FileCheck %s --check-prefix=HOST
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps hoist-scratch=true" -split-input-file | FileCheck %s --check-prefix=HOISTED
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu key-block=16 warps-per-block=1" -split-input-file | FileCheck %s --check-prefix=TILES
+// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps key-block=48" -split-input-file 2>&1 | FileCheck %s --check-prefix=KEYBLOCK
+// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu warps-per-block=4" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARPS
+// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps key-block=20" 2>&1 | FileCheck %s --check-prefix=BADBLOCK
+// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps warps-per-block=33" 2>&1 | FileCheck %s --check-prefix=BADWARPS
 
 // Tile sizes fixed by options: 16 keys per step (four steps over N' = 64),
 // one warp per block.

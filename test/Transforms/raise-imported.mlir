@@ -48,6 +48,25 @@
 // BLOCK-FUSED: rpe.fused_window_attention
 // BLOCK-FUSED-SAME: resolution = array<i64: 8, 8>, scale = 0.353553385 : f32, shift = array<i64: 2, 2>, window = array<i64: 4, 4>
 
+// Swin-T's stage 4 at batch 1 (map = window, no shift): one window, whose
+// bias add the importer writes [1, H, N, N] + [1, H, N, N] with identity
+// maps. Raised and fused; nothing of the importer's attention is left.
+// RUN: swin-opt %S/Inputs/raise/timm_swin_block_single_window.mlir --rpe-raise-window-attention | FileCheck %s --check-prefix=SINGLE
+// SINGLE-LABEL: func.func @forward
+// SINGLE: %[[B:.*]] = rpe.lookup %{{.*}} {window = array<i64: 4, 4>} : tensor<49x2xf32> -> tensor<2x16x16xf32>
+// SINGLE: rpe.window_attention ins({{.*}} : tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) bias(%[[B]] : tensor<2x16x16xf32>) {scale = 0.353553385 : f32} -> tensor<1x2x16x8xf32>
+// SINGLE-NOT: mask(
+// RUN: swin-opt %S/Inputs/raise/timm_swin_block_single_window.mlir --rpe-raise-window-attention --rpe-fuse-bias-softmax --canonicalize | FileCheck %s --check-prefix=SINGLE-FUSED
+// SINGLE-FUSED-LABEL: func.func @forward
+// SINGLE-FUSED-NOT: linalg.batch_matmul
+// SINGLE-FUSED-NOT: tensor.extract %
+// SINGLE-FUSED: rpe.fused_window_attention
+// SINGLE-FUSED-SAME: {scale = 0.353553385 : f32, window = array<i64: 4, 4>}
+// SINGLE-FUSED-NOT: linalg.batch_matmul
+// SINGLE-FUSED-NOT: tensor.extract %
+// RUN: swin-opt %S/Inputs/raise/timm_swin_block_single_window.mlir --mlir-print-ir-after=rpe-fuse-bias-softmax --rpe-cpu-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=SINGLE-PIPE
+// SINGLE-PIPE: rpe.fused_window_attention
+
 // rpe-cpu-pipeline raises first (raise=false: it does not), and the whole
 // block, GELU's math.erf and LayerNorm included, reaches LLVM IR.
 // RUN: swin-opt %S/Inputs/raise/timm_swin_block_shifted.mlir --rpe-cpu-pipeline | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVM

@@ -9,9 +9,10 @@
 //
 // Everything runs in-process: building the rpe module, the pipelines,
 // LLVM's optimizer and code generator, lld for shared libraries, and the
-// GPU serialization. Beside a kernel (obj, so, ptx, cubin, fatbin) it
-// writes the C header (.h), the description of its C ABI (.json) and, for
-// a GPU kernel, the host runtime (.c); all of them or none.
+// GPU serialization. Beside a kernel (obj, so, ptx, cubin, fatbin) at
+// PATH it writes the C header (PATH.h), the description of its C ABI
+// (PATH.json) and, for a GPU kernel, the host runtime (PATH.c); all of
+// them or none.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,8 +38,10 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/StringSaver.h"
 #include "llvm/Support/WithColor.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -83,6 +86,17 @@ public:
 };
 
 template <typename T> using EnumOpt = cl::opt<T, false, ChoiceParser<T>>;
+
+/// swin-aot spells the cases of an enum with hyphens (`shift-then-pad`)
+/// where MLIR spells them with underscores (`#rpe.padding<shift_then_pad>`).
+/// Called while the options are constructed, before main.
+llvm::StringRef hyphenated(llvm::StringRef name) {
+  static llvm::BumpPtrAllocator allocator;
+  static llvm::StringSaver names(allocator);
+  std::string spelled = name.str();
+  std::replace(spelled.begin(), spelled.end(), '_', '-');
+  return names.save(spelled);
+}
 // Integers are read as text and parsed by readConfig: LLVM's integer
 // parser prints its own error (`'' value invalid for long argument!`).
 using IntegerOpt = cl::opt<std::string>;
@@ -116,22 +130,18 @@ static cl::opt<std::string>
                       "f32 [T, heads]"),
              cl::cat(category));
 static EnumOpt<Layout> layoutOpt(
-    "layout", cl::init(Layout::Windows), cl::desc("Where q, k, v live"),
-    cl::values(clEnumValN(Layout::Windows, "windows",
-                          "q, k, v [num_windows, heads, N, head_dim]"),
-               clEnumValN(Layout::Tokens, "tokens",
-                          "[batch, H*W, heads*head_dim] feature maps in "
-                          "image order, shifted, padded and partitioned by "
-                          "the kernel")),
-    cl::cat(category));
+    "layout", cl::init(Layout::Windows),
+    cl::desc("Where q, k, v live: windows (q, k, v [num_windows, heads, N, "
+             "head_dim]) or tokens ([batch, H*W, heads*head_dim] feature "
+             "maps in image order, shifted, padded and partitioned by the "
+             "kernel)"),
+    enumOptionValues(symbolizeLayout), cl::cat(category));
 static EnumOpt<PaddingOrder> paddingOpt(
     "padding", cl::init(PaddingOrder::PadThenShift),
-    cl::desc("Tokens layout, resolution not a multiple of the window"),
-    cl::values(clEnumValN(PaddingOrder::PadThenShift, "pad-then-shift",
-                          "pad, then roll (HF, torchvision, Video Swin)"),
-               clEnumValN(PaddingOrder::ShiftThenPad, "shift-then-pad",
-                          "roll, then pad (timm)")),
-    cl::cat(category));
+    cl::desc("Tokens layout, resolution not a multiple of the window: "
+             "pad-then-shift (pad, then roll: HF, torchvision, Video Swin) "
+             "or shift-then-pad (roll, then pad: timm)"),
+    enumOptionValues(symbolizePaddingOrder, hyphenated), cl::cat(category));
 static cl::opt<bool> packedQkvOpt(
     "packed-qkv",
     cl::desc("Tokens layout: one qkv argument [batch, H*W, 3, heads, "
@@ -157,19 +167,15 @@ static cl::opt<bool> cosineOpt(
              "argument after the table, q and k L2-normalized, no head_dim "
              "scale"),
     cl::cat(category));
-static EnumOpt<ElementKind>
-    dtypeOpt("dtype", cl::init(ElementKind::F32), cl::desc("Element type"),
-             cl::values(clEnumValN(ElementKind::F32, "f32", "float32"),
-                        clEnumValN(ElementKind::F16, "f16", "float16"),
-                        clEnumValN(ElementKind::BF16, "bf16", "bfloat16")),
-             cl::cat(category));
+static EnumOpt<ElementKind> dtypeOpt("dtype", cl::init(ElementKind::F32),
+                                     cl::desc("Element type: f32, f16 or bf16"),
+                                     enumOptionValues(symbolizeElementKind),
+                                     cl::cat(category));
 static EnumOpt<Target> targetOpt(
-    "target", cl::init(Target::Cpu), cl::desc("What to compile for"),
-    cl::values(clEnumValN(Target::Cpu, "cpu", "host code, C ABI"),
-               clEnumValN(Target::Nvptx, "nvptx",
-                          "NVIDIA GPU kernel, header and a CUDA driver API "
-                          "host runtime in C")),
-    cl::cat(category));
+    "target", cl::init(Target::Cpu),
+    cl::desc("What to compile for: cpu (host code, C ABI) or nvptx (NVIDIA "
+             "GPU kernel, header and a CUDA driver API host runtime in C)"),
+    enumOptionValues(symbolizeTarget), cl::cat(category));
 static cl::opt<std::string> chipOpt("chip", cl::init("sm_90"),
                                     cl::desc("GPU architecture (nvptx)"),
                                     cl::cat(category));
@@ -211,15 +217,12 @@ static cl::opt<bool> unfusedOpt(
     cl::cat(category));
 static EnumOpt<KernelStrategy> kernelOpt(
     "kernel",
-    cl::desc("The fused kernel (default: tiles on the CPU, warps on the GPU; "
-             "the GPU's kernels also run on the host, to test them)"),
-    cl::values(
-        clEnumValN(KernelStrategy::Tiles, "tiles", "the CPU's FMA tiles"),
-        clEnumValN(KernelStrategy::Warps, "warps",
-                   "a warp per (window, head) on tensor cores (rows where a "
-                   "window does not qualify)"),
-        clEnumValN(KernelStrategy::Rows, "rows", "a thread per query row")),
-    cl::cat(category));
+    cl::desc("The fused kernel: tiles (the CPU's FMA tiles), warps (a warp "
+             "per (window, head) on tensor cores; rows where a window does "
+             "not qualify) or rows (a thread per query row). Default: tiles "
+             "on the CPU, warps on the GPU; the GPU's kernels also run on the "
+             "host, to test them"),
+    enumOptionValues(symbolizeKernelStrategy), cl::cat(category));
 static cl::opt<std::string> nameOpt("name", cl::init("swin_window_attention"),
                                     cl::desc("Name of the C entry point"),
                                     cl::cat(category));
@@ -402,12 +405,13 @@ static llvm::Expected<KernelConfig> readConfig() {
   return config;
 }
 
-/// `output` with its extension replaced.
+/// A file that belongs to `output` (its header, description or runtime):
+/// the whole output name with `extension` appended (stage1.so.h), so that
+/// kernels whose outputs share a stem (stage1.so, stage1.ptx) never
+/// overwrite each other's.
 static std::string besideOutput(llvm::StringRef output,
                                 llvm::StringRef extension) {
-  llvm::SmallString<256> path(output);
-  llvm::sys::path::replace_extension(path, extension);
-  return path.str().str();
+  return (output + "." + extension).str();
 }
 
 /// The header and the ABI description, beside the kernel.

@@ -27,38 +27,12 @@ namespace mlir::rpe {
 /// caller built against an older one would get wrong.
 inline constexpr int kKernelAbiVersion = 1;
 
-/// What an argument of the C entry point is.
-enum class ArgumentRole {
-  /// q, k, v, or the packed qkv map.
-  Input,
-  /// The compact relative position bias table [T, heads].
-  Table,
-  /// SwinV2's raw per-head logit scale [heads], f32 (cosine attention).
-  LogitScale,
-  /// The q, k and v of padding tokens [3, C] (token layout).
-  Padding,
-  /// The result.
-  Output,
-  /// num_windows (windows layout) or batch (token layout): the dynamic
-  /// extent of every buffer that has one.
-  Count,
-  /// The CUDA stream the GPU kernel is queued on.
-  Stream,
-  /// Backward: the gradient of the output (read, `out`'s layout).
-  OutputGradient,
-  /// Backward: the gradients of q, k, v (or qkv), in their layout.
-  InputGradient,
-  /// Backward: the table's gradient [T, heads], summed over all windows.
-  TableGradient,
-};
-
 /// Which entry point of a kernel: the attention, or its gradient
 /// (`swin-aot --grad`, `NAME_backward`).
 enum class Direction { Forward, Backward };
 
-llvm::StringRef stringifyArgumentRole(ArgumentRole role);
-
-/// One argument of the C entry point.
+/// One argument of the C entry point. (Its ArgumentRole, spelled `role` in
+/// the description: Rpe/KernelEnums.td.)
 struct AbiArgument {
   std::string name;
   ArgumentRole role;
@@ -87,6 +61,11 @@ struct AbiArgument {
   llvm::ArrayRef<int64_t> getOperandShape() const {
     return flatShape.empty() ? shape : flatShape;
   }
+  /// Whether one of its extents is the count's value.
+  bool hasCountExtent() const;
+  /// Its size in bytes where the count is `count`; none where that exceeds
+  /// int64_t.
+  std::optional<int64_t> getSizeInBytes(int64_t count) const;
 };
 
 inline constexpr int64_t kDynamicExtent = -1;
@@ -114,6 +93,16 @@ struct KernelAbi {
   /// The C declaration `int NAME(...)`, without the semicolon; a new line
   /// starts at the table and at pad_qkv.
   std::string cDeclaration() const;
+  /// The largest count for which every buffer's size in bytes fits in
+  /// int64_t (and so in size_t, and in the index arithmetic of a kernel
+  /// that stays inside its buffers).
+  int64_t getMaxCount() const;
+  /// The pairs of buffers (argument indices) that must not overlap: each
+  /// buffer the entry point writes, with every other buffer the kernel
+  /// reads or writes. Inputs may alias each other, and a buffer the kernel
+  /// does not read (a baked table, pad_qkv of a map without padding) may
+  /// be anything.
+  llvm::SmallVector<std::pair<unsigned, unsigned>> getDisjointBuffers() const;
 };
 
 /// The ABI of `config`'s entry point in `direction`.

@@ -11,7 +11,8 @@
 #ifndef RPE_AOT_KERNELCONFIG_H
 #define RPE_AOT_KERNELCONFIG_H
 
-#include "Rpe/Codegen.h"
+#include "Rpe/KernelEnums.h"
+#include "Rpe/RpeDialect.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -27,23 +28,9 @@
 
 namespace mlir::rpe {
 
-/// The element type of q, k, v, the table and the output.
-enum class ElementKind { F32, F16, BF16 };
+// ElementKind, Layout, Target and KernelStrategy, with their spellings in
+// options and in the ABI description: Rpe/KernelEnums.td.
 
-/// The spelling of an element type in options, headers and descriptions.
-llvm::StringRef stringifyElementKind(ElementKind kind);
-
-/// Where q, k, v and the output live.
-enum class Layout {
-  /// [num_windows, heads, N, head_dim] in, [num_windows, N, C] out: the
-  /// caller has shifted and partitioned the map.
-  Windows,
-  /// [batch, L, C] feature maps in image order: the kernel shifts, pads and
-  /// partitions by addressing.
-  Tokens,
-};
-
-/// What the kernel is compiled for.
 /// Which threads run a CPU kernel's (window, head) items.
 enum class ThreadRuntime {
   /// The calling thread only.
@@ -54,14 +41,6 @@ enum class ThreadRuntime {
   /// LLVM's OpenMP runtime (libomp) through upstream's OpenMP lowering:
   /// the unfused reference lowering, whose loops are not one item loop.
   LlvmOpenMP,
-};
-
-enum class Target {
-  /// The host CPU: a C entry point on host pointers.
-  Cpu,
-  /// An NVIDIA GPU: PTX/cubin/fatbin plus a C host runtime on the CUDA
-  /// driver API.
-  Nvptx,
 };
 
 /// A Swin window-attention layer as the kernel sees it.

@@ -9,7 +9,9 @@
  *
  * The runtime uses the CUDA driver API only: it loads the image once per
  * process (into the current context, or device 0's primary one), checks
- * the arguments, builds the memref descriptors the kernel takes from the
+ * the arguments (as the CPU entry points do: NULL buffers, the count, an
+ * output that overlaps another buffer, by the same arithmetic on device
+ * addresses), builds the memref descriptors the kernel takes from the
  * device pointers, and launches it on the caller's stream. It never
  * aborts: errors return non-zero and are described by NAME_last_error().
  *
@@ -45,6 +47,19 @@ enum swin_rt_check {
   SWIN_RT_ZEROS_IF_NULL = 4
 };
 
+/* The size of a buffer argument: `bytes` per unit of the count, or in all
+ * where `per_count` is 0. */
+struct swin_rt_size {
+  int64_t bytes;
+  int per_count;
+};
+
+/* Two arguments that must not overlap: one the kernel writes, and another
+ * it reads or writes. */
+struct swin_rt_pair {
+  int written, other;
+};
+
 struct swin_rt_kernel {
   const char *name;
   const unsigned char *image;
@@ -53,7 +68,13 @@ struct swin_rt_kernel {
   int num_arguments;
   const char *const *argument_names;
   const int *argument_checks;
+  const struct swin_rt_size *argument_sizes;
+  int num_disjoint;
+  const struct swin_rt_pair *disjoint;
   int64_t zero_bytes;
+  /* The count must be at most this: its buffers' sizes in bytes fit in
+   * int64_t, so no product of the count wraps. */
+  int64_t max_count;
   /* The count must be a multiple of this (whole images of windows). */
   int64_t count_multiple;
   /* Windows per unit of the count (per image in the token layout). */
@@ -94,6 +115,20 @@ static int swin_rt_invalid(const struct swin_rt_kernel *kernel,
   snprintf(state->error, sizeof state->error, "%s: invalid arguments: %s%s%s",
            kernel->name, argument, argument[0] ? " " : "", problem);
   return 1;
+}
+
+/* The size in bytes of argument `i` for `count` (at most max_count). */
+static uint64_t swin_rt_bytes(const struct swin_rt_kernel *kernel, int i,
+                              int64_t count) {
+  const struct swin_rt_size *size = &kernel->argument_sizes[i];
+  return (uint64_t)size->bytes * (size->per_count ? (uint64_t)count : 1u);
+}
+
+/* Whether [x, x + m) and [y, y + n) overlap: differences rather than
+ * ends, which cannot wrap; an empty range overlaps nothing. */
+static int swin_rt_overlap(CUdeviceptr x, uint64_t m, CUdeviceptr y,
+                           uint64_t n) {
+  return x < y ? y - x < m : x - y < n;
 }
 
 /* Loads the module into the current context, or device 0's primary one,
@@ -162,6 +197,28 @@ static int swin_rt_launch(const struct swin_rt_kernel *kernel,
     return swin_rt_invalid(kernel, state, "",
                            "the count is not a multiple of the windows per "
                            "image");
+  if (count > kernel->max_count)
+    return swin_rt_invalid(kernel, state, "",
+                           "the count's buffers would exceed 2^63 - 1 bytes");
+  /* At most max_count, neither the items nor the grid wrap. */
+  windows = count * kernel->windows_per_count;
+  items = windows * kernel->heads;
+  grid = (items + kernel->items_per_block - 1) / kernel->items_per_block;
+  if (grid > 0x7fffffff)
+    return swin_rt_invalid(kernel, state, "",
+                           "the count exceeds a grid of 2^31 - 1 blocks");
+  for (i = 0; i < kernel->num_disjoint; ++i) {
+    int out = kernel->disjoint[i].written, other = kernel->disjoint[i].other;
+    char problem[64];
+    /* A NULL pad_qkv is the runtime's own zeros. */
+    if (!arguments[out] || !arguments[other] ||
+        !swin_rt_overlap(arguments[out], swin_rt_bytes(kernel, out, count),
+                         arguments[other], swin_rt_bytes(kernel, other, count)))
+      continue;
+    snprintf(problem, sizeof problem, "overlaps %s",
+             kernel->argument_names[other]);
+    return swin_rt_invalid(kernel, state, kernel->argument_names[out], problem);
+  }
   if (count == 0)
     return 0;
   s = swin_rt_load(kernel, state);
@@ -187,12 +244,6 @@ static int swin_rt_launch(const struct swin_rt_kernel *kernel,
     for (j = 0; j < 1 + 2 * param->rank; ++j)
       params[num_params++] = &descriptor[j];
   }
-  windows = count * kernel->windows_per_count;
-  items = windows * kernel->heads;
-  grid = (items + kernel->items_per_block - 1) / kernel->items_per_block;
-  if (grid > 0x7fffffff)
-    return swin_rt_invalid(kernel, state, "",
-                           "the count exceeds a grid of 2^31 - 1 blocks");
   s = cuLaunchKernel(state->function, (unsigned)grid, 1, 1, kernel->block_size,
                      1, 1, 0, stream, params, 0);
   if (s != CUDA_SUCCESS)

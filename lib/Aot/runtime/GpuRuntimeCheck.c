@@ -15,6 +15,9 @@ static const unsigned char check_image[] = {0x00};
 static const char *const check_argument_names[] = {"q", "out"};
 static const int check_argument_checks[] = {SWIN_RT_NONNULL | SWIN_RT_ALIGNED,
                                             SWIN_RT_NONNULL | SWIN_RT_ALIGNED};
+static const struct swin_rt_size check_argument_sizes[] = {{18816, 1},
+                                                           {18816, 1}};
+static const struct swin_rt_pair check_disjoint[] = {{1, 0}};
 static const struct swin_rt_param check_params[] = {
     {0, 0, 4, {-1, 3, 49, 32}, {4704, 1568, 32, 1}},
     {1, 0, 3, {-1, 49, 96}, {4704, 96, 1}},
@@ -26,7 +29,11 @@ static const struct swin_rt_kernel check_kernel = {
     .num_arguments = 2,
     .argument_names = check_argument_names,
     .argument_checks = check_argument_checks,
+    .argument_sizes = check_argument_sizes,
+    .num_disjoint = 1,
+    .disjoint = check_disjoint,
     .zero_bytes = 0,
+    .max_count = 490187714543727,
     .count_multiple = 1,
     .windows_per_count = 1,
     .heads = 3,

@@ -1,7 +1,7 @@
 """PyTorch integration: call kernels on torch tensors and swap the attention core of Swin models.
 
-Nothing here imports :mod:`torch` at module import time; every entry point
-imports it on first use.
+This package imports without PyTorch installed (its modules import
+:mod:`torch` when it is there); its entry points then raise ImportError.
 
 Tensors
 -------
@@ -48,7 +48,7 @@ shifted axis (``always_partition``; see :mod:`.windows`).
 
 SwinV2 modules (cosine attention, continuous position bias) run a scale-1
 kernel on ``s_h q/|q|`` and ``k/|k|`` with the table their ``cpb_mlp`` gives
-(see :func:`_cosine_qk`).
+(see :func:`.projections.cosine_qk`).
 
 Patched modules fall back to their original forward (or raise, with
 ``fallback=False``) whenever the kernel does not apply: training mode,
@@ -56,8 +56,10 @@ autograd (run under :func:`torch.no_grad` / :func:`torch.inference_mode`;
 the kernels have no backward), non-CPU tensors, dtypes other than
 float32/float16/bfloat16, ``torch.jit.script`` / ``torch.jit.trace``, a mask
 that is not a Swin shift mask, requested attention probabilities or head
-masks (transformers).  :func:`patch_stats` reports how often each module used
-the kernel and why it fell back; :func:`restore_attention` undoes the patch.
+masks (transformers).  Each reason is warned about once per process
+(:class:`FallbackWarning`); :func:`patch_stats` reports how often each module
+used the kernel and why it fell back; :func:`restore_attention` undoes the
+patch.
 
 torch.compile and torch.export
 ------------------------------
@@ -68,9 +70,10 @@ fake implementations, so ``torch.compile`` (inductor) keeps them in its graph
 and ``torch.export.export(..., strict=True)`` exports them.  Dynamo traces
 the patches without graph breaks: their data-dependent checks (shift-mask
 identification, the relative position index) and the kernel builds run once,
-at trace time, on the real buffers (``assume_constant_result``); changing a
-mask buffer's contents after compiling is not seen.  Non-strict export sees
-fake buffers, cannot identify masks and exports the original attention there.
+at trace time, on the real buffers (:func:`.tracing.trace_constant`);
+changing a mask buffer's contents after compiling is not seen.  Non-strict
+export sees fake buffers, cannot identify masks and exports the original
+attention there.
 
 Copies
 ------
@@ -81,27 +84,32 @@ reset; loading needs :mod:`swin_opt` importable).
 Kernel builds
 -------------
 Each distinct configuration is built by ``swin-aot`` on first use (about
-1-3 s; a line on stderr when ``$SWIN_OPT_PROGRESS=1`` or stderr is a
-terminal).  :func:`warmup` builds all of a model's kernels ahead of time,
-concurrently.
+1-3 s), and each build says so in one line: on the ``swin_opt`` logger at
+INFO, or on stderr when the application configured no logging
+(:mod:`swin_opt.log`).  :func:`warmup` builds all of a model's kernels ahead
+of time, concurrently.
 
 The kernels run on the calling thread's GNU OpenMP team: in a PyTorch
 process that is torch's own intra-op pool (``torch.set_num_threads``), so
 kernels and torch's operators never compete for the cores.
 
-Modules: :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
-mask identification), :mod:`.patching` (the patch base and shared q/k/v
-preparation), :mod:`.windows` (window-layout calls), :mod:`.timm_patches`,
-:mod:`.torchvision_patches`, :mod:`.transformers_patches` (one per framework),
-:mod:`.swap` (the model entry points), :mod:`.ops` (the custom operators) and
-:mod:`.warmup`.
+Modules, each importing only those listed before it: :mod:`.tracing`
+(trace-time constants), :mod:`.fallback` (why a call does not use its
+kernel), :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
+mask identification), :mod:`.ops` (the custom operators, the process's
+kernels), :mod:`.projections` (the projections and q/k/v preparation the
+adapters share), :mod:`.patching` (the patch base), :mod:`.windows`
+(window-layout calls), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
+:mod:`.transformers_patches` (one per framework), :mod:`.swap` (the model
+entry points) and :mod:`.warmup`.
 """
 
 from __future__ import annotations
 
+from .fallback import FallbackWarning, KernelUnavailable
 from .masks import NO_MASK, match_shift_mask
 from .swap import patch_stats, restore_attention, swap_attention, unpatched
-from .tensors import KernelUnavailable, attention, compile_kernel
+from .tensors import attention, compile_kernel
 from .warmup import build_kernels, warmup
 
 __all__ = [
@@ -113,6 +121,7 @@ __all__ = [
     "patch_stats",
     "unpatched",
     "KernelUnavailable",
+    "FallbackWarning",
     "NO_MASK",
     "warmup",
     "build_kernels",

@@ -1,11 +1,10 @@
 """Identifying the ``[nW, N, N]`` masks frameworks pass to their attention
 modules as Swin's shifted-window mask (:func:`match_shift_mask`), with a cache
-by tensor identity and content for the patched modules."""
+by tensor identity and content for the patched modules (:func:`cached_match`)."""
 
 from __future__ import annotations
 
 import collections
-import sys
 import threading
 import weakref
 from typing import Any, Dict, Optional
@@ -13,14 +12,20 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from .. import reference as _ref
-from .tensors import _torch
+from .tracing import is_fake, trace_constant
+
+try:
+    import torch
+except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
+    torch = None
 
 
 #: Returned by :func:`match_shift_mask` for an all-zero mask (plain W-MSA).
 NO_MASK = "no-mask"
 
 
-def _divisors(n: int):
+def divisors(n: int):
+    """The divisors of ``n``, ascending (the candidate window-grid heights of a mask)."""
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
@@ -36,7 +41,6 @@ def match_shift_mask(mask, window) -> Any:
     w = _ref.normalize_window(window)
     if len(w) != 2:
         raise ValueError("match_shift_mask handles 2-D windows")
-    torch = sys.modules.get("torch")
     if torch is not None and isinstance(mask, torch.Tensor):
         m = mask.detach().to("cpu").double().numpy()
     else:
@@ -55,7 +59,7 @@ def match_shift_mask(mask, window) -> Any:
     if sh >= wh or sw >= ww:  # token 0 masked from itself: not a shift mask
         return None
     nw_total = m.shape[0]
-    for nh in _divisors(nw_total):
+    for nh in divisors(nw_total):
         res = (nh * wh, (nw_total // nh) * ww)
         # the shift the compiled kernel will actually use (Swin's small-map rule)
         eff = tuple(0 if r <= ws else s for r, ws, s in zip(res, w, (sh, sw)))
@@ -76,13 +80,12 @@ class _MaskMatcher:
         self._limit = limit
 
     def match(self, mask, window):
-        torch = _torch()
         if torch.compiler.is_compiling():
-            # dynamo: run once at trace time on the real tensor (see ops.register)
+            # dynamo: run once at trace time on the real tensor (see tracing.trace_constant)
             return constant_match(mask, tuple(int(w) for w in window))
-        return self._match(torch, mask, tuple(window))
+        return self._match(mask, tuple(window))
 
-    def _match(self, torch, mask, window):
+    def _match(self, mask, window):
         key = id(mask)
         with self._lock:
             hit = self._by_id.get(key)
@@ -129,21 +132,19 @@ def _version(t) -> Optional[int]:
 _matcher = _MaskMatcher()
 
 
+def cached_match(mask, window):
+    """:func:`match_shift_mask` of a mask tensor, remembered by identity (and in-place
+    version) and by content: frameworks pass the same mask, or rebuild an equal one,
+    on every call.  Under ``torch.compile``, :func:`constant_match`."""
+    return _matcher.match(mask, window)
+
+
+@trace_constant
 def constant_match(mask, window):
-    """:meth:`_MaskMatcher.match` for ``torch.compile``: marked
-    ``assume_constant_result`` by :func:`swin_opt.torch.ops.register`, so that
+    """:func:`cached_match` for ``torch.compile``, a :func:`~.tracing.trace_constant`:
     dynamo calls it at trace time on the real mask and keeps the result as a
     constant.  A fake tensor (non-strict ``torch.export``) has no contents to
     identify: ``None`` (the module then runs its original forward)."""
-    torch = _torch()
-    if _is_fake(torch, mask):
+    if is_fake(mask):
         return None
-    return _matcher._match(torch, mask, tuple(window))
-
-
-def _is_fake(torch, t) -> bool:
-    try:
-        from torch._subclasses.fake_tensor import is_fake
-    except ImportError:  # pragma: no cover
-        return False
-    return bool(is_fake(t))
+    return _matcher._match(mask, tuple(window))

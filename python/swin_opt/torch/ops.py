@@ -46,27 +46,40 @@ not use the kernels for padded maps under autograd (the padding rows are
 the qkv bias, whose gradient would be lost); ``linear`` has no backward (the
 patches use ``F.linear`` under autograd).
 
-The functions :func:`resolve_spec`, :func:`index_ok` and
-:func:`swin_opt.torch.masks.constant_match` are marked for dynamo with
-``torch.compiler.assume_constant_result``: while ``torch.compile`` traces a
-patched module they run once, eagerly, on the real module buffers (the data
-dependent checks, the kernel build), and their results are constants of the
-graph.  Like every such assumption, a change of the buffers' *contents*
-after compiling is not seen (call ``torch.compiler.reset()``).
+:func:`resolve_spec` and :func:`index_ok` are trace constants
+(:func:`.tracing.trace_constant`), as are the data-dependent checks of the
+other modules: while ``torch.compile`` traces a patched module they run
+once, eagerly, on the real module buffers (the data dependent checks, the
+kernel build), and their results are constants of the graph.
+
+This module also keeps the process's state of kernels: those loaded
+(:func:`kernel_for`, :func:`loaded`), and :func:`recording`, in which the
+patches record the configurations they need instead of building them
+(:mod:`.warmup`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-import sys
 import threading
-import time
-import warnings
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from .. import compiler as _compiler
-from .tensors import _torch, compile_kernel
+import numpy as np
+
+from .. import build, log
+from .. import reference as _ref
+from ..config import make_config
+from ..errors import CompileError, SwinAotNotFoundError
+from .fallback import Fallback
+from .tensors import compile_kernel, require_torch
+from .tracing import apply_trace_constants, trace_constant
+
+try:
+    import torch
+except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
+    torch = None
 
 _lock = threading.Lock()
 _registered = False
@@ -137,6 +150,24 @@ def _parse_key(key: str) -> tuple:
         raise ValueError(f"swin_opt: malformed kernel configuration {key!r}: {exc}") from None
 
 
+def loaded(key: str) -> bool:
+    """Whether this process has the kernel ``key`` names (built or loaded)."""
+    return key in _kernels
+
+
+def loaded_keys() -> set:
+    """The keys of the kernels this process has."""
+    with _lock:
+        return set(_kernels)
+
+
+def forget_kernels() -> None:
+    """Drop this process's kernels: the next call of each resolves its key again
+    (through the in-process and the disk cache)."""
+    with _lock:
+        _kernels.clear()
+
+
 def kernel_for(key: str):
     """The compiled :class:`swin_opt.Kernel` a config string names (compiled on first use)."""
     kern = _kernels.get(key)
@@ -154,9 +185,57 @@ _recording: Optional[Dict[str, None]] = None
 #: it (timm's WindowAttention in a block) are not run by the swapped model.
 _muted = 0
 _specs: Dict[tuple, KernelSpec] = {}
-_warned: set = set()
+_hinted = False  # the warmup hint of _kernel_first_use was given
 
 
+class _Recorder(dict):
+    """The ordered set of recorded keys, calling ``on_key`` for each new one."""
+
+    def __init__(self, on_key):
+        super().__init__()
+        self._on_key = on_key
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            super().__setitem__(key, default)
+            if self._on_key is not None:
+                self._on_key(key)
+        return default
+
+
+@contextlib.contextmanager
+def recording(on_key=None):
+    """Within the block, patched modules record the kernel configurations they need
+    (and run their original forward) instead of building kernels; ``on_key(key)`` is
+    called for each new one as it is met.  Yields the list of recorded config
+    strings (filled when the block exits)."""
+    global _recording
+    keys: List[str] = []
+    with _lock:
+        if _recording is not None:
+            raise RuntimeError("swin_opt: warmup is already recording in this process")
+        _recording = _Recorder(on_key)
+    try:
+        yield keys
+    finally:
+        with _lock:
+            keys.extend(_recording)
+            _recording = None
+
+
+@contextlib.contextmanager
+def muted():
+    """While a recording patch runs its original forward: the patched modules nested
+    in it do not record (the swapped model does not run them)."""
+    global _muted
+    _muted += 1
+    try:
+        yield
+    finally:
+        _muted -= 1
+
+
+@trace_constant
 def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> KernelSpec:
     """The :class:`KernelSpec` of a kernel configuration; builds the kernel (once per
     process) unless :func:`swin_opt.torch.warmup` is recording.
@@ -164,7 +243,7 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     ``config`` and ``options`` are sorted ``(name, value)`` tuples (the
     configuration and :func:`swap_attention`'s compile options).  Never
     raises: a configuration without a kernel gives a spec with ``error`` set.
-    Marked ``assume_constant_result``: dynamo runs it at trace time only.
+    A :func:`~.tracing.trace_constant`: dynamo runs it at trace time only.
     """
     memo = (window, heads, head_dim, scale, dtype, config, options)
     spec = _specs.get(memo)
@@ -178,7 +257,7 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     kwargs["dtype"] = dtype
     known = {k: v for k, v in kwargs.items() if k != "cache_dir"}
     try:
-        cfg = _compiler.make_config(window, heads, head_dim, **known)
+        cfg = make_config(window, heads, head_dim, **known)
     except (ValueError, TypeError, NotImplementedError) as exc:
         return _remember(memo, _error_spec(f"no kernel: {exc}"))
     key = kernel_key(window, heads, head_dim, **kwargs)
@@ -190,14 +269,10 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
         pending = True
     else:
         try:
-            _kernel_first_use(key, cfg)
-        except (_compiler.CompileError, _compiler.SwinAotNotFoundError, NotImplementedError,
+            _kernel_first_use(key)
+        except (CompileError, SwinAotNotFoundError, NotImplementedError,
                 ValueError, OSError) as exc:
-            error = f"no kernel: {exc}"
-            if error not in _warned:
-                _warned.add(error)
-                warnings.warn(f"swin_opt: modules needing {_compiler.describe(cfg)} run their "
-                              f"original forward: {exc}", stacklevel=2)
+            error = f"no kernel: {exc}"  # the patches fall back, and warn once
     spec = KernelSpec(key=key, window=cfg.window, shift=cfg.shift, resolution=cfg.resolution,
                       layout=cfg.layout, packed_qkv=cfg.packed_qkv,
                       windows_per_image=cfg.windows_per_image, dtype=cfg.dtype, error=error,
@@ -208,28 +283,20 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     return _remember(memo, spec)
 
 
-def _kernel_first_use(key: str, cfg) -> None:
-    """:func:`kernel_for` from a patched module's call, with a progress line on stderr
-    when this process has not loaded the kernel yet (see :mod:`.warmup`)."""
+def _kernel_first_use(key: str) -> None:
+    """:func:`kernel_for` from a patched module's call. Each build says so itself
+    (:func:`swin_opt.log.info`); the first time a model's call builds one, a line
+    also says how to build them all ahead of time."""
+    global _hinted
     if key in _kernels:
         return
-    from .warmup import progress_enabled
-
-    show = progress_enabled()
-    start = time.perf_counter()
-    if show:
-        sys.stderr.write(f"swin_opt: kernel for {_compiler.describe(cfg)} (first use; "
-                         "swin_opt.torch.warmup builds them all at once) ...")
-        sys.stderr.flush()
-    ok = False
-    try:
-        kernel_for(key)
-        ok = True
-    finally:
-        if show:
-            sys.stderr.write(f" {'ready' if ok else 'failed'} in "
-                             f"{time.perf_counter() - start:.1f} s\n")
-            sys.stderr.flush()
+    before = build.builds()
+    kernel_for(key)
+    if not _hinted and build.builds() > before:
+        _hinted = True
+        log.info("swin_opt: kernels are built when a swapped model first needs them; "
+                 "swin_opt.torch.warmup(model, example) builds them ahead of time, "
+                 "concurrently")
 
 
 def _error_spec(error: str) -> KernelSpec:
@@ -242,12 +309,9 @@ def _remember(memo, spec: KernelSpec) -> KernelSpec:
     return spec
 
 
+@trace_constant
 def index_ok(index, window) -> bool:
     """Whether ``index`` is Swin's standard relative position index for ``window``."""
-    import numpy as np
-
-    from .. import reference as _ref
-
     want = _ref.relative_index(tuple(window)).reshape(-1)
     got = index.detach().to("cpu").reshape(-1).numpy()
     return bool(got.shape == want.shape and np.array_equal(got, want))
@@ -257,7 +321,7 @@ def index_ok(index, window) -> bool:
 # The operators
 # --------------------------------------------------------------------------- #
 class KernelCall:
-    """What :meth:`_Patch.kernel` returns: called like the kernel
+    """What :meth:`.patching.Patch.kernel` returns: called like the kernel
     (``kern(q, k, v, table)``, ``kern(qkv, table, pad_qkv=...)``), dispatching
     through the custom ops.  ``config`` is the :class:`KernelSpec`."""
 
@@ -266,15 +330,12 @@ class KernelCall:
         self.key = spec.key
 
     def __call__(self, q, k=None, v=None, table=None, pad_qkv=None, logit_scale=None):
-        torch = _torch()
         ops = torch.ops.swin_opt
         spec = self.config
         padded = spec.layout == "tokens" and spec.padded_resolution != spec.resolution
         if padded and pad_qkv is not None and torch.is_grad_enabled() and any(
                 t is not None and t.requires_grad for t in (q, k, v, table)):
-            from .patching import _Fallback
-
-            raise _Fallback("autograd on a padded map (the padding rows' gradient, the qkv "
+            raise Fallback("autograd on a padded map (the padding rows' gradient, the qkv "
                             "bias's, is not computed by the backward kernel)")
         if self.config.cosine:
             if logit_scale is None:
@@ -310,7 +371,7 @@ def _attention_backward(ctx, dout):
     (``swin_opt::window_attention_backward[_packed]``: operators, not a direct call,
     so that AOTAutograd traces them under ``torch.compile``)."""
     *inputs, table, out = ctx.saved_tensors
-    ops = _torch().ops.swin_opt
+    ops = torch.ops.swin_opt
     if len(inputs) == 1:
         grads = ops.window_attention_packed_backward(inputs[0], table, out, dout, ctx.config)
     else:
@@ -333,7 +394,6 @@ def _linear_backward(ctx, dy):
     projections, 2 threads: 1.5-1.9x at stages 3-4, M <= 4 K; 0.45-0.9x at stages
     1-2, M >= 32 K, which keep MKL's ``mm``)."""
     x, weight = ctx.saved_tensors
-    torch = _torch()
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
         dx = torch.ops.swin_opt.linear(dy, weight.t().contiguous(), None)
@@ -401,11 +461,10 @@ def register() -> None:
     global _registered
     if _registered:
         return
+    require_torch()
     with _lock:
         if _registered:
             return
-        torch = _torch()
-        from . import masks, patching, timm_patches, torchvision_patches, windows
 
         @torch.library.custom_op("swin_opt::window_attention", mutates_args=(), schema=(
             "(Tensor q, Tensor k, Tensor v, Tensor? table, Tensor? pad_qkv, str config) "
@@ -459,7 +518,7 @@ def register() -> None:
             "(Tensor x, Tensor weight, Tensor? bias) -> Tensor"))
         def linear(x, weight, bias):
             """``x @ weightᵀ + bias`` through oneDNN, opaque to inductor (see
-            :func:`swin_opt.torch.patching._linear`)."""
+            :func:`swin_opt.torch.projections.linear`)."""
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
         @linear.register_fake
@@ -497,9 +556,5 @@ def register() -> None:
             setup, backward = _no_grad_error(name)
             op.register_autograd(backward, setup_context=setup)
 
-        # run at trace time only under torch.compile; their results are graph constants
-        for fn in (resolve_spec, index_ok, masks.constant_match, patching._note_reason,
-                   timm_patches._cr_pairs, torchvision_patches._checked_sub_rows,
-                   windows._constant_virtual_match, windows._region_labels):
-            torch.compiler.assume_constant_result(fn)
+        apply_trace_constants()
         _registered = True

@@ -10,11 +10,11 @@ import warnings
 import weakref
 from typing import List, Optional
 
-from .patching import _Options, _Patch, _is_swinv2
-from .tensors import _torch
-from .timm_patches import _TimmAttention, _TimmBlock, _TimmCrAttention, _TimmCrBlock
-from .torchvision_patches import _TorchvisionAttention, _TorchvisionAttention3d
-from .transformers_patches import _HFAttention, _HFSelfAttention, _is_hf_swinv2
+from .patching import Patch, PatchOptions, is_swinv2
+from .tensors import require_torch
+from .timm_patches import TimmAttention, TimmBlock, TimmCrAttention, TimmCrBlock
+from .torchvision_patches import TorchvisionAttention, TorchvisionAttention3d
+from .transformers_patches import HFAttention, HFSelfAttention, is_hf_swinv2
 
 _COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
 
@@ -32,7 +32,7 @@ class _Dispatch:
     and ``torch.save``/``torch.load(weights_only=False)`` re-create it (with fresh
     statistics) through :meth:`__reduce__`."""
 
-    def __init__(self, module, patch: _Patch):
+    def __init__(self, module, patch: Patch):
         self.module = module
         self.patch = patch
 
@@ -61,7 +61,7 @@ def _dispatchers(module) -> dict:
 
 #: token-layout patches of blocks whose attention module is patched too (window layout,
 #: where the block's patch falls back); installed with layout="auto" only, not counted
-_BLOCK_PATCHES = (_TimmBlock, _TimmCrBlock)
+_BLOCK_PATCHES = (TimmBlock, TimmCrBlock)
 
 
 _HF_SELF_ATTENTION = (
@@ -78,47 +78,47 @@ def _classes():
     found = []
     timm_swin = sys.modules.get("timm.models.swin_transformer")
     if timm_swin is not None:
-        found.append(("timm", getattr(timm_swin, "WindowAttention", None), _TimmAttention))
-        found.append(("timm", getattr(timm_swin, "SwinTransformerBlock", None), _TimmBlock))
+        found.append(("timm", getattr(timm_swin, "WindowAttention", None), TimmAttention))
+        found.append(("timm", getattr(timm_swin, "SwinTransformerBlock", None), TimmBlock))
     timm_swin_v2 = sys.modules.get("timm.models.swin_transformer_v2")
     if timm_swin_v2 is not None:
-        found.append(("timm", getattr(timm_swin_v2, "WindowAttention", None), _TimmAttention))
-        found.append(("timm", getattr(timm_swin_v2, "SwinTransformerV2Block", None), _TimmBlock))
+        found.append(("timm", getattr(timm_swin_v2, "WindowAttention", None), TimmAttention))
+        found.append(("timm", getattr(timm_swin_v2, "SwinTransformerV2Block", None), TimmBlock))
     tv_swin = sys.modules.get("torchvision.models.swin_transformer")
     if tv_swin is not None:
         found.append(("torchvision", getattr(tv_swin, "ShiftedWindowAttention", None),
-                      _TorchvisionAttention))
+                      TorchvisionAttention))
     tv_video = sys.modules.get("torchvision.models.video.swin_transformer")
     if tv_video is not None:
         found.append(("torchvision", getattr(tv_video, "ShiftedWindowAttention3d", None),
-                      _TorchvisionAttention3d))
+                      TorchvisionAttention3d))
     hf_swin = sys.modules.get("transformers.models.swin.modeling_swin")
     if hf_swin is not None:
         if hasattr(hf_swin, "SwinSelfAttention"):  # transformers 4.x
-            found.append(("transformers", hf_swin.SwinSelfAttention, _HFSelfAttention))
+            found.append(("transformers", hf_swin.SwinSelfAttention, HFSelfAttention))
         else:  # transformers >= 5: SwinAttention holds q/k/v/o projections and the bias
-            found.append(("transformers", getattr(hf_swin, "SwinAttention", None), _HFAttention))
+            found.append(("transformers", getattr(hf_swin, "SwinAttention", None), HFAttention))
     # the per-model copies of the 4.x query/key/value layout
     for module_name, cls_name in _HF_SELF_ATTENTION:
         mod = sys.modules.get(f"transformers.models.{module_name}")
         if mod is not None:
-            found.append(("transformers", getattr(mod, cls_name, None), _HFSelfAttention))
+            found.append(("transformers", getattr(mod, cls_name, None), HFSelfAttention))
     timm_cr = sys.modules.get("timm.models.swin_transformer_v2_cr")
     if timm_cr is not None:
         found.append(("timm", getattr(timm_cr, "WindowMultiHeadAttention", None),
-                      _TimmCrAttention))
-        found.append(("timm", getattr(timm_cr, "SwinTransformerV2CrBlock", None), _TimmCrBlock))
+                      TimmCrAttention))
+        found.append(("timm", getattr(timm_cr, "SwinTransformerV2CrBlock", None), TimmCrBlock))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
 def _supported(patch_type, module) -> Optional[str]:
     """None if ``module`` can be patched by ``patch_type``, else why not."""
-    if patch_type in (_TorchvisionAttention, _TimmAttention) and _is_swinv2(module):
+    if patch_type in (TorchvisionAttention, TimmAttention) and is_swinv2(module):
         mlp_out = getattr(module.cpb_mlp[-1], "out_features", None)
         if mlp_out != module.num_heads:
             return f"cpb_mlp gives {mlp_out} columns for {module.num_heads} heads"
         return None
-    if patch_type in (_TorchvisionAttention, _TorchvisionAttention3d, _TimmAttention):
+    if patch_type in (TorchvisionAttention, TorchvisionAttention3d, TimmAttention):
         if not hasattr(module, "relative_position_bias_table"):
             return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
         table, heads = module.relative_position_bias_table, module.num_heads
@@ -127,14 +127,14 @@ def _supported(patch_type, module) -> Optional[str]:
             return (f"this timm version's {type(module).__name__} has no {patch_type.attr} "
                     "method")
         return None
-    elif patch_type is _HFAttention:
+    elif patch_type is HFAttention:
         if not (hasattr(module, "q_proj") and hasattr(module, "relative_position_bias")):
             return "not the transformers >= 5 SwinAttention layout"
         table, heads = (module.relative_position_bias.relative_position_bias_table,
                         module.num_attention_heads)
-    elif patch_type is _HFSelfAttention:
+    elif patch_type is HFSelfAttention:
         heads = module.num_attention_heads
-        if _is_hf_swinv2(module):
+        if is_hf_swinv2(module):
             mlp_out = getattr(module.continuous_position_bias_mlp[-1], "out_features", None)
             if mlp_out != heads:
                 return f"continuous_position_bias_mlp gives {mlp_out} columns for {heads} heads"
@@ -142,7 +142,7 @@ def _supported(patch_type, module) -> Optional[str]:
         if not hasattr(module, "relative_position_bias_table"):
             return "no relative_position_bias_table"
         table = module.relative_position_bias_table
-    elif patch_type is _TimmCrAttention:
+    elif patch_type is TimmCrAttention:
         mlp_out = getattr(getattr(module.meta_mlp, "fc2", None), "out_features", None)
         if mlp_out != module.num_heads:
             return f"meta_mlp gives {mlp_out} columns for {module.num_heads} heads"
@@ -189,7 +189,7 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     :func:`unpatched` and warned about once per class and reason; patching
     nothing is warned about too.
     """
-    _torch()
+    require_torch()
     if layout not in ("auto", "windows"):
         raise ValueError(f"layout must be 'auto' or 'windows', got {layout!r}")
     unknown = set(compile_options) - set(_COMPILE_OPTIONS)
@@ -208,7 +208,8 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     bad = set(frameworks) - set(_FRAMEWORKS)
     if bad:
         raise ValueError(f"unknown framework(s) {sorted(bad)}; expected some of {_FRAMEWORKS}")
-    options = _Options(layout=layout, fallback=bool(fallback), compile_options=dict(compile_options))
+    options = PatchOptions(layout=layout, fallback=bool(fallback),
+                           compile_options=dict(compile_options))
     all_classes = _classes()
     classes = [(fw, cls, p) for fw, cls, p in all_classes if fw in frameworks]
     # (the timm blocks' token-layout patch is reported through their WindowAttention)
@@ -311,8 +312,9 @@ def unpatched(model) -> List[dict]:
     left alone, one dict each: ``name``, ``framework``, ``class`` (qualified) and
     ``reason``.  Covers supported classes in a configuration the kernels do not take,
     classes of frameworks excluded by ``frameworks=``, and window-attention classes
-    swin_opt does not know.  Calls that fall back at run time are in
-    :func:`patch_stats`."""
+    swin_opt does not know.  Calls that fall back at run time are counted in
+    :func:`patch_stats` and warned about once per reason
+    (:class:`~.fallback.FallbackWarning`)."""
     out = []
     for name, module in model.named_modules():
         entry = _skipped.get(module)
@@ -329,11 +331,11 @@ def _unpatched(module, attr):
     return module
 
 
-def _install(module, patch: _Patch) -> None:
+def _install(module, patch: Patch) -> None:
     object.__setattr__(module, patch.attr, _Dispatch(module, patch))
 
 
-def _uninstall_attr(module, patch: _Patch) -> None:
+def _uninstall_attr(module, patch: Patch) -> None:
     if patch.had_instance_attr:
         object.__setattr__(module, patch.attr, patch.saved_attr)
     else:

@@ -1,6 +1,7 @@
 """Kernels on CPU torch tensors: :func:`attention` (zero-copy calls) and
-:func:`compile_kernel` (an in-process cache of compiled kernels), plus the
-lazy torch import every module of :mod:`swin_opt.torch` goes through."""
+:func:`compile_kernel` (an in-process cache of compiled kernels), and the
+checks of tensors and of torch itself (:func:`require_torch`) the other
+modules of :mod:`swin_opt.torch` share."""
 
 from __future__ import annotations
 
@@ -8,31 +9,33 @@ import math
 import threading
 from typing import Dict, Optional
 
-from .. import compiler as _compiler
-from .. import reference as _ref
+from .. import build
+from ..dtypes import normalize_dtype
+from ..geometry import normalize_window
+from ..kernel import Kernel
+
+try:
+    import torch
+except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
+    torch = None
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - exercised only without torch
-        raise ImportError("swin_opt.torch needs PyTorch (pip install torch)") from exc
-    return torch
-
-
-class KernelUnavailable(RuntimeError):
-    """Raised by patched modules with ``fallback=False`` when the kernel cannot be used."""
+def require_torch() -> None:
+    """ImportError with what to install, when PyTorch is not importable."""
+    if torch is None:
+        raise ImportError("swin_opt.torch needs PyTorch (pip install torch)")
 
 
 # --------------------------------------------------------------------------- #
 # Tensor-level helpers
 # --------------------------------------------------------------------------- #
-def _dtype_name(torch, dtype) -> Optional[str]:
+def dtype_name(dtype) -> Optional[str]:
+    """``"float32"``/``"float16"``/``"bfloat16"`` for a torch dtype a kernel takes, else None."""
     return {torch.float32: "float32", torch.float16: "float16",
             torch.bfloat16: "bfloat16"}.get(dtype)
 
 
-def _check_tensor(torch, x, name: str) -> None:
+def _check_tensor(x, name: str) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.device.type != "cpu":
@@ -47,11 +50,11 @@ def _check_tensor(torch, x, name: str) -> None:
                            "torch.no_grad() / torch.inference_mode() or pass .detach()")
 
 
-_kernel_cache: Dict[tuple, "_compiler.Kernel"] = {}
+_kernel_cache: Dict[tuple, Kernel] = {}
 _kernel_lock = threading.Lock()
 
 
-def compile_kernel(window, heads: int, head_dim: int, **options) -> "_compiler.Kernel":
+def compile_kernel(window, heads: int, head_dim: int, **options) -> Kernel:
     """:func:`swin_opt.compile` with an in-process cache (one :class:`Kernel` per configuration).
 
     ``options`` are those of :func:`swin_opt.compile` (``table`` excepted, since
@@ -59,12 +62,12 @@ def compile_kernel(window, heads: int, head_dim: int, **options) -> "_compiler.K
     """
     if "table" in options:
         raise TypeError("compile_kernel does not bake tables; use swin_opt.compile(table=...)")
-    key = (_ref.normalize_window(window), int(heads), int(head_dim),
+    key = (normalize_window(window), int(heads), int(head_dim),
            tuple(sorted((k, _freeze(v)) for k, v in options.items())))
     with _kernel_lock:
         kern = _kernel_cache.get(key)
     if kern is None:
-        kern = _compiler.compile(window, heads, head_dim, **options)
+        kern = build.compile(window, heads, head_dim, **options)
         with _kernel_lock:
             kern = _kernel_cache.setdefault(key, kern)
     return kern
@@ -97,17 +100,17 @@ def attention(q, k, v, table=None, kernel=None, *, window=None, out=None, pad_qk
     converted.  There is no autograd: inputs that require grad raise unless
     grad mode is off.
     """
-    torch = _torch()
+    require_torch()
     for name, x in (("q", q), ("k", k), ("v", v)):
-        _check_tensor(torch, x, name)
+        _check_tensor(x, name)
     if q.dtype != k.dtype or q.dtype != v.dtype:
         raise TypeError(f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    dname = _dtype_name(torch, q.dtype)
+    dname = dtype_name(q.dtype)
     if dname is None:
         raise TypeError(f"unsupported dtype {q.dtype}; expected float32, float16 or bfloat16")
     for name, x in (("table", table), ("out", out), ("pad_qkv", pad_qkv)):
         if x is not None:
-            _check_tensor(torch, x, name)
+            _check_tensor(x, name)
     if kernel is None:
         if q.dim() != 4:
             raise ValueError("without a kernel, q must be [num_windows, heads, N, head_dim], "
@@ -121,7 +124,7 @@ def attention(q, k, v, table=None, kernel=None, *, window=None, out=None, pad_qk
         kernel = compile_kernel(window, heads, head_dim, dtype=dname, **compile_options)
     elif compile_options or window is not None:
         raise TypeError("window / compile options are only used when no kernel is given")
-    if _compiler.normalize_dtype(dname) != kernel.config.dtype:
+    if normalize_dtype(dname) != kernel.config.dtype:
         raise TypeError(f"tensors are {q.dtype} but the kernel was compiled for "
                         f"{kernel.config.dtype}")
     if kernel.config.layout == "tokens":

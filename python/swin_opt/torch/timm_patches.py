@@ -8,54 +8,61 @@ from __future__ import annotations
 import numpy as np
 
 from .. import reference as _ref
-from .masks import NO_MASK, _matcher
-from .patching import (_Fallback, _Patch, _cosine_kernel_scale, _cosine_qk, _linear,
-                       _packed_inputs, _pad_rows,
-                       _project, _qkv_packed, _qkv_windows)
+from .fallback import Fallback
+from .masks import NO_MASK, cached_match
+from .patching import Patch
+from .projections import (cosine_kernel_scale, cosine_qk, linear, packed_inputs, pad_rows,
+                          project, qkv_packed, qkv_windows)
+from .tracing import trace_constant
 from .windows import run_windows
 
+try:
+    import torch
+except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
+    torch = None
 
-def _timm_qkv_bias(torch, attn):
+__all__ = ["TimmAttention", "TimmBlock", "TimmCrAttention", "TimmCrBlock"]
+
+
+def _timm_qkv_bias(attn):
     """timm's qkv bias: ``qkv.bias`` (V1) or ``cat(q_bias, k_bias, v_bias)`` (V2)."""
     if getattr(attn, "q_bias", None) is None:
         return attn.qkv.bias
     return torch.cat((attn.q_bias, attn.k_bias, attn.v_bias))
 
 
-
-class _TimmAttention(_Patch):
+class TimmAttention(Patch):
     """``WindowAttention.forward(x, mask=None)`` of timm's swin_transformer and (SwinV2)
     swin_transformer_v2 (window layout)."""
 
     framework = "timm"
 
-    def run(self, torch, m, x, mask=None):
-        dtype = self.common_checks(torch, m, x)
+    def run(self, m, x, mask=None):
+        dtype = self.common_checks(m, x)
         b, n, _ = x.shape
         window = tuple(int(s) for s in m.window_size)
         heads = m.num_heads
         attn_dim = m.qkv.out_features // 3
         head_dim = attn_dim // heads
         if n != window[0] * window[1]:
-            raise _Fallback(f"{n} tokens per window, window is {window}")
+            raise Fallback(f"{n} tokens per window, window is {window}")
         table, scale, qkv_bias, logit_scale = self.attention_core(
-            torch, m, window, heads, x.dtype, _timm_qkv_bias(torch, m), getattr(m, "scale", None))
-        qkv = _linear(torch, x, m.qkv.weight, qkv_bias)
-        q, k, v = _qkv_windows(torch, qkv, b, n, heads, head_dim)
+            m, window, heads, x.dtype, _timm_qkv_bias(m), getattr(m, "scale", None))
+        qkv = linear(x, m.qkv.weight, qkv_bias)
+        q, k, v = qkv_windows(qkv, b, n, heads, head_dim)
         # SwinV2 at inference: the cosine kernel normalizes q and k itself
-        cosine = _cosine_kernel_scale(torch, logit_scale, x)
+        cosine = cosine_kernel_scale(logit_scale, x)
         if cosine is None:
-            _cosine_qk(torch, q, k, logit_scale, head_axis=1)
+            cosine_qk(q, k, logit_scale, head_axis=1)
         # run_windows also takes the masks of always_partition's one-window maps
-        out = run_windows(self, torch, q, k, v, table, window, scale, dtype, mask,
-                          logit_scale=cosine)
-        return m.proj_drop(_project(torch, m.proj, out))
+        out = run_windows(self, q, k, v, table, window, scale, dtype, mask, logit_scale=cosine)
+        return m.proj_drop(project(m.proj, out))
 
 
 def _block_input(x):
     """``(B, H, W, C)`` of a timm block's feature map."""
     if x.dim() != 4:
-        raise _Fallback("expected [B, H, W, C]")
+        raise Fallback("expected [B, H, W, C]")
     return x.shape
 
 
@@ -63,7 +70,7 @@ def _block_window(blk):
     """The window of a timm block (Swin, SwinV2 or SwinV2-CR), the same as its attention's."""
     window = tuple(int(s) for s in blk.window_size)
     if window != tuple(int(s) for s in blk.attn.window_size):
-        raise _Fallback("block and attention window sizes differ")
+        raise Fallback("block and attention window sizes differ")
     return window
 
 
@@ -78,55 +85,53 @@ def _block_kernel(patch, blk, resolution, window, heads, head_dim, scale, dtype,
         # timm applies its stored mask; make sure it is the one the kernel builds
         mask = getattr(blk, "attn_mask", None)
         want = NO_MASK if not any(shift) else (padded, shift)
-        got = NO_MASK if mask is None else _matcher.match(mask, window)
+        got = NO_MASK if mask is None else cached_match(mask, window)
         if got != want:
-            raise _Fallback("stored attn_mask does not match the block's resolution/shift")
+            raise Fallback("stored attn_mask does not match the block's resolution/shift")
     kern = patch.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
                         resolution=resolution, shift=shift, packed_qkv=True,
                         padding="shift_then_pad" if padded != tuple(resolution) else None,
                         **({"cosine": True} if cosine else {}))
     if tuple(kern.config.window) != window or tuple(kern.config.shift) != shift:
-        raise _Fallback("Swin's small-map rule changes this block's window")
+        raise Fallback("Swin's small-map rule changes this block's window")
     return kern
 
 
-class _TimmBlock(_Patch):
+class TimmBlock(Patch):
     """``SwinTransformerBlock._attn(x)`` of timm's swin_transformer and (SwinV2)
     swin_transformer_v2 (token layout)."""
 
     framework = "timm"
     attr = "_attn"
 
-    def run(self, torch, blk, x):
+    def run(self, blk, x):
         attn = blk.attn
-        dtype = self.common_checks(torch, blk, x)
+        dtype = self.common_checks(blk, x)
         b, h, w, c = _block_input(x)
         window = _block_window(blk)
         heads = attn.num_heads
         attn_dim = attn.qkv.out_features // 3
         head_dim = attn_dim // heads
         table, scale, qkv_bias, logit_scale = self.attention_core(
-            torch, attn, window, heads, x.dtype, _timm_qkv_bias(torch, attn),
-            getattr(attn, "scale", None))
-        cosine = _cosine_kernel_scale(torch, logit_scale, x)
+            attn, window, heads, x.dtype, _timm_qkv_bias(attn), getattr(attn, "scale", None))
+        cosine = cosine_kernel_scale(logit_scale, x)
         kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, scale, dtype,
                              cosine=cosine is not None)
-        qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
-                                      heads, head_dim, None if cosine is not None else logit_scale)
+        qkv, pad_qkv = packed_inputs(x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
+                                     heads, head_dim, None if cosine is not None else logit_scale)
         out = kern(qkv, table, pad_qkv=pad_qkv, logit_scale=cosine)
-        out = attn.proj_drop(_project(torch, attn.proj, out))
+        out = attn.proj_drop(project(attn.proj, out))
         return out.view(b, h, w, -1)
 
 
-
-def _cr_table(patch, torch, m, window, heads, dtype):
+def _cr_table(patch, m, window, heads, dtype):
     """The ``[T, heads]`` bias table of a swinv2_cr ``WindowMultiHeadAttention`` ``m``:
     its meta MLP run on one pair of each relative position (``patch._pairs`` caches the
     pairs per window, or False when the buffer is not a function of the relative
     position; under torch.compile they are a constant of the graph)."""
     coords = m.relative_coordinates_log
     if torch.compiler.is_compiling():
-        found = _cr_pairs(coords, window)  # run once, at trace time (ops.register)
+        found = _cr_pairs(coords, window)  # run once, at trace time (a trace constant)
         pairs = False if found is None else torch.tensor(found, dtype=torch.int64)
     else:
         pairs = patch._pairs.get(window)
@@ -135,16 +140,15 @@ def _cr_table(patch, torch, m, window, heads, dtype):
             pairs = False if found is None else torch.tensor(found, dtype=torch.int64)
             patch._pairs[window] = pairs
     if pairs is False:
-        raise _Fallback("relative_coordinates_log is not a function of the relative position")
+        raise Fallback("relative_coordinates_log is not a function of the relative position")
     return patch.table(m.meta_mlp(coords[pairs]), window, heads, None, dtype)
 
 
+@trace_constant
 def _cr_pairs(coords, window):
     """One ``(i, j)`` pair index per relative position (the first in row-major order) as
     a tuple, or None when ``coords`` is not a function of Swin's relative index.
-    NumPy on the buffer's data: marked ``assume_constant_result`` by ops.register."""
-    import torch
-
+    NumPy on the buffer's data: a :func:`~.tracing.trace_constant`."""
     n = window[0] * window[1]
     index = _ref.relative_index(window).reshape(-1)
     first = np.full(_ref.table_rows(window), -1, dtype=np.int64)
@@ -156,21 +160,21 @@ def _cr_pairs(coords, window):
     return tuple(int(i) for i in first) if ok else None
 
 
-class _TimmCrAttention(_Patch):
+class TimmCrAttention(Patch):
     """``timm.models.swin_transformer_v2_cr.WindowMultiHeadAttention.forward(x, mask=None)``
     (window layout).
 
     What the kernel computes exactly: ``softmax(s_h cos(q_i, k_j) + B_h(i, j) + mask) v``
     with ``s_h = exp(min(logit_scale_h, log 100))`` (timm's own logit scale, the same
-    clamp as SwinV2) folded into the normalised q (:func:`_cosine_qk`, scale-1 kernel),
-    and the bias of the "meta" MLP.  That MLP maps each pair's log-spaced relative
+    clamp as SwinV2) folded into the normalised q (:func:`.projections.cosine_qk`,
+    scale-1 kernel), and the bias of the "meta" MLP.  That MLP maps each pair's log-spaced relative
     coordinates (``relative_coordinates_log``, ``[N*N, 2]``) to one value per head; a
     pair's coordinates depend only on its relative position, so the MLP is run on one
     pair per relative position, giving the kernel's compact ``[T, heads]`` table (checked
     once against the buffer: it must be a function of Swin's relative index).  The
     qkv and output projections (and the q/k normalisation) stay in torch.  The
     cyclic shift, padding (timm pads after shifting) and window partition stay in the
-    block's ``_shifted_window_attn`` (patched by :class:`_TimmCrBlock` when
+    block's ``_shifted_window_attn`` (patched by :class:`TimmCrBlock` when
     ``layout="auto"``; this module then runs only where that one falls back),
     which hands this module windows and its mask; masks of maps a single window
     long on a shifted axis (``always_partition``) go through
@@ -183,25 +187,25 @@ class _TimmCrAttention(_Patch):
         super().__init__(module, name, options)
         self._pairs = {}
 
-    def _table(self, torch, m, window, heads, dtype):
-        return _cr_table(self, torch, m, window, heads, dtype)
+    def _table(self, m, window, heads, dtype):
+        return _cr_table(self, m, window, heads, dtype)
 
-    def run(self, torch, m, x, mask=None):
-        dtype = self.common_checks(torch, m, x)
+    def run(self, m, x, mask=None):
+        dtype = self.common_checks(m, x)
         b, n, c = x.shape
         window = tuple(int(s) for s in m.window_size)
         heads = m.num_heads
         head_dim = c // heads
         if n != window[0] * window[1]:
-            raise _Fallback(f"{n} tokens per window, window is {window}")
-        table = self._table(torch, m, window, heads, x.dtype)
-        q, k, v = _qkv_windows(torch, _project(torch, m.qkv, x), b, n, heads, head_dim)
-        _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
-        out = run_windows(self, torch, q, k, v, table, window, 1.0, dtype, mask)
-        return m.proj_drop(_project(torch, m.proj, out))
+            raise Fallback(f"{n} tokens per window, window is {window}")
+        table = self._table(m, window, heads, x.dtype)
+        q, k, v = qkv_windows(project(m.qkv, x), b, n, heads, head_dim)
+        cosine_qk(q, k, m.logit_scale, head_axis=1)
+        out = run_windows(self, q, k, v, table, window, 1.0, dtype, mask)
+        return m.proj_drop(project(m.proj, out))
 
 
-class _TimmCrBlock(_Patch):
+class TimmCrBlock(Patch):
     """``SwinTransformerV2CrBlock._shifted_window_attn(x)``, x ``[B, H, W, C]`` (timm
     swinv2_cr; token layout, packed qkv): the cyclic shift, padding (after the
     shift, as timm does), window partition and their inverses run in the kernel.
@@ -221,20 +225,19 @@ class _TimmCrBlock(_Patch):
         super().__init__(module, name, options)
         self._pairs = {}
 
-    def run(self, torch, blk, x):
+    def run(self, blk, x):
         attn = blk.attn
-        dtype = self.common_checks(torch, blk, x)
+        dtype = self.common_checks(blk, x)
         b, h, w, c = _block_input(x)
         window = _block_window(blk)
         heads = attn.num_heads
         head_dim = c // heads
-        table = _cr_table(self, torch, attn, window, heads, x.dtype)
+        table = _cr_table(self, attn, window, heads, x.dtype)
         kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, 1.0, dtype)
-        qkv = _qkv_packed(torch, x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias,
-                          heads, head_dim)
-        _cosine_qk(torch, qkv[:, :, 0], qkv[:, :, 1], attn.logit_scale, head_axis=2)
-        pad_qkv = _pad_rows(torch, attn.qkv.bias, c)
+        qkv = qkv_packed(x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias, heads, head_dim)
+        cosine_qk(qkv[:, :, 0], qkv[:, :, 1], attn.logit_scale, head_axis=2)
+        pad_qkv = pad_rows(attn.qkv.bias, c)
         per_head = pad_qkv.view(3, heads, head_dim)
-        _cosine_qk(torch, per_head[0], per_head[1], attn.logit_scale, head_axis=0)
+        cosine_qk(per_head[0], per_head[1], attn.logit_scale, head_axis=0)
         out = kern(qkv, table, pad_qkv=pad_qkv)
-        return attn.proj_drop(_project(torch, attn.proj, out)).view(b, h, w, c)
+        return attn.proj_drop(project(attn.proj, out)).view(b, h, w, c)

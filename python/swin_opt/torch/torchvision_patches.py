@@ -10,21 +10,29 @@ import math
 import numpy as np
 
 from .. import reference as _ref
-from .patching import (_Fallback, _Patch, _cosine_kernel_scale, _cosine_qk, _linear,
-                       _packed_inputs,
-                       _qkv_windows)
+from .fallback import Fallback
+from .patching import Patch
+from .projections import cosine_kernel_scale, cosine_qk, linear, packed_inputs, qkv_windows
+from .tracing import trace_constant
+
+try:
+    import torch
+except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
+    torch = None
+
+__all__ = ["TorchvisionAttention", "TorchvisionAttention3d"]
 
 
-class _TorchvisionAttention(_Patch):
+class TorchvisionAttention(Patch):
     """``torchvision.models.swin_transformer.ShiftedWindowAttention.forward(x)``, x ``[B, H, W, C]``."""
 
     framework = "torchvision"
 
-    def run(self, torch, m, x):
+    def run(self, m, x):
         F = torch.nn.functional
-        dtype = self.common_checks(torch, m, x)
+        dtype = self.common_checks(m, x)
         if x.dim() != 4:
-            raise _Fallback("expected [B, H, W, C]")
+            raise Fallback("expected [B, H, W, C]")
         b, h, w, c = x.shape
         window = tuple(int(s) for s in m.window_size)
         heads = m.num_heads
@@ -33,21 +41,21 @@ class _TorchvisionAttention(_Patch):
         shift = tuple(0 if ws >= p else int(s) for ws, p, s in zip(window, (pad_h, pad_w),
                                                                    m.shift_size))
         table, scale, qkv_bias, logit_scale = self.attention_core(
-            torch, m, window, heads, x.dtype, m.qkv.bias, None)
+            m, window, heads, x.dtype, m.qkv.bias, None)
         pads = (pad_h, pad_w) != (h, w)
         # SwinV2 at inference: the cosine kernels normalize q and k themselves
-        cosine = _cosine_kernel_scale(torch, logit_scale, x)
+        cosine = cosine_kernel_scale(logit_scale, x)
         cosine_cfg = {"cosine": True} if cosine is not None else {}
         if self.options.layout == "auto" and h >= window[0] and w >= window[1]:
             kern = self.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
                                resolution=(h, w), shift=shift, packed_qkv=True,
                                padding="pad_then_shift" if pads else None, **cosine_cfg)
             if kern.config.window == window and kern.config.shift == shift:
-                qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, h * w, c), m.qkv.weight,
-                                              qkv_bias, heads, head_dim,
-                                              None if cosine is not None else logit_scale)
+                qkv, pad_qkv = packed_inputs(x.reshape(b, h * w, c), m.qkv.weight, qkv_bias,
+                                             heads, head_dim,
+                                             None if cosine is not None else logit_scale)
                 out = kern(qkv, table, pad_qkv=pad_qkv, logit_scale=cosine)
-                return _linear(torch, out, m.proj.weight, m.proj.bias).view(b, h, w, c)
+                return linear(out, m.proj.weight, m.proj.bias).view(b, h, w, c)
         # window layout: pad, roll and partition in torch exactly as torchvision does
         xp = F.pad(x, (0, 0, 0, pad_w - w, 0, pad_h - h))
         if any(shift):
@@ -59,13 +67,12 @@ class _TorchvisionAttention(_Patch):
         cfg = {"resolution": (pad_h, pad_w), "shift": shift} if any(shift) else {}
         kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg, **cosine_cfg)
         if kern.config.window != window or (any(shift) and kern.config.shift != shift):
-            raise _Fallback("kernel configuration differs from torchvision's")
-        q, k, v = _qkv_windows(torch, _linear(torch, xw, m.qkv.weight, qkv_bias), xw.shape[0], n,
-                               heads, head_dim)
+            raise Fallback("kernel configuration differs from torchvision's")
+        q, k, v = qkv_windows(linear(xw, m.qkv.weight, qkv_bias), xw.shape[0], n, heads,
+                              head_dim)
         if cosine is None:
-            _cosine_qk(torch, q, k, logit_scale, head_axis=1)
-        out = _linear(torch, kern(q, k, v, table, logit_scale=cosine), m.proj.weight,
-                      m.proj.bias)
+            cosine_qk(q, k, logit_scale, head_axis=1)
+        out = linear(kern(q, k, v, table, logit_scale=cosine), m.proj.weight, m.proj.bias)
         out = out.view(b, nh, nw, window[0], window[1], c).permute(0, 1, 3, 2, 4, 5)
         out = out.reshape(b, pad_h, pad_w, c)
         if any(shift):
@@ -83,10 +90,11 @@ def _sub_table_rows(full, window):
     return rows.reshape(-1)
 
 
+@trace_constant
 def _checked_sub_rows(index, full, window):
     """:func:`_sub_table_rows` as a tuple when ``index[:n, :n]`` is the smaller window's
     relative position index in those rows, else None.  NumPy on the buffer's data:
-    marked ``assume_constant_result`` by ops.register."""
+    a :func:`~.tracing.trace_constant`."""
     rows = _sub_table_rows(full, window)
     n = math.prod(window)
     if tuple(index.shape) != (math.prod(full),) * 2:
@@ -97,7 +105,7 @@ def _checked_sub_rows(index, full, window):
     return tuple(int(r) for r in rows)
 
 
-class _TorchvisionAttention3d(_Patch):
+class TorchvisionAttention3d(Patch):
     """``torchvision.models.video.swin_transformer.ShiftedWindowAttention3d.forward(x)``,
     x ``[B, T, H, W, C]`` (Video Swin): a packed-qkv token-layout kernel with 3-D
     windows and shifts and torchvision's pad-then-shift order, so the padding,
@@ -119,29 +127,29 @@ class _TorchvisionAttention3d(_Patch):
         super().__init__(module, name, options)
         self._sub_rows = {}
 
-    def _table(self, torch, m, window, heads, dtype):
+    def _table(self, m, window, heads, dtype):
         full = tuple(int(s) for s in m.window_size)
         if window == full:
             return self.table(m.relative_position_bias_table, window, heads,
                               getattr(m, "relative_position_index", None), dtype)
         compiling = torch.compiler.is_compiling()
         rows = None if compiling else self._sub_rows.get(window)
-        if rows is None:  # under torch.compile: a constant of the graph (ops.register)
+        if rows is None:  # under torch.compile: a constant of the graph (a trace constant)
             found = _checked_sub_rows(m.relative_position_index, full, window)
             rows = False if found is None else torch.tensor(found, dtype=torch.int64)
             if not compiling:
                 self._sub_rows[window] = rows
         if rows is False:
-            raise _Fallback(f"window {full} shrunk to {window}: torchvision's bias "
-                            "(relative_position_index[:n, :n] of the full window) is not a "
-                            "relative position bias of the smaller window")
+            raise Fallback(f"window {full} shrunk to {window}: torchvision's bias "
+                           "(relative_position_index[:n, :n] of the full window) is not a "
+                           "relative position bias of the smaller window")
         table = m.relative_position_bias_table[rows]
         return self.table(table, window, heads, None, dtype)
 
-    def run(self, torch, m, x):
-        dtype = self.common_checks(torch, m, x)
+    def run(self, m, x):
+        dtype = self.common_checks(m, x)
         if x.dim() != 5:
-            raise _Fallback("expected [B, T, H, W, C]")
+            raise Fallback("expected [B, T, H, W, C]")
         b, t, h, w, c = x.shape
         size = (t, h, w)
         # torchvision's (and the kernel's) small-map rule
@@ -150,14 +158,14 @@ class _TorchvisionAttention3d(_Patch):
                       for ws, s, sh in zip(m.window_size, size, m.shift_size))
         heads = m.num_heads
         head_dim = c // heads
-        table = self._table(torch, m, window, heads, x.dtype)
+        table = self._table(m, window, heads, x.dtype)
         pads = any(s % ws for s, ws in zip(size, window))
         kern = self.kernel(window, heads, head_dim, None, dtype, layout="tokens",
                            resolution=size, shift=shift, packed_qkv=True,
                            padding="pad_then_shift" if pads else None)
         if kern.config.window != window or tuple(kern.config.shift) != shift:
-            raise _Fallback("kernel configuration differs from torchvision's")
-        qkv, pad_qkv = _packed_inputs(torch, x.reshape(b, t * h * w, c), m.qkv.weight,
-                                      m.qkv.bias, heads, head_dim, None)
+            raise Fallback("kernel configuration differs from torchvision's")
+        qkv, pad_qkv = packed_inputs(x.reshape(b, t * h * w, c), m.qkv.weight, m.qkv.bias,
+                                     heads, head_dim, None)
         out = kern(qkv, table, pad_qkv=pad_qkv)
-        return _linear(torch, out, m.proj.weight, m.proj.bias).view(b, t, h, w, c)
+        return linear(out, m.proj.weight, m.proj.bias).view(b, t, h, w, c)

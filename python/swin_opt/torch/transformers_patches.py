@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import inspect
 
-from .patching import _Fallback, _Patch, _cosine_kernel_scale, _cosine_qk, _heads_first, _project
+from .fallback import Fallback
+from .patching import Patch
+from .projections import cosine_kernel_scale, cosine_qk, heads_first, project
 from .windows import run_windows
+
+__all__ = ["HFAttention", "HFSelfAttention", "is_hf_swinv2"]
 
 #: Attention classes of transformers that add the shift mask to the scores twice
 #: (-200 across regions); :func:`.windows.run_windows` reproduces that.  Checked
@@ -18,59 +22,61 @@ from .windows import run_windows
 _MASK_ADDED_TWICE = frozenset({"Swinv2SelfAttention", "Swin2SRSelfAttention"})
 
 
-class _HFAttention(_Patch):
+class HFAttention(Patch):
     """transformers >= 5: ``SwinAttention.forward(hidden_states, attention_mask=None, **kw)``."""
 
     framework = "transformers"
 
-    def run(self, torch, m, hidden_states, attention_mask=None, **kwargs):
+    def run(self, m, hidden_states, attention_mask=None, **kwargs):
         if kwargs.get("output_attentions"):
-            raise _Fallback("attention probabilities requested")
+            raise Fallback("attention probabilities requested")
         rpb = m.relative_position_bias
-        out = _hf_attention(self, torch, m, hidden_states, attention_mask, rpb.window_size,
+        out = _hf_attention(self, m, hidden_states, attention_mask, rpb.window_size,
                             m.num_attention_heads, m.head_dim, m.scaling,
                             rpb.relative_position_bias_table,
                             getattr(rpb, "relative_position_index", None),
                             (m.q_proj, m.k_proj, m.v_proj))
-        return _project(torch, m.o_proj, out), None
+        return project(m.o_proj, out), None
 
 
-def _hf_attention(patch, torch, m, hidden_states, attention_mask, window_size, heads, head_dim,
+def _hf_attention(patch, m, hidden_states, attention_mask, window_size, heads, head_dim,
                   scale, table, index, projections, *, cpb=False, mask_repeats=1):
     """The attention core shared by transformers' Swin modules: windows of
     ``hidden_states`` [B_, N, C] through the kernel, heads merged.  ``cpb``:
     SwinV2 (cosine attention, ``16 * sigmoid(continuous_position_bias_mlp)`` table,
     scale 1 on the normalised q/k)."""
-    dtype = patch.common_checks(torch, m, hidden_states)
+    dtype = patch.common_checks(m, hidden_states)
     window = tuple(int(s) for s in window_size)
     b, n, _ = hidden_states.shape
     if n != window[0] * window[1]:
-        raise _Fallback(f"{n} tokens per window, window is {window}")
+        raise Fallback(f"{n} tokens per window, window is {window}")
     if cpb:
-        table = patch.folded_cpb_table(torch, m, m.continuous_position_bias_mlp,
+        table = patch.folded_cpb_table(m, m.continuous_position_bias_mlp,
                                        m.relative_coords_table, window, heads, index,
                                        hidden_states.dtype)
     else:
         table = patch.table(table, window, heads, index, hidden_states.dtype)
-    q, k, v = (_heads_first(_project(torch, p, hidden_states), b, n, heads, head_dim)
+    q, k, v = (heads_first(project(p, hidden_states), b, n, heads, head_dim)
                for p in projections)
     cosine = None
     if cpb:
         # at inference the cosine kernel normalizes q and k itself
-        cosine = _cosine_kernel_scale(torch, m.logit_scale, hidden_states)
+        cosine = cosine_kernel_scale(m.logit_scale, hidden_states)
         if cosine is None:
-            _cosine_qk(torch, q, k, m.logit_scale, head_axis=1)
+            cosine_qk(q, k, m.logit_scale, head_axis=1)
         scale = 1.0
-    return run_windows(patch, torch, q, k, v, table, window, scale, dtype, attention_mask,
+    return run_windows(patch, q, k, v, table, window, scale, dtype, attention_mask,
                        mask_repeats=mask_repeats, logit_scale=cosine)
 
 
-def _is_hf_swinv2(m) -> bool:
+def is_hf_swinv2(m) -> bool:
+    """Whether ``m`` is a transformers SwinV2 self-attention (cosine attention, the
+    continuous position bias MLP)."""
     return all(hasattr(m, a) for a in ("logit_scale", "continuous_position_bias_mlp",
                                        "relative_coords_table"))
 
 
-class _HFSelfAttention(_Patch):
+class HFSelfAttention(Patch):
     """The query/key/value layout (output projection in the sibling ``*SelfOutput``):
     ``SwinSelfAttention`` (transformers 4.x), ``DonutSwinSelfAttention``,
     ``MaskFormerSwinSelfAttention``, ``ClapAudioSelfAttention`` (Swin), ``Swinv2SelfAttention`` and
@@ -82,21 +88,21 @@ class _HFSelfAttention(_Patch):
 
     framework = "transformers"
 
-    def run(self, torch, m, hidden_states, *args, **kwargs):
+    def run(self, m, hidden_states, *args, **kwargs):
         params = _parameters(type(m))
         try:
             bound = params.bind(m, hidden_states, *args, **kwargs)
         except TypeError as exc:
-            raise _Fallback(f"unexpected call: {exc}") from None
+            raise Fallback(f"unexpected call: {exc}") from None
         given = dict(bound.arguments)
         for name, p in params.parameters.items():
             if p.kind is inspect.Parameter.VAR_KEYWORD:
                 given.update(given.pop(name, None) or {})
         if given.get("output_attentions") or given.get("head_mask") is not None:
-            raise _Fallback("attention probabilities / head mask requested")
-        v2 = _is_hf_swinv2(m)
+            raise Fallback("attention probabilities / head mask requested")
+        v2 = is_hf_swinv2(m)
         twice = type(m).__name__ in _MASK_ADDED_TWICE
-        out = _hf_attention(self, torch, m, hidden_states, given.get("attention_mask"),
+        out = _hf_attention(self, m, hidden_states, given.get("attention_mask"),
                             m.window_size, m.num_attention_heads, m.attention_head_size, None,
                             None if v2 else m.relative_position_bias_table,
                             getattr(m, "relative_position_index", None),

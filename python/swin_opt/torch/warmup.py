@@ -11,80 +11,41 @@ processes (so the builds overlap each other and the dry forward).
 
 Progress: one line on stderr, rewritten in place, when ``progress=True``;
 the default is ``$SWIN_OPT_PROGRESS`` (``1``/``0``), else whether stderr is
-a terminal.  Every build is also logged (logger ``swin_opt``, INFO).
+a terminal.  Otherwise each build says so in a line of its own, as every
+build does (:func:`swin_opt.log.info`: the ``swin_opt`` logger at INFO, or
+stderr when the application configured no logging).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, List, Optional
+from typing import Iterable, Optional
 
-from . import ops as _ops
-from .tensors import _torch
+from .. import log
+from . import ops
+from .tensors import require_torch
 
-log = logging.getLogger("swin_opt")
-
-
-def progress_enabled(progress: Optional[bool] = None) -> bool:
-    """``progress`` if given, else ``$SWIN_OPT_PROGRESS``, else whether stderr is a terminal."""
-    if progress is not None:
-        return bool(progress)
-    env = os.environ.get("SWIN_OPT_PROGRESS", "").strip().lower()
-    if env:
-        return env not in ("0", "false", "no", "off")
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-@contextlib.contextmanager
-def recording(on_key=None):
-    """Within the block, patched modules record the kernel configurations they need
-    (and run their original forward) instead of building kernels; ``on_key(key)`` is
-    called for each new one as it is met.  Yields the list of recorded config
-    strings (filled when the block exits)."""
-    keys: List[str] = []
-    with _ops._lock:
-        if _ops._recording is not None:
-            raise RuntimeError("swin_opt: warmup is already recording in this process")
-        _ops._recording = _Recorder(on_key)
-    try:
-        yield keys
-    finally:
-        with _ops._lock:
-            keys.extend(_ops._recording)
-            _ops._recording = None
-
-
-class _Recorder(dict):
-    """The ordered set of recorded keys, calling ``on_key`` for each new one."""
-
-    def __init__(self, on_key):
-        super().__init__()
-        self._on_key = on_key
-
-    def setdefault(self, key, default=None):
-        if key not in self:
-            super().__setitem__(key, default)
-            if self._on_key is not None:
-                self._on_key(key)
-        return default
+try:
+    import torch
+except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
+    torch = None
 
 
 class _Builder:
     """Builds kernels in a thread pool of ``swin-aot`` processes as keys are submitted,
-    with a progress line on stderr."""
+    with a progress line on stderr (instead of a line per build) when ``show``."""
 
     def __init__(self, workers: Optional[int], progress: Optional[bool]):
         self.workers = max(1, workers or os.cpu_count() or 1)
-        self.show = progress_enabled(progress)
+        self.show = log.progress_enabled(progress)
+        self._quiet = contextlib.ExitStack()
+        if self.show:
+            self._quiet.enter_context(log.quiet())
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="swin-aot")
         self.futures = {}
         self.lock = threading.Lock()
@@ -92,7 +53,7 @@ class _Builder:
         self.start = time.perf_counter()
 
     def submit(self, key: str) -> None:
-        if key in _ops._kernels or key in self.futures:
+        if ops.loaded(key) or key in self.futures:
             return
         fut = self.pool.submit(self._one, key)
         with self.lock:
@@ -100,12 +61,10 @@ class _Builder:
         self._line()
 
     def _one(self, key):
-        t = time.perf_counter()
         try:
-            _ops.kernel_for(key)
-            log.info("swin_opt: kernel ready (%.1f s): %s", time.perf_counter() - t, key)
+            ops.kernel_for(key)
         except Exception as exc:  # reported again, as a fallback, on first use
-            log.warning("swin_opt: kernel build failed: %s: %s", key, exc)
+            log.logger.warning("swin_opt: kernel build failed: %s: %s", key, exc)
             with self.lock:
                 self.failed += 1
         with self.lock:
@@ -127,6 +86,7 @@ class _Builder:
         self.pool.shutdown(wait=True)
         if self.futures:
             self._line(final=True)
+        self._quiet.close()
         return len(self.futures)
 
 
@@ -142,14 +102,14 @@ def build_kernels(keys: Iterable[str], *, workers: Optional[int] = None,
     return builder.wait()
 
 
-def _first_item(torch, example):
+def _first_item(example):
     """Kernel configurations do not depend on the batch: dry-run one item of it."""
     if isinstance(example, torch.Tensor):
         return example[:1] if example.dim() >= 1 and example.shape[0] > 1 else example
     if isinstance(example, dict):
-        return {k: _first_item(torch, v) for k, v in example.items()}
+        return {k: _first_item(v) for k, v in example.items()}
     if isinstance(example, (tuple, list)):
-        return type(example)(_first_item(torch, v) for v in example)
+        return type(example)(_first_item(v) for v in example)
     return example
 
 
@@ -168,16 +128,16 @@ def warmup(model, example, *, workers: Optional[int] = None,
     size (kernels are per feature-map size); calls after it find every
     kernel ready.
     """
-    torch = _torch()
+    require_torch()
     if isinstance(example, (tuple, list)) and example and all(
             isinstance(d, int) and not isinstance(d, bool) for d in example):
         param = next(iter(model.parameters()), None)
         dtype = param.dtype if param is not None and param.is_floating_point() else None
         example = torch.randn((1,) + tuple(example)[1:], dtype=dtype)
-    example = _first_item(torch, example)
+    example = _first_item(example)
     builder = _Builder(workers, progress)
     try:
-        with recording(on_key=builder.submit):
+        with ops.recording(on_key=builder.submit):
             with torch.inference_mode():
                 if isinstance(example, dict):
                     model(**example)

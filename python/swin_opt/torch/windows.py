@@ -25,15 +25,21 @@ Two cases need more than a plain window-layout call:
 from __future__ import annotations
 
 import collections
-import sys
 import threading
 from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from .. import reference as _ref
-from .masks import NO_MASK, _divisors, _matcher
-from .patching import _Fallback, _cosine_qk
+from .fallback import Fallback
+from .masks import NO_MASK, cached_match, divisors
+from .projections import cosine_qk
+from .tracing import trace_constant
+
+try:
+    import torch
+except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
+    torch = None
 
 
 class WindowMask(NamedTuple):
@@ -50,7 +56,6 @@ class WindowMask(NamedTuple):
 
 def _match_virtual(mask, window) -> Optional[WindowMask]:
     """Identify a shift mask whose map is one window long on a shifted axis."""
-    torch = sys.modules.get("torch")
     if torch is not None and isinstance(mask, torch.Tensor):
         m = mask.detach().to("cpu").double().numpy()
     else:
@@ -65,7 +70,7 @@ def _match_virtual(mask, window) -> Optional[WindowMask]:
     shift = (wh - int(rows[0]) if rows.size else 0, ww - int(cols[0]) if cols.size else 0)
     if shift[0] >= wh or shift[1] >= ww:
         return None
-    for nh in _divisors(m.shape[0]):
+    for nh in divisors(m.shape[0]):
         real = (nh, m.shape[0] // nh)
         grid = tuple(g + 1 if g == 1 and s else g for g, s in zip(real, shift))
         if grid == real:
@@ -86,7 +91,7 @@ class _VirtualMatcher:
         self._entries: "collections.OrderedDict" = collections.OrderedDict()
         self._limit = limit
 
-    def match(self, torch, mask, window):
+    def match(self, mask, window):
         key = (tuple(mask.shape), mask.dtype, tuple(window))
         with self._lock:
             for stored, result in self._entries.get(key, ()):
@@ -105,37 +110,39 @@ class _VirtualMatcher:
 _virtual = _VirtualMatcher()
 
 
-def match_window_mask(torch, mask, window):
+def match_window_mask(mask, window):
     """``None`` (no mask), :data:`NO_MASK` (all zeros), a :class:`WindowMask`, or raise
-    ``_Fallback`` when ``mask`` is not a Swin shift mask a kernel reproduces."""
+    :class:`Fallback` when ``mask`` is not a Swin shift mask a kernel reproduces."""
     if mask is None:
         return None
     window = tuple(int(w) for w in window)
-    result = _matcher.match(mask, window)
+    result = cached_match(mask, window)
     if result == NO_MASK:
         return NO_MASK
     if result is not None:
         res, shift = result
         grid = (res[0] // window[0], res[1] // window[1])
         return WindowMask(tuple(res), tuple(shift), grid, grid, (0, 0))
-    if torch.compiler.is_compiling():  # at trace time only (ops.register)
+    if torch.compiler.is_compiling():
         virtual = _constant_virtual_match(mask, window)
     else:
-        virtual = _virtual.match(torch, mask, window)
+        virtual = _virtual.match(mask, window)
     if virtual is None:
-        raise _Fallback("mask is not a Swin shift mask this kernel reproduces")
+        raise Fallback("mask is not a Swin shift mask this kernel reproduces")
     return virtual
 
 
+@trace_constant
 def _constant_virtual_match(mask, window):
-    """``_virtual.match`` for torch.compile: marked ``assume_constant_result`` by
-    ops.register (run once at trace time on the real mask; a graph constant)."""
-    return _virtual.match(sys.modules["torch"], mask, tuple(window))
+    """``_virtual.match`` for torch.compile, a :func:`~.tracing.trace_constant` (run
+    once at trace time on the real mask; a graph constant)."""
+    return _virtual.match(mask, tuple(window))
 
 
+@trace_constant
 def _region_labels(resolution, shift, grid, window) -> tuple:
     """Swin's shift-region label of each token, ``[grid windows][N]`` as nested tuples
-    (NumPy; marked ``assume_constant_result`` by ops.register, so plain tuples in)."""
+    (NumPy; a :func:`~.tracing.trace_constant`, so plain tuples in)."""
     labels = []
     for r, w, s in zip(resolution, window, shift):
         x = np.arange(r)
@@ -146,7 +153,7 @@ def _region_labels(resolution, shift, grid, window) -> tuple:
     return tuple(tuple(int(v) for v in row) for row in win)
 
 
-def _region_onehot(torch, wm: WindowMask, window, dtype):
+def _region_onehot(wm: WindowMask, window, dtype):
     """``[grid windows, N, 9]``: one-hot of each token's shift region (Swin's labels)."""
     labels = _region_labels(tuple(wm.resolution), tuple(wm.shift), tuple(wm.grid),
                             tuple(window))
@@ -154,7 +161,7 @@ def _region_onehot(torch, wm: WindowMask, window, dtype):
     return torch.nn.functional.one_hot(win, 9).to(dtype)
 
 
-def run_windows(patch, torch, q, k, v, table, window, scale, dtype, mask, *,
+def run_windows(patch, q, k, v, table, window, scale, dtype, mask, *,
                 mask_repeats: int = 1, logit_scale=None):
     """``softmax(scale q k^T + bias + mask_repeats * mask) v`` of windows ``q, k, v``
     ``[b, heads, N, d]`` (contiguous) through a window-layout kernel; returns
@@ -162,32 +169,32 @@ def run_windows(patch, torch, q, k, v, table, window, scale, dtype, mask, *,
     SwinV2's cosine attention in the kernel (q and k as they are)."""
     b, heads, n, d = q.shape
     window = tuple(int(w) for w in window)
-    wm = match_window_mask(torch, mask, window)
+    wm = match_window_mask(mask, window)
     cfg = {}
     if isinstance(wm, WindowMask):
         per_image = wm.real_grid[0] * wm.real_grid[1]
         if b % per_image:
-            raise _Fallback("number of windows is not a multiple of the mask's")
+            raise Fallback("number of windows is not a multiple of the mask's")
         cfg = {"resolution": wm.resolution, "shift": wm.shift}
     if mask_repeats not in (1, 2):
-        raise _Fallback(f"mask added {mask_repeats} times")
+        raise Fallback(f"mask added {mask_repeats} times")
     extra = 9 if cfg and mask_repeats == 2 else 0  # one-hot region channels (module docstring)
     if extra and scale is None:
         scale = d ** -0.5  # explicit: the kernel's default would use the widened head_dim
     if logit_scale is not None and extra:
         # the region channels widen q and k, which the kernel would normalize
         # with them: normalize here and run the plain kernel
-        _cosine_qk(torch, q, k, logit_scale, head_axis=1)
+        cosine_qk(q, k, logit_scale, head_axis=1)
         logit_scale = None
     cosine = {"cosine": True} if logit_scale is not None else {}
     kern = patch.kernel(window, heads, d + extra, scale, dtype, **cfg, **cosine)
     if tuple(kern.config.window) != window or (cfg and tuple(kern.config.shift) != wm.shift):
-        raise _Fallback("Swin's small-map rule changes this kernel's window or shift")
+        raise Fallback("Swin's small-map rule changes this kernel's window or shift")
     if not cfg or (wm.grid == wm.real_grid and not extra):
         return kern(q, k, v, table, logit_scale=logit_scale)
     (gh, gw), (rh, rw), (oh, ow) = wm.grid, wm.real_grid, wm.offset
     images = b // (rh * rw)
-    onehot = _region_onehot(torch, wm, window, q.dtype).view(1, gh, gw, 1, n, 9) if extra else None
+    onehot = _region_onehot(wm, window, q.dtype).view(1, gh, gw, 1, n, 9) if extra else None
 
     def embed(x, fill):
         z = x.new_zeros((images, gh, gw, heads, n, d + extra))

@@ -1,0 +1,48 @@
+"""Why a patched module does not use its kernel: :class:`Fallback`, raised by
+the patch code (the module then runs its original forward), and
+:class:`KernelUnavailable`, raised to the caller instead when the model was
+swapped with ``fallback=False``.
+
+A fallback is said once per reason and process (:func:`warn_fallback`, a
+:class:`FallbackWarning`): a swapped model that runs some of its layers
+without the kernel should not do so in silence, nor warn on every call.
+:func:`swin_opt.torch.patch_stats` counts every call.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+__all__ = ["Fallback", "KernelUnavailable", "FallbackWarning", "warn_fallback",
+           "warned_reasons"]
+
+
+class Fallback(Exception):
+    """The kernel does not apply to this call; the message says why."""
+
+
+class KernelUnavailable(RuntimeError):
+    """Raised by patched modules with ``fallback=False`` when the kernel cannot be used."""
+
+
+class FallbackWarning(UserWarning):
+    """A patched module ran its original forward instead of the kernel (warned once
+    per reason and process)."""
+
+
+#: The fallback reasons this process has warned about.
+warned_reasons: set = set()
+_lock = threading.Lock()
+
+
+def warn_fallback(reason: str, module: str) -> None:
+    """Warn that ``module`` (its framework and name) runs its original forward for
+    ``reason``, unless this process has warned about that reason already."""
+    with _lock:
+        if reason in warned_reasons:
+            return
+        warned_reasons.add(reason)
+    warnings.warn(f"swin_opt: {module} runs its original forward: {reason} (said once per "
+                  "reason; swin_opt.torch.patch_stats(model) counts every such call)",
+                  FallbackWarning, stacklevel=3)
