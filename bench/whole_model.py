@@ -390,11 +390,13 @@ def table(report: Dict) -> str:
                 row += f" {cell['best_ms']:>12.1f} {speedup:>8}"
             else:
                 row += f" {cell['status'].upper() if cell['status'] != 'n/a' else 'n/a':>12} {'':>8}"
-                if cell.get("reason") and cell["reason"] not in notes:
-                    notes.append(f"{TITLES[key]}: {cell['reason']}")
+                note = f"{TITLES[key]}: {cell.get('reason')}"
+                if cell.get("reason") and note not in notes:
+                    notes.append(note)
             if "relative_error" in cell:
                 errors.append(cell["relative_error"])
-        compile_text = "/".join(compile_cells) if compile_cells else "n/a"
+        compile_text = ("n/a" if not compile_cells else "-" if set(compile_cells) == {"-"}
+                        else "/".join(compile_cells))
         error_text = f"{max(errors):.1e}" if errors else "-"
         lines.append(f"{TITLES[key]:<22} {compile_text:>14}{row} {error_text:>10}")
     m = report["machine_before"]
