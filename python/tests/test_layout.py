@@ -39,6 +39,7 @@ LAYERS = [
     "swin_opt",
     "swin_opt.__main__",
     "swin_opt.export_mlir",
+    "swin_opt.whole_model",
     "swin_opt.torch.tracing",
     "swin_opt.torch.fallback",
     "swin_opt.torch.tensors",
