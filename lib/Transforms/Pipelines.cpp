@@ -216,7 +216,9 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
                                        const GpuPipelineOptions &options,
                                        const NvptxTarget &target) {
   buildBufferizationPipeline(pm, /*fuse=*/true, options.raise);
-  // Unfused leftovers run on the host as loops.
+  // Unfused leftovers run on the host as loops; an rpe.matmul in the input
+  // on the host's vectors (8 lanes: any x86-64).
+  pm.addPass(createRpeLowerMatmul());
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
 
@@ -277,6 +279,8 @@ void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
   // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls. An
   // imported module's GELU (math.erf) runs on the host and calls libm.
   addMemrefsAndLoopsToLLVMPasses(pm);
+  // The host's vectors: an rpe.matmul's kernel.
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());

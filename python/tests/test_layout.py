@@ -36,6 +36,7 @@ LAYERS = [
     "swin_opt.build",
     "swin_opt.cuda",
     "swin_opt.testing",
+    "swin_opt.linear_mlir",
     "swin_opt",
     "swin_opt.__main__",
     "swin_opt.export_mlir",
