@@ -20,6 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LinalgAttentionMatchers.h"
+
 #include "Rpe/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -103,14 +105,20 @@ Value packConstantWeights(OpBuilder &b, Location loc, ArrayRef<float> values,
 }
 
 /// Whether `op` is a contraction C[m, n] += A[m, k] B[k, n] (or B[n, k])
-/// in f32 with static K and N, that rpe.matmul computes.
+/// in f32 with static K and N, that rpe.matmul computes: its loops from
+/// upstream's inferContractionDims, its body a plain product (the shared
+/// reader; upstream's isaContractionOpInterface would also take
+/// `acc + (-a) · b`).
 struct Contraction {
   Value lhs, rhs, init;
   bool transposedRhs;
 };
 std::optional<Contraction> matchContraction(linalg::LinalgOp op) {
-  if (!linalg::isaContractionOpInterface(op) || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || op.getNumLoops() != 3)
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() != 3 || !op.hasPureTensorSemantics())
+    return std::nullopt;
+  std::optional<double> factor = readProductBody(op);
+  if (!factor || *factor != 1.0)
     return std::nullopt;
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);

@@ -110,22 +110,37 @@ func.func @runtime_transposed_accumulating(%x: tensor<?x8xf32>, %w: tensor<4x8xf
 
 // -----
 
-// Not formed: f16 operands, a batched product, A read column by column.
+// Not formed: f16 operands, a batched product, A read column by column, a
+// body that negates a factor (upstream's contraction interface takes it).
 // CHECK-LABEL: func @left_alone
 // CHECK-NOT: rpe.matmul
 // CHECK: linalg.matmul
 // CHECK: linalg.batch_matmul
 // CHECK: linalg.matmul
+// CHECK: linalg.generic
+// CHECK: arith.negf
+// CHECK-NOT: rpe.matmul
 func.func @left_alone(%a: tensor<4x8xf16>, %b: tensor<8x16xf16>, %c: tensor<4x16xf16>,
                       %x: tensor<2x4x8xf32>, %y: tensor<2x8x16xf32>, %z: tensor<2x4x16xf32>,
-                      %at: tensor<8x4xf32>, %w: tensor<8x16xf32>, %o: tensor<4x16xf32>)
-    -> (tensor<4x16xf16>, tensor<2x4x16xf32>, tensor<4x16xf32>) {
+                      %at: tensor<8x4xf32>, %w: tensor<8x16xf32>, %o: tensor<4x16xf32>,
+                      %a32: tensor<4x8xf32>)
+    -> (tensor<4x16xf16>, tensor<2x4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
   %0 = linalg.matmul ins(%a, %b : tensor<4x8xf16>, tensor<8x16xf16>) outs(%c : tensor<4x16xf16>) -> tensor<4x16xf16>
   %1 = linalg.batch_matmul ins(%x, %y : tensor<2x4x8xf32>, tensor<2x8x16xf32>) outs(%z : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   %2 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>,
                                       affine_map<(m, n, k) -> (m, n)>]
          ins(%at, %w : tensor<8x4xf32>, tensor<8x16xf32>) outs(%o : tensor<4x16xf32>) -> tensor<4x16xf32>
-  return %0, %1, %2 : tensor<4x16xf16>, tensor<2x4x16xf32>, tensor<4x16xf32>
+  %3 = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>,
+                                        affine_map<(m, n, k) -> (m, n)>],
+                       iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a32, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%o : tensor<4x16xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %neg = arith.negf %p : f32
+    %prod = arith.mulf %neg, %q : f32
+    %sum = arith.addf %acc, %prod : f32
+    linalg.yield %sum : f32
+  } -> tensor<4x16xf32>
+  return %0, %1, %2, %3 : tensor<4x16xf16>, tensor<2x4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 }
 
 // -----
