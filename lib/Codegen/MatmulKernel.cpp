@@ -23,9 +23,10 @@
 // 8 and 16) a panel is NR / L vectors, and the tile has as many rows as
 // leave a register for each of B's vectors and one for A's broadcast: 8
 // rows of 3 zmm (24 accumulators) on AVX-512, 4 rows of 3 ymm on AVX2.
-// Each k then issues MR * NR / L FMAs against NR / L + MR loads. Rows past
-// a multiple of MR take a tile of their own size (M known) or of one row
-// (M dynamic); columns past N, in the last panel, are neither computed
+// Each k then issues MR * NR / L FMAs against NR / L + MR loads. A known M
+// that MR does not divide takes tiles of a size down to MR / 2 that does
+// (49 rows: 7 x 7), else its last rows a tile of their own size; a
+// dynamic M's last rows take tiles of one row; columns past N, in the last panel, are neither computed
 // nor stored. Weights that are not packed at compile time (rpe-form-matmul
 // packs constant ones) are packed here, once per call, into a buffer the
 // kernel frees on exit.
@@ -62,6 +63,16 @@ public:
     tileRows = std::clamp<int64_t>((registers - panelVectors - 1) /
                                        panelVectors,
                                    1, 8);
+    // A known M splits into tiles of one size where a size a little
+    // smaller divides it: 49 rows are 7 tiles of 7, not 6 of 8 and a
+    // single row whose tile would load as much as it computes.
+    int64_t m = cast<ShapedType>(op.getLhs().getType()).getDimSize(0);
+    if (!ShapedType::isDynamic(m) && m % tileRows != 0)
+      for (int64_t rows = tileRows - 1; 2 * rows >= tileRows; --rows)
+        if (m % rows == 0) {
+          tileRows = rows;
+          break;
+        }
   }
 
   LogicalResult emit();
