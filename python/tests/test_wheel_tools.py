@@ -1,6 +1,7 @@
 """What the wheel adds to the package (no compiler needed): the tools it carries in
 ``swin_opt/bin`` are found (after ``$SWIN_AOT``, before the build tree and PATH),
-and its ``swin-aot`` / ``swin-opt`` commands become them.
+its ``swin-aot`` / ``swin-opt`` commands become them, and ``swap_attention``
+warns once about framework versions outside the supported ranges.
 
 The wheel itself is built, installed and tested with LLVM hidden by
 ``scripts/wheel.sh`` (``test/wheel/test_installed_wheel.py``).
@@ -9,14 +10,20 @@ The wheel itself is built, installed and tested with LLVM hidden by
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import types
+import warnings
 from pathlib import Path
 
 import pytest
 
 import swin_opt
+from swin_opt.torch import swap
+
+REPO = Path(__file__).resolve().parents[2]
 
 #: A stand-in tool: prints its name and arguments, exits with status 3.
 FAKE_TOOL = '#!/bin/sh\necho "${0##*/} $*"\nexit 3\n'
@@ -98,3 +105,45 @@ def test_console_script_without_the_tool(tmp_path):
     proc = _python(site, "from swin_opt.tools import swin_aot_main\nswin_aot_main()\n", tmp_path)
     assert proc.returncode == 127
     assert "carries no bin/swin-aot" in proc.stderr and "reinstall" in proc.stderr, proc.stderr
+
+
+# --------------------------------------------------------------------------- #
+# Supported framework versions
+# --------------------------------------------------------------------------- #
+def _pins() -> dict:
+    text = (REPO / "python" / "requirements-torch.txt").read_text()
+    return dict(re.findall(r"^(torch|torchvision|timm|transformers)==(\S+)", text, re.M))
+
+
+def test_the_tested_pins_are_supported():
+    pins = _pins()
+    assert sorted(pins) == sorted(swap.SUPPORTED_VERSIONS)
+    for package, version in pins.items():
+        low, high = swap.SUPPORTED_VERSIONS[package]
+        assert low <= swap._version_tuple(version) < high, (package, version)
+
+
+@pytest.mark.parametrize("text,parsed", [("2.15.0+cu130", (2, 15, 0)), ("1.0.31", (1, 0, 31)),
+                                         ("5.24.0.dev0", (5, 24, 0)), ("2.7.0rc1", (2, 7, 0)),
+                                         ("0.29", (0, 29))])
+def test_version_tuple(text, parsed):
+    assert swap._version_tuple(text) == parsed
+
+
+def test_one_warning_outside_the_supported_versions(monkeypatch):
+    monkeypatch.setattr(swap, "_version_warned", set())
+    for name, version in (("torch", "1.13.1"), ("timm", "0.9.16"), ("transformers", "5.24.0")):
+        monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(__version__=version))
+    with pytest.warns(UserWarning) as record:
+        swap._check_versions({"timm", "transformers"})
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "torch 1.13.1 (supported: >=2.7,<3)" in message, message
+    assert "timm 0.9.16 (supported: >=1.0,<2)" in message, message
+    assert "transformers" not in message, message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        swap._check_versions({"timm", "transformers"})  # once per process
+        monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="2.15.0"))
+        monkeypatch.setitem(sys.modules, "timm", types.SimpleNamespace(__version__="1.0.31"))
+        swap._check_versions({"timm", "transformers"})  # all supported
