@@ -11,7 +11,7 @@
 # and is rebuilt incrementally; its compile commands differ from build/'s only
 # in the build directory, which CCACHE_BASEDIR makes relative (both sit right
 # under the root), so the compiles hit what building build/ put in ccache. What
-# remains is linking the two static tools (about 1.5 GB of memory each).
+# remains is linking the two static tools (lld: about 1.2 GB of memory and 10 s each).
 # The venv is layered on the torch venv of scripts/python-env.sh (a .pth file
 # names its site-packages): torch and its 5.7 GB are not installed twice. The
 # wheel goes in with pip --no-index, so its requirements must be met there.
