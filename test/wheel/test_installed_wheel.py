@@ -115,12 +115,19 @@ def test_gpu_kernels_say_what_they_need_without_cuda(tmp_path):
     """No CUDA toolkit: --target=nvptx names what is missing and writes nothing."""
     base = ["swin-aot", "--window=7,7", "--heads=3", "--head-dim=32", "--dtype=f16",
             "--target=nvptx", "--chip=sm_90"]
-    ptx = _run([*base, "--emit=ptx", "-o", tmp_path / "k.ptx"])
+    out = tmp_path / "out"
+    out.mkdir()
+    ptx = _run([*base, "--emit=ptx", "-o", out / "k.ptx"])
     assert ptx.returncode == 1 and "libdevice" in ptx.stderr, ptx.stderr
     assert "--cuda-toolkit" in ptx.stderr, ptx.stderr
-    cubin = _run([*base, "--emit=cubin", "--cuda-toolkit", tmp_path, "-o", tmp_path / "k.cubin"])
-    assert cubin.returncode == 1, cubin.stderr
-    assert list(tmp_path.iterdir()) == []
+    # A toolkit with libdevice only: cubin names ptxas.
+    libdevice = tmp_path / "toolkit" / "nvvm" / "libdevice" / "libdevice.10.bc"
+    libdevice.parent.mkdir(parents=True)
+    libdevice.touch()
+    cubin = _run([*base, "--emit=cubin", f"--cuda-toolkit={tmp_path / 'toolkit'}",
+                  "-o", out / "k.cubin"])
+    assert cubin.returncode == 1 and "needs ptxas" in cubin.stderr, cubin.stderr
+    assert list(out.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- #
