@@ -30,16 +30,15 @@ import numpy as np
 from . import abi as _abi
 from . import cache, log
 from .cache import Artifacts
+from .cuda_toolkit import cuda_toolkit
 from .config import DEFAULT_EMIT, EMITS, KernelConfig, describe, make_config
 from .errors import CompileError
 from .gpu_kernel import GpuKernel
 from .kernel import Kernel, is_torch_tensor
 from .tools import ToolInfo, find_swin_aot, last_line, run_tool, tool_info
 
-__all__ = ["compile", "build_runtime", "builds", "CUDA_HOME"]
+__all__ = ["compile", "build_runtime", "builds"]
 
-#: The CUDA toolkit the GPU host runtimes are built against (``$CUDA_HOME``).
-CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 _builds = 0
 _builds_lock = threading.Lock()
 
@@ -201,22 +200,23 @@ def _to_numpy_f32(x, what: str) -> np.ndarray:
 
 def cuda_stub_dir() -> Optional[Path]:
     """The toolkit's directory with the stub ``libcuda.so`` (link-time only), if any."""
+    toolkit = cuda_toolkit()
     for sub in ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs"):
-        if (CUDA_HOME / sub / "libcuda.so").is_file():
-            return CUDA_HOME / sub
+        if (toolkit / sub / "libcuda.so").is_file():
+            return toolkit / sub
     return None
 
 
 def build_runtime(source: Path, library: Path) -> None:
     """Build swin-aot's host runtime ``source`` (C, CUDA driver API) into ``library``.
 
-    Needs ``cuda.h`` (``$CUDA_HOME/include``) but no driver: the library is
+    Needs ``cuda.h`` (:func:`swin_opt.cuda_toolkit.cuda_toolkit`'s ``include``) but no driver: the library is
     linked against the toolkit's stub ``libcuda.so`` (so it records the
     dependency on ``libcuda.so.1``), or, without a stub, leaves the ``cu*``
     symbols undefined for the driver loaded by :func:`swin_opt.gpu_kernel.driver_library`.
     """
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "clang"
-    include = CUDA_HOME / "include"
+    include = cuda_toolkit() / "include"
     if not (include / "cuda.h").is_file():
         raise CompileError(
             f"cannot build the GPU runtime: no {include / 'cuda.h'} (set CUDA_HOME to the CUDA "
@@ -233,9 +233,8 @@ def build_runtime(source: Path, library: Path) -> None:
 
 
 def toolkit_args(cfg: KernelConfig) -> list:
-    """``--cuda-toolkit`` when ``$CUDA_HOME`` overrides the toolkit swin-aot was configured with."""
-    home = os.environ.get("CUDA_HOME")
-    return [f"--cuda-toolkit={home}"] if cfg.target == "nvptx" and home else []
+    """``--cuda-toolkit``: the one :func:`swin_opt.cuda_toolkit.cuda_toolkit` finds."""
+    return [f"--cuda-toolkit={cuda_toolkit()}"] if cfg.target == "nvptx" else []
 
 
 def _check_abi(art: Artifacts) -> None:

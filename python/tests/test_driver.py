@@ -425,10 +425,11 @@ def test_output_overlapping_an_input_is_refused_torch(fake):
 # --------------------------------------------------------------------------- #
 @pytest.fixture
 def cuda_toolkit():
-    from swin_opt import build, cuda
+    from swin_opt import cuda
+    from swin_opt.cuda_toolkit import cuda_toolkit as find_toolkit
 
-    if not (build.CUDA_HOME / "include" / "cuda.h").is_file():
-        pytest.skip(f"no CUDA toolkit at {build.CUDA_HOME}")
+    if not (find_toolkit() / "include" / "cuda.h").is_file():
+        pytest.skip(f"no CUDA toolkit at {find_toolkit()}")
     return cuda
 
 

@@ -33,6 +33,7 @@ LAYERS = [
     "swin_opt.cache",
     "swin_opt.kernel",
     "swin_opt.gpu_kernel",
+    "swin_opt.cuda_toolkit",
     "swin_opt.build",
     "swin_opt.cuda",
     "swin_opt.testing",

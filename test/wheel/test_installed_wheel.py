@@ -111,6 +111,18 @@ def test_compile_matches_the_reference(tmp_path, count, options):
     assert _libraries(kernel.library) <= KERNEL_LIBRARIES, _libraries(kernel.library)
 
 
+def test_gpu_kernels_build_from_tritons_cuda_pieces(tmp_path):
+    """No CUDA toolkit, but torch's Triton: its libdevice, ptxas and cuda.h build
+    the kernel (cubin) and its host runtime (swin_opt.cuda_toolkit)."""
+    from swin_opt import cuda_toolkit
+
+    if cuda_toolkit.triton_pieces() is None:
+        pytest.skip("this torch venv has no Triton with libdevice, ptxas and cuda.h")
+    kernel = swin_opt.compile((7, 7), 3, 32, dtype="f16", target="nvptx", emit="cubin",
+                              chip="sm_90", cache_dir=tmp_path)
+    assert kernel.image.stat().st_size > 0 and kernel.library.is_file()
+
+
 def test_gpu_kernels_say_what_they_need_without_cuda(tmp_path):
     """No CUDA toolkit: --target=nvptx names what is missing and writes nothing."""
     base = ["swin-aot", "--window=7,7", "--heads=3", "--head-dim=32", "--dtype=f16",
