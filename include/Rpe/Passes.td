@@ -346,4 +346,146 @@ def RpeCheckLowered : Pass<"rpe-check-lowered", "::mlir::ModuleOp"> {
   ];
 }
 
+def RpeFuseElementwise : Pass<"rpe-fuse-elementwise"> {
+  let summary = "Fuse chains of elementwise linalg generics (LayerNorm's "
+                "steps, casts, broadcasts) into their consumers";
+  let description = [{
+    torch-mlir writes a LayerNorm as about ten generics: the f32 -> f64
+    extension, the mean and the variance as reductions over the channels
+    in f64, the subtraction, `rsqrt`, the scale and the shift, each a whole
+    tensor written and read back. This pass folds unit dimensions
+    (`linalg-fold-unit-extent-dims`, so that the `[.., 1]` results of the
+    reductions and their consumers meet on the same shapes) and then runs
+    upstream's elementwise fusion with a control of its own: an elementwise
+    producer is fused into a generic consumer
+
+    * always when its body is only casts (or a plain copy or broadcast),
+      which cost less to recompute than to read back;
+    * else only when every use of it is an input of a generic that takes
+      it, so that the producer disappears rather than being computed twice.
+
+    Nothing is fused into a product (a matmul or convolution spelled as a
+    generic): the producer would be recomputed for every element of the
+    other factor. A LayerNorm becomes its reductions (each reading the
+    input) and one elementwise generic; the numerics (f64 where the importer
+    wrote f64) are unchanged. Run it after the GEMMs are formed (whose
+    epilogues take the elementwise consumers of each product) and before
+    `rpe-tile-rows`. The control: `lib/Transforms/FuseElementwise.cpp`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def RpeTileRows : Pass<"rpe-tile-rows"> {
+  let summary = "Tile linalg ops to rows of their innermost dimension, with "
+                "their producers fused, in parallel loops";
+  let description = [{
+    Outside the GEMMs and the attention, a Swin model is row-wise work on
+    `[tokens, channels]` tensors: LayerNorms, residual adds, the rolls and
+    window partitions, the mean pool. Lowered as whole ops, each writes a
+    tensor that the next reads back, in scalar loops on one thread. This
+    pass tiles each linalg op at a function's top level (static shapes on
+    tensors; not matmuls or convolutions) with upstream's
+    `scf::tileConsumerAndFuseProducersUsingSCF`: a loop over every parallel
+    dimension but the innermost, tile size 1, so that an iteration computes
+    one row of the innermost dimension (reductions along it stay inside the
+    row). Producers of the row are fused into the loop when
+
+    * they are linalg ops this pass tiles, in the same block;
+    * the row takes its own slice of them (its offsets depend on every
+      loop), not one that every row shares (a broadcast operand);
+    * they go away: each of their users is the root, a producer already
+      fused, or a tile inside the loop.
+
+    Consumers are visited before producers, so that a LayerNorm (its
+    reductions and the elementwise op that normalizes) becomes one loop
+    whose iteration reads a row once and writes it once; a producer that
+    does not fuse is tiled as its own loop afterwards. The loop is an
+    `scf.forall` (OpenMP threads in `rpe-cpu-pipeline`) when `parallel` is
+    set and the op has at least `min-parallel-elements` elements, else an
+    `scf.for`. Inside the row, loops of an op that are neither its last nor
+    of extent 1 (a mean over rows: reductions over outer dimensions) are
+    tiled to 1 with `scf.for`, so that every op inside works on a
+    `1 x .. x 1 x C` slice for `rpe-vectorize-rows`. The tiling:
+    `lib/Transforms/TileRows.cpp`.
+  }];
+  let options = [
+    Option<"parallel", "parallel", "bool", /*default=*/"true",
+           "Tile large ops with scf.forall (threads) rather than scf.for">,
+    Option<"minParallelElements", "min-parallel-elements", "int64_t",
+           /*default=*/"32768",
+           "The least elements of an op's iteration space for scf.forall">,
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def RpeVectorizeRows : Pass<"rpe-vectorize-rows"> {
+  let summary = "Vectorize the linalg ops that compute one row along the "
+                "row";
+  let description = [{
+    Vectorizes, with upstream's `linalg::vectorize`, each linalg op on
+    tensors whose loops have extent 1 but the last (as `rpe-tile-rows`
+    leaves them), when the row is at most `max-row-elements` long and every
+    operand is read and written contiguously along it: indexed by the last
+    loop in its last dimension, or broadcast along it. Gathers
+    (`tensor.extract` in the body, as in a roll) are vectorized as
+    contiguous reads where their last index is the row's. Then upstream
+    patterns bring the vectors to the 1-D form that the LLVM lowering
+    takes: leading unit dimensions are cast away, an elementwise op of
+    broadcast values (a row's mean and inverse standard deviation) is
+    computed once before the broadcast, and reductions along the row become
+    `vector.reduction`s, which this pass marks `reassoc`: LLVM then adds the
+    halves of the row lane by lane before the final horizontal step. That
+    reorders the sum (the last bits may differ from a sequential sum; sums
+    kept in f64 by the importer stay f64). Ops that do not qualify are left
+    for `convert-linalg-to-loops`. The vectorization:
+    `lib/Transforms/VectorizeRows.cpp`.
+  }];
+  let options = [
+    Option<"maxRowElements", "max-row-elements", "int64_t",
+           /*default=*/"4096",
+           "The longest row kept in vectors (longer rows stay loops)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def RpeFoldDataMovement : Pass<"rpe-fold-data-movement"> {
+  let summary = "Fold chains of reshapes, transposes, slices and rolls into "
+                "one gather";
+  let description = [{
+    Between the GEMMs and the attention, a Swin block moves its tokens
+    around: the cyclic shift (`torch.roll`, imported as two
+    `tensor.extract_slice`s joined by a `tensor.concat` per dimension), the
+    window partition and reverse (`tensor.expand_shape`, a
+    `linalg.transpose`, `tensor.collapse_shape`), the split of the fused
+    qkv projection into heads and their merge. Each transpose and each
+    concatenation writes a whole tensor that the next op reads back. This
+    pass replaces each chain of such ops that copies (holds a transpose or
+    a concatenation) by one `linalg.generic` over the chain's result whose
+    body reads each element from the chain's source with `tensor.extract`
+    at indices computed from `linalg.index` (divisions and remainders for
+    reshapes, a permutation for a transpose, offsets for slices, a select
+    for a concatenation of slices of one source). The generic is
+    elementwise: `rpe-fuse-elementwise` fuses it into a consumer (the
+    residual add after the reversed shift), and otherwise it is one copy
+    instead of several.
+
+    A chain is folded only where each row of its result (its innermost
+    dimension) is a contiguous run of the source's innermost dimension, so
+    that the read vectorizes as one load per row; a final collapse that
+    merges the innermost dimension with others (the merge of heads) is
+    applied to the gather's result as a view instead. Chains that only
+    reshape or slice (views) are left alone. The tracing:
+    `lib/Transforms/FoldDataMovement.cpp`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // RPE_PASSES_TD

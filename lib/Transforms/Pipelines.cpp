@@ -58,8 +58,9 @@ struct RpeCheckLoweredPass
 };
 } // namespace
 
-void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
-                                           bool raise) {
+/// Raising of imported attention, fusion, and the unfused lowering of what
+/// does not fuse, on tensors.
+static void addAttentionPasses(OpPassManager &pm, bool fuse, bool raise) {
   // Imported modules spell the attention in linalg: raise it to rpe ops
   // first, so that it fuses (or, unfused, lowers as rpe's reference).
   if (raise)
@@ -73,11 +74,14 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   pm.addPass(createConvertRpeToLinalg());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
 
-  // Tensors -> buffers. A result written into a destination (the `out`
-  // buffer of the C ABI) is computed in place rather than in a temporary
-  // that is then copied. Function boundaries take plain identity-layout
-  // memrefs, the form the C interface of the kernels expects.
+/// Tensors -> buffers.
+static void addBufferizationPasses(OpPassManager &pm) {
+  // A result written into a destination (the `out` buffer of the C ABI) is
+  // computed in place rather than in a temporary that is then copied.
+  // Function boundaries take plain identity-layout memrefs, the form the C
+  // interface of the kernels expects.
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
@@ -93,6 +97,27 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   pm.addPass(createRpeExpandMemrefCopy());
 }
 
+void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
+                                           bool raise) {
+  addAttentionPasses(pm, fuse, raise);
+  addBufferizationPasses(pm);
+}
+
+/// The linalg ops around the attention (LayerNorms, residual adds, rolls,
+/// window partitions, pooling), on tensors: elementwise chains fused, then
+/// row by row (threads where `parallel`), vectorized along the rows.
+static void addRowPasses(OpPassManager &pm, bool parallel) {
+  OpPassManager &func = pm.nest<func::FuncOp>();
+  func.addPass(createRpeFoldDataMovement());
+  func.addPass(createRpeFuseElementwise());
+  RpeTileRowsOptions tile;
+  tile.parallel = parallel;
+  func.addPass(createRpeTileRows(tile));
+  func.addPass(createRpeVectorizeRows());
+  func.addPass(createCanonicalizerPass());
+  func.addPass(createCSEPass());
+}
+
 /// Memrefs go to LLVM before the sequential loops go to control flow:
 /// convert-scf-to-openmp wraps each parallel iteration in a
 /// memref.alloca_scope, whose region must stay a single block, and the
@@ -106,9 +131,11 @@ static void addMemrefsAndLoopsToLLVMPasses(OpPassManager &pm) {
 
 void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
-  buildBufferizationPipeline(pm, options.fuse, options.raise);
   // OpenMP threads of the kernel's own, unless its caller runs the items.
   bool openMP = options.parallel && !options.itemRange;
+  addAttentionPasses(pm, options.fuse, options.raise);
+  addRowPasses(pm, openMP);
+  addBufferizationPasses(pm);
   if (options.fuse) {
     FusedKernelOptions kernel;
     kernel.strategy = options.kernel;
