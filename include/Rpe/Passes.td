@@ -346,67 +346,102 @@ def RpeCheckLowered : Pass<"rpe-check-lowered", "::mlir::ModuleOp"> {
   ];
 }
 
-def RpeFuseElementwise : Pass<"rpe-fuse-elementwise"> {
-  let summary = "Fuse chains of elementwise linalg generics (LayerNorm's "
-                "steps, casts, broadcasts) into their consumers";
+def RpeFormMatmul : Pass<"rpe-form-matmul"> {
+  let summary = "Turn linalg contractions into rpe.matmul, with constant "
+                "weights packed and elementwise consumers fused";
   let description = [{
-    torch-mlir writes a LayerNorm as about ten generics: the f32 -> f64
-    extension, the mean and the variance as reductions over the channels
-    in f64, the subtraction, `rsqrt`, the scale and the shift, each a whole
-    tensor written and read back. This pass folds unit dimensions
-    (`linalg-fold-unit-extent-dims`, so that the `[.., 1]` results of the
-    reductions and their consumers meet on the same shapes) and then runs
-    upstream's elementwise fusion with a control of its own: an elementwise
-    producer is fused into a generic consumer
+    An imported model's linear layers are `linalg.matmul`s of a transposed
+    constant weight, followed by generics that add the bias, apply GELU or
+    add the residual; lowered as they are, each is a loop nest of its own
+    that writes and rereads its result, and the weight is transposed on
+    every call. This pass turns each 2-D f32 contraction `A[M, K] B[K, N]`
+    (B possibly transposed) into `rpe.matmul`:
 
-    * always when its body is only casts (or a plain copy or broadcast),
-      which cost less to recompute than to read back;
-    * else only when every use of it is an input of a generic that takes
-      it, so that the producer disappears rather than being computed twice.
+    * a constant B (also behind `linalg.transpose`) is packed into panels
+      `[N / NR, K, NR]` at compile time (`NR` = `panel-width`, the kernel's
+      register tile width); other weights are packed by the kernel at run
+      time;
+    * elementwise generics fuse first (upstream's elementwise fusion of
+      single-use producers), then an elementwise generic that is the
+      product's only user becomes the op's epilogue, its other inputs
+      epilogue inputs read at `(n)`, `(m, n)`, `(m)` or `0`.
 
-    Nothing is fused into a product (a matmul or convolution spelled as a
-    generic): the producer would be recomputed for every element of the
-    other factor. A LayerNorm becomes its reductions (each reading the
-    input) and one elementwise generic; the numerics (f64 where the importer
-    wrote f64) are unchanged. Run it after the GEMMs are formed (whose
-    epilogues take the elementwise consumers of each product) and before
-    `rpe-tile-rows`. The control: `lib/Transforms/FuseElementwise.cpp`.
+    The algorithm of the kernel is in `lib/Codegen/MatmulKernel.cpp`.
+  }];
+  let options = [
+    Option<"panelWidth", "panel-width", "int64_t", /*default=*/"48",
+           "Columns of a packed panel of B: the kernel's register tile "
+           "width (48 for AVX-512, 24 for AVX2)">,
+  ];
+  let dependentDialects = ["::mlir::rpe::RpeDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def RpeLowerMatmul : Pass<"rpe-lower-matmul"> {
+  let summary = "Lower bufferized rpe.matmul to a register-blocked vector "
+                "kernel";
+  let description = [{
+    Replaces each `rpe.matmul` on memrefs by its CPU kernel: an
+    `scf.parallel` over (panel, block of rows) items whose body keeps an
+    `MR x NR` tile of the product in vector registers over the whole
+    reduction, applies the epilogue to each vector and stores it. The
+    algorithm and the tile sizes are in `lib/Codegen/MatmulKernel.cpp`.
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
+           "f32 lanes of the kernel's vectors (8 for AVX2, 16 for "
+           "AVX-512); the panel width of a packed rhs must be a multiple">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def RpeFoldDataMovement : Pass<"rpe-fold-data-movement"> {
+  let summary = "Fold chains of reshapes, transposes, slices and concats "
+                "into one gather";
+  let description = [{
+    The rolls (slices and a concat per dimension) and window partitions
+    (reshape, transpose, reshape chains) of an imported Swin each write a
+    whole tensor. A chain that copies becomes one elementwise
+    `linalg.generic` reading its source with `tensor.extract`, where each
+    row of the result is a contiguous run of the source (one vector load);
+    other chains are left as they are. The algorithm:
+    `lib/Transforms/FoldDataMovement.cpp`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def RpeFuseElementwise : Pass<"rpe-fuse-elementwise"> {
+  let summary = "Fuse elementwise linalg generics into their consumers "
+                "where the producer goes away or is a cast";
+  let description = [{
+    torch-mlir writes a LayerNorm as about ten generics, each a tensor
+    written and read back. Upstream's elementwise fusion, after unit
+    dimensions are folded, under a control that never duplicates work
+    (nor fuses into a product): a LayerNorm becomes its reductions and one
+    elementwise generic. The control: `lib/Transforms/FuseElementwise.cpp`.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 
 def RpeTileRows : Pass<"rpe-tile-rows"> {
-  let summary = "Tile linalg ops to rows of their innermost dimension, with "
-                "their producers fused, in parallel loops";
+  let summary = "Tile linalg ops to rows of their innermost dimension, "
+                "producers fused, in parallel loops";
   let description = [{
-    Outside the GEMMs and the attention, a Swin model is row-wise work on
-    `[tokens, channels]` tensors: LayerNorms, residual adds, the rolls and
-    window partitions, the mean pool. Lowered as whole ops, each writes a
-    tensor that the next reads back, in scalar loops on one thread. This
-    pass tiles each linalg op at a function's top level (static shapes on
-    tensors; not matmuls or convolutions) with upstream's
-    `scf::tileConsumerAndFuseProducersUsingSCF`: a loop over every parallel
-    dimension but the innermost, tile size 1, so that an iteration computes
-    one row of the innermost dimension (reductions along it stay inside the
-    row). Producers of the row are fused into the loop when
-
-    * they are linalg ops this pass tiles, in the same block;
-    * the row takes its own slice of them (its offsets depend on every
-      loop), not one that every row shares (a broadcast operand);
-    * they go away: each of their users is the root, a producer already
-      fused, or a tile inside the loop.
-
-    Consumers are visited before producers, so that a LayerNorm (its
-    reductions and the elementwise op that normalizes) becomes one loop
-    whose iteration reads a row once and writes it once; a producer that
-    does not fuse is tiled as its own loop afterwards. The loop is an
-    `scf.forall` (OpenMP threads in `rpe-cpu-pipeline`) when `parallel` is
-    set and the op has at least `min-parallel-elements` elements, else an
-    `scf.for`. Inside the row, loops of an op that are neither its last nor
-    of extent 1 (a mean over rows: reductions over outer dimensions) are
-    tiled to 1 with `scf.for`, so that every op inside works on a
-    `1 x .. x 1 x C` slice for `rpe-vectorize-rows`. The tiling:
+    Each linalg op on static tensors that is not a product becomes a loop
+    (an `scf.forall` for threads when large) whose iteration computes one
+    row of the innermost dimension, with the producers of that row fused in:
+    a LayerNorm reads and writes each row once. Ops inside the loop work on
+    `1 x .. x 1 x C` slices, for `rpe-vectorize-rows`. The algorithm:
     `lib/Transforms/TileRows.cpp`.
   }];
   let options = [
@@ -426,23 +461,11 @@ def RpeVectorizeRows : Pass<"rpe-vectorize-rows"> {
   let summary = "Vectorize the linalg ops that compute one row along the "
                 "row";
   let description = [{
-    Vectorizes, with upstream's `linalg::vectorize`, each linalg op on
-    tensors whose loops have extent 1 but the last (as `rpe-tile-rows`
-    leaves them), when the row is at most `max-row-elements` long and every
-    operand is read and written contiguously along it: indexed by the last
-    loop in its last dimension, or broadcast along it. Gathers
-    (`tensor.extract` in the body, as in a roll) are vectorized as
-    contiguous reads where their last index is the row's. Then upstream
-    patterns bring the vectors to the 1-D form that the LLVM lowering
-    takes: leading unit dimensions are cast away, an elementwise op of
-    broadcast values (a row's mean and inverse standard deviation) is
-    computed once before the broadcast, and reductions along the row become
-    `vector.reduction`s, which this pass marks `reassoc`: LLVM then adds the
-    halves of the row lane by lane before the final horizontal step. That
-    reorders the sum (the last bits may differ from a sequential sum; sums
-    kept in f64 by the importer stay f64). Ops that do not qualify are left
-    for `convert-linalg-to-loops`. The vectorization:
-    `lib/Transforms/VectorizeRows.cpp`.
+    Each linalg op whose loops have extent 1 but the last (as
+    `rpe-tile-rows` leaves them), reading and writing its operands
+    contiguously along the row, becomes 1-D vector code; reductions along
+    the row reassociate. Other ops are left for `convert-linalg-to-loops`.
+    The algorithm: `lib/Transforms/VectorizeRows.cpp`.
   }];
   let options = [
     Option<"maxRowElements", "max-row-elements", "int64_t",
@@ -452,40 +475,6 @@ def RpeVectorizeRows : Pass<"rpe-vectorize-rows"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::vector::VectorDialect"];
-}
-
-def RpeFoldDataMovement : Pass<"rpe-fold-data-movement"> {
-  let summary = "Fold chains of reshapes, transposes, slices and rolls into "
-                "one gather";
-  let description = [{
-    Between the GEMMs and the attention, a Swin block moves its tokens
-    around: the cyclic shift (`torch.roll`, imported as two
-    `tensor.extract_slice`s joined by a `tensor.concat` per dimension), the
-    window partition and reverse (`tensor.expand_shape`, a
-    `linalg.transpose`, `tensor.collapse_shape`), the split of the fused
-    qkv projection into heads and their merge. Each transpose and each
-    concatenation writes a whole tensor that the next op reads back. This
-    pass replaces each chain of such ops that copies (holds a transpose or
-    a concatenation) by one `linalg.generic` over the chain's result whose
-    body reads each element from the chain's source with `tensor.extract`
-    at indices computed from `linalg.index` (divisions and remainders for
-    reshapes, a permutation for a transpose, offsets for slices, a select
-    for a concatenation of slices of one source). The generic is
-    elementwise: `rpe-fuse-elementwise` fuses it into a consumer (the
-    residual add after the reversed shift), and otherwise it is one copy
-    instead of several.
-
-    A chain is folded only where each row of its result (its innermost
-    dimension) is a contiguous run of the source's innermost dimension, so
-    that the read vectorizes as one load per row; a final collapse that
-    merges the innermost dimension with others (the merge of heads) is
-    applied to the gather's result as a view instead. Chains that only
-    reshape or slice (views) are left alone. The tracing:
-    `lib/Transforms/FoldDataMovement.cpp`.
-  }];
-  let dependentDialects = ["::mlir::arith::ArithDialect",
-                           "::mlir::linalg::LinalgDialect",
-                           "::mlir::tensor::TensorDialect"];
 }
 
 #endif // RPE_PASSES_TD

@@ -58,9 +58,11 @@ struct RpeCheckLoweredPass
 };
 } // namespace
 
-/// Raising of imported attention, fusion, and the unfused lowering of what
-/// does not fuse, on tensors.
-static void addAttentionPasses(OpPassManager &pm, bool fuse, bool raise) {
+/// On tensors: the raising of imported attention, its fusion, the model's
+/// contractions as rpe.matmul (with a non-zero `panelWidth`), the unfused
+/// lowering of what does not fuse.
+static void addAttentionAndMatmulPasses(OpPassManager &pm, bool fuse,
+                                        bool raise, int64_t panelWidth) {
   // Imported modules spell the attention in linalg: raise it to rpe ops
   // first, so that it fuses (or, unfused, lowers as rpe's reference).
   if (raise)
@@ -70,6 +72,10 @@ static void addAttentionPasses(OpPassManager &pm, bool fuse, bool raise) {
   // does not fuse): rpe -> linalg on tensors, index and mask as constants.
   if (fuse)
     pm.addPass(createRpeFuseBiasSoftmax());
+  // The model's own contractions (not the unfused attention's, which
+  // convert-rpe-to-linalg makes next) become rpe.matmul.
+  if (panelWidth)
+    pm.addPass(createRpeFormMatmul(RpeFormMatmulOptions{panelWidth}));
   pm.addPass(createRpeFoldRelativeIndex());
   pm.addPass(createConvertRpeToLinalg());
   pm.addPass(createCanonicalizerPass());
@@ -98,8 +104,8 @@ static void addBufferizationPasses(OpPassManager &pm) {
 }
 
 void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
-                                           bool raise) {
-  addAttentionPasses(pm, fuse, raise);
+                                           bool raise, int64_t panelWidth) {
+  addAttentionAndMatmulPasses(pm, fuse, raise, panelWidth);
   addBufferizationPasses(pm);
 }
 
@@ -133,9 +139,17 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
   // OpenMP threads of the kernel's own, unless its caller runs the items.
   bool openMP = options.parallel && !options.itemRange;
-  addAttentionPasses(pm, options.fuse, options.raise);
-  addRowPasses(pm, openMP);
+  // Panels of three vectors: 8 x 3 zmm accumulators on AVX-512, 4 x 3 ymm
+  // on AVX2 (MatmulKernel.cpp).
+  int64_t panelWidth = options.matmul ? 3 * options.vectorWidth : 0;
+  addAttentionAndMatmulPasses(pm, options.fuse, options.raise, panelWidth);
+  // After rpe-form-matmul: the contractions (and the elementwise ops their
+  // epilogues took) are rpe.matmul by now, not rows.
+  if (options.vectorize)
+    addRowPasses(pm, openMP);
   addBufferizationPasses(pm);
+  if (options.matmul)
+    pm.addPass(createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));
   if (options.fuse) {
     FusedKernelOptions kernel;
     kernel.strategy = options.kernel;
@@ -234,7 +248,9 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
                                        const GpuPipelineOptions &options,
                                        const NvptxTarget &target) {
   buildBufferizationPipeline(pm, /*fuse=*/true, options.raise);
-  // Unfused leftovers run on the host as loops.
+  // Unfused leftovers run on the host as loops; an rpe.matmul in the input
+  // on the host's vectors (8 lanes: any x86-64).
+  pm.addPass(createRpeLowerMatmul());
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
 
@@ -295,6 +311,8 @@ void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
   // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls. An
   // imported module's GELU (math.erf) runs on the host and calls libm.
   addMemrefsAndLoopsToLLVMPasses(pm);
+  // The host's vectors: an rpe.matmul's kernel.
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
