@@ -1,10 +1,29 @@
 //===- FoldDataMovement.cpp - rpe-fold-data-movement ----------------------===//
 //
-// A chain of ops that only move data (reshapes, transposes, slices, the
-// concatenations of a roll) becomes one linalg.generic that reads each
-// element of the chain's result from where it comes from in the chain's
-// source: one copy instead of one per transpose or concatenation, and a
-// generic that fuses into its consumer like any elementwise op.
+// Between the GEMMs and the attention, an imported Swin block moves its
+// tokens around: the cyclic shift (torch.roll: per dimension, two
+// tensor.extract_slice cast to a dynamic extent and joined by a
+// tensor.concat), the window partition and reverse (tensor.expand_shape,
+// linalg.transpose, tensor.collapse_shape), the split of the fused qkv
+// projection into heads and their merge. Each transpose and concatenation
+// writes a whole tensor that the next op reads back.
+//
+// A chain of such ops that copies (holds a transpose or a concatenation)
+// becomes one elementwise linalg.generic over the chain's result whose body
+// reads each element from the chain's source with tensor.extract, at
+// indices traced back through the chain from linalg.index: divisions and
+// remainders for a collapse, a linearization for an expand, a permutation
+// for a transpose, offsets for a slice, a select for a concatenation of
+// pieces of one source. The gather is one copy instead of several, and
+// fuses into its consumer like any elementwise op (rpe-fuse-elementwise,
+// rpe-tile-rows).
+//
+// A chain is folded only where each row of its result (the innermost
+// dimension) is a contiguous run of the source's innermost dimension, so
+// that rpe-vectorize-rows reads it with one vector load; a final collapse
+// that merges the innermost dimension with others (the merge of heads), or
+// a final cast to a dynamic shape, is applied to the gather's result
+// instead. Chains of views alone (reshapes, slices) are left as they are.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +41,14 @@ namespace mlir::rpe {
 
 using namespace mlir;
 
+/// The static extent of `value` along `dim`, seen through a cast to a
+/// dynamic extent (ShapedType::kDynamic where there is none).
+static int64_t staticDimSize(Value value, int64_t dim) {
+  if (auto cast = value.getDefiningOp<tensor::CastOp>())
+    return cast.getSource().getType().getDimSize(dim);
+  return cast<RankedTensorType>(value.getType()).getDimSize(dim);
+}
+
 /// Whether `op` moves data without computing, on static shapes: a link of
 /// a chain. (The importer casts the static slices of a roll to dynamic
 /// extents before concatenating them; a cast from a static type qualifies.)
@@ -36,16 +63,13 @@ static bool isMovement(Operation *op) {
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
     return !ShapedType::isDynamicShape(slice.getStaticOffsets()) &&
            !ShapedType::isDynamicShape(slice.getStaticStrides());
+  // Where each input starts along the concatenated dimension must be known.
+  if (auto concat = dyn_cast<tensor::ConcatOp>(op))
+    return llvm::none_of(concat.getInputs(), [&](Value input) {
+      return ShapedType::isDynamic(staticDimSize(input, concat.getDim()));
+    });
   return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
-             linalg::TransposeOp, tensor::ConcatOp>(op);
-}
-
-/// The static extent of `value` along `dim`, seen through a cast to a
-/// dynamic extent.
-static int64_t staticDimSize(Value value, int64_t dim) {
-  if (auto cast = value.getDefiningOp<tensor::CastOp>())
-    return cast.getSource().getType().getDimSize(dim);
-  return cast<RankedTensorType>(value.getType()).getDimSize(dim);
+             linalg::TransposeOp>(op);
 }
 
 /// Whether `op` writes a copy of its input (what folding saves).
@@ -232,12 +256,15 @@ static bool isRowIndex(Value index, Value lastIndex) {
 /// be contiguous rows of the source.
 static LogicalResult foldChain(RewriterBase &rewriter, Operation *end) {
   Value result = end->getResult(0);
-  // A collapse that merges the innermost dimension with others is applied
-  // to the gather's result (a view): the gather's rows stay the source's.
+  // A collapse that merges the innermost dimension with others, or a cast
+  // to a dynamic shape, is applied to the gather's result (a view): the
+  // gather's rows stay the source's, its shape static.
   Value gathered = result;
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(end))
     if (collapse.getReassociationIndices().back().size() > 1)
       gathered = collapse.getSrc();
+  if (auto cast = dyn_cast<tensor::CastOp>(end))
+    gathered = cast.getSource();
   Value source = ChainTracer::source(gathered);
   if (source == gathered)
     return failure();
@@ -277,10 +304,14 @@ static LogicalResult foldChain(RewriterBase &rewriter, Operation *end) {
     return failure();
   }
   Value replacement = gather.getResult(0);
-  if (gathered != result)
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(end);
+      collapse && gathered != result)
     replacement = tensor::CollapseShapeOp::create(
         rewriter, loc, result.getType(), replacement,
-        cast<tensor::CollapseShapeOp>(end).getReassociationIndices());
+        collapse.getReassociationIndices());
+  else if (isa<tensor::CastOp>(end))
+    replacement =
+        tensor::CastOp::create(rewriter, loc, result.getType(), replacement);
   rewriter.replaceOp(end, replacement);
   return success();
 }

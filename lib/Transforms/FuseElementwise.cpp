@@ -1,11 +1,25 @@
 //===- FuseElementwise.cpp - rpe-fuse-elementwise -------------------------===//
 //
-// Upstream's elementwise fusion with a control of our own: a producer is
-// fused where it then disappears (every user is a generic it fuses into),
-// or where recomputing it costs less than reading it back (a cast or a
-// copy). Unit dimensions are folded first, so that the reductions of a
-// LayerNorm (`[.., 1]` results) and their elementwise consumers meet on the
-// same shapes.
+// torch-mlir writes a LayerNorm as about ten generics (the f32 -> f64
+// extension, the mean and the variance as reductions over the channels,
+// the centring, rsqrt, the scale and the shift), each a whole tensor
+// written and read back. Unit dimensions are folded first
+// (linalg-fold-unit-extent-dims), so that the `[.., 1]` results of the
+// reductions and their elementwise consumers meet on the same shapes; then
+// upstream's elementwise fusion runs under a control of ours. An
+// elementwise producer fuses into a generic consumer
+//
+//  * always where its body is only casts (or a copy or broadcast), which
+//    cost less to recompute than to read back;
+//  * else only where every use of it is an input of a generic that takes
+//    it, so that the producer goes away rather than being computed twice.
+//
+// Nothing fuses into a product (a matmul or convolution spelled as a
+// generic): the producer would be recomputed for every element of the other
+// factor. A LayerNorm becomes its reductions and one elementwise generic;
+// the numerics (f64 where the importer wrote f64) are unchanged. It runs
+// after rpe-form-matmul, whose epilogues took the products' elementwise
+// consumers, and before rpe-tile-rows.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,11 +1,30 @@
 //===- TileRows.cpp - rpe-tile-rows ---------------------------------------===//
 //
-// Tiles the linalg ops of a function (on tensors) to rows: a loop over every
-// dimension but the innermost, each iteration computing one row of the
-// innermost dimension, with the producers of that row fused in. The outer
-// loop is an scf.forall where the op is large enough to split among threads.
-// What remains inside are ops on `1 x .. x 1 x C` slices, which
-// `rpe-vectorize-rows` turns into vector code along the row.
+// Outside the GEMMs and the attention, a Swin model is row-wise work on
+// `[tokens, channels]` tensors: LayerNorms, residual adds, the gathers of
+// rolls and window partitions, the mean pool. Each linalg op at a
+// function's top level (on static tensors; not matmuls or convolutions) is
+// tiled with upstream's scf::tileConsumerAndFuseProducersUsingSCF: a loop
+// over every parallel dimension but the innermost, tile size 1, so that an
+// iteration computes one row of the innermost dimension (reductions along
+// it stay inside the row). The producers of the row fuse into the loop when
+//
+//  * they are linalg ops this pass tiles, in the same block;
+//  * the row takes its own slice of them (its offsets depend on every
+//    loop), not one that every row shares (a broadcast operand);
+//  * they go away: each of their users is the root, a producer already
+//    fused, or a tile inside the loop.
+//
+// Consumers are visited before producers, so that a LayerNorm (its
+// reductions and the op that normalizes) becomes one loop whose iteration
+// reads a row once and writes it once; a producer that does not fuse is
+// tiled as a loop of its own afterwards. The loop is an scf.forall (OpenMP
+// threads in rpe-cpu-pipeline) when `parallel` is set and the op has at
+// least `min-parallel-elements` elements, else an scf.for. Inside the row,
+// the loops of an op that are neither its last nor of extent 1 (a mean over
+// the rows: a reduction over an outer dimension) are tiled to 1 with
+// scf.for, so that every op inside works on a `1 x .. x 1 x C` slice for
+// rpe-vectorize-rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -235,8 +254,19 @@ struct RpeTileRowsPass : public rpe::impl::RpeTileRowsBase<RpeTileRowsPass> {
         llvm::append_range(inner, tiled);
         fused.insert(root);
       }
-      // The originals, now unused; users before producers.
-      for (Operation *op : llvm::reverse(fused))
+      // Fusion leaves the slices of the originals that it fused through
+      // unused: they go first, then the originals, users before producers
+      // (the last in the block first).
+      SmallVector<tensor::ExtractSliceOp> slices;
+      func.walk([&](tensor::ExtractSliceOp slice) { slices.push_back(slice); });
+      for (tensor::ExtractSliceOp slice : llvm::reverse(slices))
+        if (slice->use_empty())
+          rewriter.eraseOp(slice);
+      SmallVector<Operation *> originals = fused.takeVector();
+      llvm::sort(originals, [](Operation *a, Operation *b) {
+        return b->isBeforeInBlock(a);
+      });
+      for (Operation *op : originals)
         if (op->use_empty())
           rewriter.eraseOp(op);
       for (Operation *op : inner)

@@ -1,11 +1,22 @@
 //===- VectorizeRows.cpp - rpe-vectorize-rows -----------------------------===//
 //
-// Vectorizes the linalg ops that compute one row (every loop but the last
-// of extent 1, as `rpe-tile-rows` leaves them) along the row, with
-// upstream's `linalg::vectorize`, and brings the vectors to the 1-D form
-// that the LLVM lowering takes: unit dimensions cast away, elementwise ops
-// on broadcast values computed before the broadcast, and reductions along
-// the row as `vector.reduction`s that may reassociate.
+// Vectorizes, with upstream's linalg::vectorize, each linalg op on tensors
+// whose loops have extent 1 but the last (as rpe-tile-rows leaves them),
+// when the row is at most `max-row-elements` long, every operand is read
+// and written contiguously along it (indexed by the last loop in its last
+// dimension, or broadcast along it) and every op of its body has a vector
+// lowering to LLVM. Gathers (tensor.extract in the body, as
+// rpe-fold-data-movement writes them) become contiguous reads where their
+// last index is the row's.
+//
+// Then upstream patterns bring the vectors to the 1-D form that the LLVM
+// lowering takes: leading unit dimensions are cast away, an elementwise op
+// of broadcast values (a row's mean and inverse standard deviation) is
+// computed once before the broadcast, and reductions along the row become
+// vector.reduction, marked `reassoc`: LLVM adds the halves of the row lane
+// by lane before the final horizontal step. That reorders the sum (the last
+// bits may differ from a sequential sum; sums the importer keeps in f64
+// stay f64). Ops that do not qualify are left for convert-linalg-to-loops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,6 +99,7 @@ struct ForwardOneElementWrite : OpRewritePattern<vector::TransferReadOp> {
                                 PatternRewriter &rewriter) const override {
     auto write = read.getBase().getDefiningOp<vector::TransferWriteOp>();
     if (!write || read.getMask() || write.getMask() ||
+        read.hasOutOfBoundsDim() || write.hasOutOfBoundsDim() ||
         read.getVectorType().getNumElements() != 1 ||
         write.getVectorType().getNumElements() != 1 ||
         read.getIndices() != write.getIndices())
