@@ -139,8 +139,8 @@ public:
       llvm::SmallBitVector dropped = slice.getDroppedDims();
       SmallVector<Value> srcIndices;
       auto result = indices.begin();
-      for (auto [dim, offset, stride] :
-           llvm::enumerate(slice.getStaticOffsets(), slice.getStaticStrides())) {
+      for (auto [dim, offset, stride] : llvm::enumerate(
+               slice.getStaticOffsets(), slice.getStaticStrides())) {
         Value index = dropped.test(dim) ? constant(0) : *result++;
         if (stride != 1)
           index = arith::MulIOp::create(b, loc, index, constant(stride));

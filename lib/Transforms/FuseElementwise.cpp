@@ -61,12 +61,11 @@ static bool recomputesPerProduct(linalg::GenericOp owner, OpOperand *operand) {
 /// Whether the body of `producer` is so cheap (casts and nothing else) that
 /// recomputing it in a consumer costs less than reading its result back.
 static bool isCheapToRecompute(linalg::GenericOp producer) {
-  return llvm::all_of(producer.getBody()->without_terminator(),
-                      [](Operation &op) {
-                        return isa<arith::ExtFOp, arith::TruncFOp,
-                                   arith::ExtSIOp, arith::ExtUIOp,
-                                   arith::TruncIOp>(op);
-                      });
+  return llvm::all_of(
+      producer.getBody()->without_terminator(), [](Operation &op) {
+        return isa<arith::ExtFOp, arith::TruncFOp, arith::ExtSIOp,
+                   arith::ExtUIOp, arith::TruncIOp>(op);
+      });
 }
 
 /// The control of the fusion of `fusedOperand`'s producer into its owner.

@@ -149,7 +149,8 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
     addRowPasses(pm, openMP);
   addBufferizationPasses(pm);
   if (options.matmul)
-    pm.addPass(createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));
+    pm.addPass(
+        createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));
   if (options.fuse) {
     FusedKernelOptions kernel;
     kernel.strategy = options.kernel;

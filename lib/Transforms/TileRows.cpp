@@ -51,7 +51,8 @@ using namespace mlir;
 /// stay loops).
 static bool isRowTilable(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-  if (!linalgOp || !isa<TilingInterface>(op) || !linalgOp.hasPureTensorSemantics())
+  if (!linalgOp || !isa<TilingInterface>(op) ||
+      !linalgOp.hasPureTensorSemantics())
     return false;
   if (linalgOp.getNumLoops() == 0 || linalgOp.hasDynamicShape())
     return false;
@@ -195,8 +196,7 @@ static LogicalResult tileOuterLoopsToOne(RewriterBase &rewriter,
   SmallVector<int64_t> ranges = linalgOp.getStaticLoopRanges();
   SmallVector<int64_t> sizes(ranges.size(), 0);
   SmallVector<unsigned> reductions;
-  SmallVector<utils::IteratorType> iterators =
-      linalgOp.getIteratorTypesArray();
+  SmallVector<utils::IteratorType> iterators = linalgOp.getIteratorTypesArray();
   bool any = false;
   for (size_t loop = 0; loop + 1 < ranges.size(); ++loop) {
     if (ranges[loop] == 1)

@@ -57,8 +57,7 @@ static bool hasVectorLowering(linalg::LinalgOp op) {
                      math::TruncOp>(inner))
                return WalkResult::advance();
              return WalkResult::interrupt();
-           })
-      .wasInterrupted() == false;
+           }).wasInterrupted() == false;
 }
 
 /// Whether `op` computes one row that is short enough to be held in vectors
@@ -121,9 +120,9 @@ struct BroadcastZeroDAsScalar : OpRewritePattern<vector::BroadcastOp> {
     auto source = dyn_cast<VectorType>(broadcast.getSourceType());
     if (!source || source.getRank() != 0)
       return failure();
-    Value element = vector::ExtractOp::create(rewriter, broadcast.getLoc(),
-                                              broadcast.getSource(),
-                                              ArrayRef<int64_t>{});
+    Value element =
+        vector::ExtractOp::create(rewriter, broadcast.getLoc(),
+                                  broadcast.getSource(), ArrayRef<int64_t>{});
     rewriter.replaceOpWithNewOp<vector::BroadcastOp>(
         broadcast, broadcast.getResultVectorType(), element);
     return success();
