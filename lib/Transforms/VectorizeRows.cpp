@@ -16,7 +16,10 @@
 // vector.reduction, marked `reassoc`: LLVM adds the halves of the row lane
 // by lane before the final horizontal step. That reorders the sum (the last
 // bits may differ from a sequential sum; sums the importer keeps in f64
-// stay f64). Ops that do not qualify are left for convert-linalg-to-loops.
+// stay f64). An f32 math.erf on a vector (a GELU that no GEMM epilogue
+// took) becomes upstream's polynomial approximation rather than a libm call
+// per element; f64 and scalar ones stay libm calls. Ops that do not
+// qualify are left for convert-linalg-to-loops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +30,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/Transforms/LoweringPatterns.h"
@@ -41,13 +45,17 @@ namespace mlir::rpe {
 using namespace mlir;
 
 /// Whether every op of `op`'s body has a lowering to LLVM on vectors in
-/// `rpe-cpu-pipeline`: math ops without an LLVM intrinsic (`math.erf` of a
-/// GELU, `math.tanh`) become libm calls, element by element, after the
-/// vector lowering, so a body with them stays scalar.
+/// `rpe-cpu-pipeline`: math ops without an LLVM intrinsic (`math.tanh`, an
+/// f64 `math.erf`) become libm calls, element by element, after the vector
+/// lowering, so a body with them stays scalar. An f32 `math.erf` (a GELU)
+/// takes upstream's polynomial approximation on vectors.
 static bool hasVectorLowering(linalg::LinalgOp op) {
   return op->walk([](Operation *inner) {
              if (inner->getDialect() &&
                  inner->getDialect()->getNamespace() != "math")
+               return WalkResult::advance();
+             if (auto erf = dyn_cast<math::ErfOp>(inner);
+                 erf && erf.getType().isF32())
                return WalkResult::advance();
              if (isa<math::AbsFOp, math::CeilOp, math::CopySignOp, math::CosOp,
                      math::ExpOp, math::Exp2Op, math::ExpM1Op, math::FloorOp,
@@ -158,6 +166,18 @@ struct RpeVectorizeRowsPass
         continue;
       rewriter.replaceOp(op, vectorized->replacements);
     }
+
+    // The erfs now on vectors (GELUs): upstream's polynomial, in vectors,
+    // rather than a libm call per element. Scalar ones are left as they are.
+    SmallVector<Operation *> vectorErfs;
+    getOperation()->walk([&](math::ErfOp erf) {
+      if (isa<VectorType>(erf.getType()))
+        vectorErfs.push_back(erf);
+    });
+    RewritePatternSet erfPatterns(context);
+    populatePolynomialApproximateErfPattern(erfPatterns);
+    if (failed(applyOpPatternsGreedily(vectorErfs, std::move(erfPatterns))))
+      return signalPassFailure();
 
     RewritePatternSet patterns(context);
     vector::populateCastAwayVectorLeadingOneDimPatterns(patterns);

@@ -92,14 +92,14 @@ func.func @gather_row(%src: tensor<4x32xf32>, %i: index) -> tensor<1x16xf32> {
 #t = affine_map<(d0, d1) -> (d1, d0)>
 
 // Not rows, left as they are: more than one row, a row longer than
-// max-row-elements, a body with math.erf (no vector lowering: libm calls),
-// an operand read across the row.
+// max-row-elements, a body with an f64 math.erf (no vector lowering: libm
+// calls), an operand read across the row.
 // CHECK-LABEL: func @not_rows
 // CHECK-NOT: vector.
 // CHECK-COUNT-4: linalg.generic
 // CHECK-NOT: vector.
-func.func @not_rows(%x: tensor<4x16xf32>, %long: tensor<1x8192xf32>, %y: tensor<1x16xf32>, %z: tensor<16x1xf32>)
-    -> (tensor<4x16xf32>, tensor<1x8192xf32>, tensor<1x16xf32>, tensor<1x16xf32>) {
+func.func @not_rows(%x: tensor<4x16xf32>, %long: tensor<1x8192xf32>, %y: tensor<1x16xf64>, %z: tensor<16x1xf32>)
+    -> (tensor<4x16xf32>, tensor<1x8192xf32>, tensor<1x16xf64>, tensor<1x16xf32>) {
   %e = tensor.empty() : tensor<4x16xf32>
   %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<4x16xf32>) outs(%e : tensor<4x16xf32>) {
   ^bb0(%i: f32, %o: f32):
@@ -113,14 +113,45 @@ func.func @not_rows(%x: tensor<4x16xf32>, %long: tensor<1x8192xf32>, %y: tensor<
     linalg.yield %0 : f32
   } -> tensor<1x8192xf32>
   %re = tensor.empty() : tensor<1x16xf32>
-  %c = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%y : tensor<1x16xf32>) outs(%re : tensor<1x16xf32>) {
-  ^bb0(%i: f32, %o: f32):
-    %0 = math.erf %i : f32
-    linalg.yield %0 : f32
-  } -> tensor<1x16xf32>
+  %re64 = tensor.empty() : tensor<1x16xf64>
+  %c = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%y : tensor<1x16xf64>) outs(%re64 : tensor<1x16xf64>) {
+  ^bb0(%i: f64, %o: f64):
+    %0 = math.erf %i : f64
+    linalg.yield %0 : f64
+  } -> tensor<1x16xf64>
   %d = linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]} ins(%z : tensor<16x1xf32>) outs(%re : tensor<1x16xf32>) {
   ^bb0(%i: f32, %o: f32):
     linalg.yield %i : f32
   } -> tensor<1x16xf32>
-  return %a, %b, %c, %d : tensor<4x16xf32>, tensor<1x8192xf32>, tensor<1x16xf32>, tensor<1x16xf32>
+  return %a, %b, %c, %d : tensor<4x16xf32>, tensor<1x8192xf32>, tensor<1x16xf64>, tensor<1x16xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// A row of a GELU (erf in f32): upstream's polynomial approximation of erf,
+// on the row's vector, instead of a libm call per element.
+// CHECK-LABEL: func @gelu_row
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: math.erf
+// CHECK: vector.transfer_read {{.*}} : tensor<1x16xf32>, vector<16xf32>
+// CHECK: math.fma {{.*}} : vector<16xf32>
+// CHECK-NOT: math.erf
+// CHECK: vector.transfer_write {{.*}} : vector<16xf32>, tensor<1x16xf32>
+func.func @gelu_row(%x: tensor<1x16xf32>) -> tensor<1x16xf32> {
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %sqrt2 = arith.constant 1.41421354 : f32
+  %e = tensor.empty() : tensor<1x16xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<1x16xf32>) outs(%e : tensor<1x16xf32>) {
+  ^bb0(%i: f32, %o: f32):
+    %0 = arith.divf %i, %sqrt2 : f32
+    %1 = math.erf %0 : f32
+    %2 = arith.addf %1, %one : f32
+    %3 = arith.mulf %2, %half : f32
+    %4 = arith.mulf %i, %3 : f32
+    linalg.yield %4 : f32
+  } -> tensor<1x16xf32>
+  return %r : tensor<1x16xf32>
 }
