@@ -85,6 +85,14 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "and residual fused, register-blocked vector kernels "
                      "(rpe-form-matmul, rpe-lower-matmul)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> vectorize{
+      *this, "vectorize",
+      llvm::cl::desc("Compile the linalg ops around the attention and the "
+                     "GEMMs (LayerNorms, residual adds, rolls, window "
+                     "partitions) row by row, in vectors and threads "
+                     "(rpe-fold-data-movement, rpe-fuse-elementwise, "
+                     "rpe-tile-rows, rpe-vectorize-rows)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> itemRange{
       *this, "item-range",
       llvm::cl::desc("The fused kernel's function takes trailing `begin` and "

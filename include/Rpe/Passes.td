@@ -402,4 +402,79 @@ def RpeLowerMatmul : Pass<"rpe-lower-matmul"> {
   ];
 }
 
+def RpeFoldDataMovement : Pass<"rpe-fold-data-movement"> {
+  let summary = "Fold chains of reshapes, transposes, slices and concats "
+                "into one gather";
+  let description = [{
+    The rolls (slices and a concat per dimension) and window partitions
+    (reshape, transpose, reshape chains) of an imported Swin each write a
+    whole tensor. A chain that copies becomes one elementwise
+    `linalg.generic` reading its source with `tensor.extract`, where each
+    row of the result is a contiguous run of the source (one vector load);
+    other chains are left as they are. The algorithm:
+    `lib/Transforms/FoldDataMovement.cpp`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def RpeFuseElementwise : Pass<"rpe-fuse-elementwise"> {
+  let summary = "Fuse elementwise linalg generics into their consumers "
+                "where the producer goes away or is a cast";
+  let description = [{
+    torch-mlir writes a LayerNorm as about ten generics, each a tensor
+    written and read back. Upstream's elementwise fusion, after unit
+    dimensions are folded, under a control that never duplicates work
+    (nor fuses into a product): a LayerNorm becomes its reductions and one
+    elementwise generic. The control: `lib/Transforms/FuseElementwise.cpp`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def RpeTileRows : Pass<"rpe-tile-rows"> {
+  let summary = "Tile linalg ops to rows of their innermost dimension, "
+                "producers fused, in parallel loops";
+  let description = [{
+    Each linalg op on static tensors that is not a product becomes a loop
+    (an `scf.forall` for threads when large) whose iteration computes one
+    row of the innermost dimension, with the producers of that row fused in:
+    a LayerNorm reads and writes each row once. Ops inside the loop work on
+    `1 x .. x 1 x C` slices, for `rpe-vectorize-rows`. The algorithm:
+    `lib/Transforms/TileRows.cpp`.
+  }];
+  let options = [
+    Option<"parallel", "parallel", "bool", /*default=*/"true",
+           "Tile large ops with scf.forall (threads) rather than scf.for">,
+    Option<"minParallelElements", "min-parallel-elements", "int64_t",
+           /*default=*/"32768",
+           "The least elements of an op's iteration space for scf.forall">,
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def RpeVectorizeRows : Pass<"rpe-vectorize-rows"> {
+  let summary = "Vectorize the linalg ops that compute one row along the "
+                "row";
+  let description = [{
+    Each linalg op whose loops have extent 1 but the last (as
+    `rpe-tile-rows` leaves them), reading and writing its operands
+    contiguously along the row, becomes 1-D vector code; reductions along
+    the row reassociate. Other ops are left for `convert-linalg-to-loops`.
+    The algorithm: `lib/Transforms/VectorizeRows.cpp`.
+  }];
+  let options = [
+    Option<"maxRowElements", "max-row-elements", "int64_t",
+           /*default=*/"4096",
+           "The longest row kept in vectors (longer rows stay loops)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // RPE_PASSES_TD

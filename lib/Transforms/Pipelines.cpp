@@ -58,8 +58,11 @@ struct RpeCheckLoweredPass
 };
 } // namespace
 
-void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
-                                           bool raise, int64_t panelWidth) {
+/// On tensors: the raising of imported attention, its fusion, the model's
+/// contractions as rpe.matmul (with a non-zero `panelWidth`), the unfused
+/// lowering of what does not fuse.
+static void addAttentionAndMatmulPasses(OpPassManager &pm, bool fuse,
+                                        bool raise, int64_t panelWidth) {
   // Imported modules spell the attention in linalg: raise it to rpe ops
   // first, so that it fuses (or, unfused, lowers as rpe's reference).
   if (raise)
@@ -77,11 +80,14 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   pm.addPass(createConvertRpeToLinalg());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
 
-  // Tensors -> buffers. A result written into a destination (the `out`
-  // buffer of the C ABI) is computed in place rather than in a temporary
-  // that is then copied. Function boundaries take plain identity-layout
-  // memrefs, the form the C interface of the kernels expects.
+/// Tensors -> buffers.
+static void addBufferizationPasses(OpPassManager &pm) {
+  // A result written into a destination (the `out` buffer of the C ABI) is
+  // computed in place rather than in a temporary that is then copied.
+  // Function boundaries take plain identity-layout memrefs, the form the C
+  // interface of the kernels expects.
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
@@ -97,6 +103,27 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   pm.addPass(createRpeExpandMemrefCopy());
 }
 
+void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
+                                           bool raise, int64_t panelWidth) {
+  addAttentionAndMatmulPasses(pm, fuse, raise, panelWidth);
+  addBufferizationPasses(pm);
+}
+
+/// The linalg ops around the attention (LayerNorms, residual adds, rolls,
+/// window partitions, pooling), on tensors: elementwise chains fused, then
+/// row by row (threads where `parallel`), vectorized along the rows.
+static void addRowPasses(OpPassManager &pm, bool parallel) {
+  OpPassManager &func = pm.nest<func::FuncOp>();
+  func.addPass(createRpeFoldDataMovement());
+  func.addPass(createRpeFuseElementwise());
+  RpeTileRowsOptions tile;
+  tile.parallel = parallel;
+  func.addPass(createRpeTileRows(tile));
+  func.addPass(createRpeVectorizeRows());
+  func.addPass(createCanonicalizerPass());
+  func.addPass(createCSEPass());
+}
+
 /// Memrefs go to LLVM before the sequential loops go to control flow:
 /// convert-scf-to-openmp wraps each parallel iteration in a
 /// memref.alloca_scope, whose region must stay a single block, and the
@@ -110,14 +137,20 @@ static void addMemrefsAndLoopsToLLVMPasses(OpPassManager &pm) {
 
 void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
+  // OpenMP threads of the kernel's own, unless its caller runs the items.
+  bool openMP = options.parallel && !options.itemRange;
   // Panels of three vectors: 8 x 3 zmm accumulators on AVX-512, 4 x 3 ymm
   // on AVX2 (MatmulKernel.cpp).
   int64_t panelWidth = options.matmul ? 3 * options.vectorWidth : 0;
-  buildBufferizationPipeline(pm, options.fuse, options.raise, panelWidth);
+  addAttentionAndMatmulPasses(pm, options.fuse, options.raise, panelWidth);
+  // After rpe-form-matmul: the contractions (and the elementwise ops their
+  // epilogues took) are rpe.matmul by now, not rows.
+  if (options.vectorize)
+    addRowPasses(pm, openMP);
+  addBufferizationPasses(pm);
   if (options.matmul)
-    pm.addPass(createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));
-  // OpenMP threads of the kernel's own, unless its caller runs the items.
-  bool openMP = options.parallel && !options.itemRange;
+    pm.addPass(
+        createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));
   if (options.fuse) {
     FusedKernelOptions kernel;
     kernel.strategy = options.kernel;

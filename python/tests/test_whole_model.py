@@ -148,6 +148,31 @@ def test_whole_module_aot_matches_torch(exports, whole_aot, tmp_path, name):
     _check_against_torch(exports[name], library)
 
 
+@pytest.mark.parametrize("batch", [1, 8])
+def test_row_passes_keep_the_numbers(exports, swin_opt_tool, tmp_path, batch):
+    """A shifted Swin block through rpe-cpu-pipeline with its row passes
+    (``vectorize=true``, the default: LayerNorms, residual adds, rolls and
+    window partitions row by row in vectors, at batch 8 in threads) and
+    without them: both match torch and each other, and only the first
+    computes its rows' sums as vector reductions."""
+    made = whole_model.ensure_export("swin_block", batch, exports["swin_block"].mlir.parent)
+    inputs, want = made.arrays()
+    got = {}
+    reductions = {}
+    for vectorize in ("true", "false"):
+        work = tmp_path / f"vectorize-{vectorize}"
+        work.mkdir()
+        library = export_mlir.compile_module(made.mlir, swin_opt_tool, work,
+                                             pipeline=f"rpe-cpu-pipeline=vectorize={vectorize}", opt_level=OPT_LEVEL)
+        got[vectorize] = export_mlir.ForwardLibrary(library)(inputs, want.shape)
+        reductions[vectorize] = (work / f"{made.mlir.stem}.ll").read_text().count("@llvm.vector.reduce.fadd")
+    for vectorize, result in got.items():
+        error = whole_model.relative_error(result, want)
+        assert error <= whole_model.TOLERANCE, f"vectorize={vectorize}: relative error {error:.2e}"
+    assert whole_model.relative_error(got["true"], got["false"]) <= whole_model.TOLERANCE
+    assert reductions["true"] > reductions["false"]
+
+
 def test_today_library_is_cached_per_module_and_level(exports, swin_opt_tool, tmp_path):
     mlir = exports["swin_block"].mlir
     first, seconds = whole_model.compile_today(mlir, swin_opt_tool, tmp_path, OPT_LEVEL)

@@ -46,10 +46,26 @@ func.func @attention_3d_f16(%q: tensor<?x1x18x8xf16>, %t: tensor<75x1xf16>) -> t
   return %0 : tensor<?x18x8xf16>
 }
 
-// Element-wise math without an LLVM intrinsic (GELU's erf in an imported
-// model) becomes a libm call.
+// Element-wise math without an LLVM intrinsic (erf in f64) becomes a libm
+// call; GELU's erf in f32 on a row's vector takes a polynomial
+// (rpe-vectorize-rows), not erff.
+// LLVM-LABEL: define {{.*}} @erf_f64(
+// LLVM: call double @erf(double
 // LLVM-LABEL: define {{.*}} @gelu_erf(
-// LLVM: call float @erff(float
+// LLVM-NOT: call float @erff(
+// LLVM: ret
+func.func @erf_f64(%x: tensor<4x8xf64>) -> tensor<4x8xf64> {
+  %init = tensor.empty() : tensor<4x8xf64>
+  %0 = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf64>) outs(%init : tensor<4x8xf64>) {
+  ^bb0(%in: f64, %out: f64):
+    %e = math.erf %in : f64
+    linalg.yield %e : f64
+  } -> tensor<4x8xf64>
+  return %0 : tensor<4x8xf64>
+}
+
 func.func @gelu_erf(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %init = tensor.empty() : tensor<4x8xf32>
   %0 = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
