@@ -8,6 +8,7 @@
 #   scripts/setup.sh              # Release build in build/, venv in build/venv
 #   SWIN_SANITIZE=1 scripts/setup.sh   # ASan/UBSan build in build-asan/
 #   SWIN_VENV=DIR scripts/setup.sh     # the venv in DIR (shared by checkouts)
+#   SWIN_WM_VENV=DIR scripts/setup.sh  # its torch-mlir layer in DIR (build/venv-wm)
 #   SWIN_TORCH=0 scripts/setup.sh      # no venv (offline; not under CI=true)
 set -euo pipefail
 
@@ -41,6 +42,7 @@ fi
 source "$ROOT/scripts/python-env.sh"
 if swin_torch_enabled; then
   swin_venv_ensure
+  swin_wm_venv_ensure
 else
   echo "setup: SWIN_TORCH=0: no Python test environment; the torch tests will skip"
 fi

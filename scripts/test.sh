@@ -20,7 +20,9 @@ PYTHON="${PYTHON:-python3}"
 source "$ROOT/scripts/python-env.sh"
 if swin_torch_enabled; then
   swin_venv_ensure
-  PYTEST_PYTHON="$(swin_venv_python)"
+  # torch-mlir for the whole-model tests, layered on the torch venv.
+  swin_wm_venv_ensure
+  PYTEST_PYTHON="$(swin_wm_venv_python)"
   # Here torch is installed: a torch test skipping for an import is a failure.
   export SWIN_REQUIRE_TORCH=1
 else

@@ -32,6 +32,12 @@ LogicalResult emitFusedKernel(RewriterBase &rewriter,
                               FusedAttentionOpInterface op,
                               const FusedKernelOptions &options);
 
+/// Replaces the bufferized `op` by its CPU kernel (MatmulKernel.cpp) on
+/// vectors of `vectorWidth` f32 lanes, built where the op is. Fails, with
+/// an error on the op, when its panels do not fit the vectors.
+LogicalResult emitMatmulKernel(RewriterBase &rewriter, MatmulOp op,
+                               int64_t vectorWidth);
+
 } // namespace mlir::rpe
 
 #endif // RPE_CODEGEN_H

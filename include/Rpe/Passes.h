@@ -78,6 +78,13 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Run the (window, head) items in parallel through "
                      "OpenMP"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> matmul{
+      *this, "matmul",
+      llvm::cl::desc("Compile linalg contractions (linear layers) as "
+                     "rpe.matmul: weights packed at compile time, bias, GELU "
+                     "and residual fused, register-blocked vector kernels "
+                     "(rpe-form-matmul, rpe-lower-matmul)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> itemRange{
       *this, "item-range",
       llvm::cl::desc("The fused kernel's function takes trailing `begin` and "
@@ -171,10 +178,11 @@ void addGpuSerializationPass(OpPassManager &pm,
                              const GpuPipelineOptions &options);
 
 /// The target-independent front of both pipelines: the raising of imported
-/// attention (`raise`), fusion, the unfused lowering of what does not fuse,
-/// bufferization.
-void buildBufferizationPipeline(OpPassManager &pm, bool fuse,
-                                bool raise = false);
+/// attention (`raise`), fusion, with a non-zero `panelWidth` the model's
+/// contractions as rpe.matmul with weights in panels of that width, the
+/// unfused lowering of what does not fuse, bufferization.
+void buildBufferizationPipeline(OpPassManager &pm, bool fuse, bool raise,
+                                int64_t panelWidth = 0);
 
 /// Registers the passes and the named pipelines of this project.
 void registerRpePassesAndPipelines();

@@ -346,4 +346,60 @@ def RpeCheckLowered : Pass<"rpe-check-lowered", "::mlir::ModuleOp"> {
   ];
 }
 
+def RpeFormMatmul : Pass<"rpe-form-matmul"> {
+  let summary = "Turn linalg contractions into rpe.matmul, with constant "
+                "weights packed and elementwise consumers fused";
+  let description = [{
+    An imported model's linear layers are `linalg.matmul`s of a transposed
+    constant weight, followed by generics that add the bias, apply GELU or
+    add the residual; lowered as they are, each is a loop nest of its own
+    that writes and rereads its result, and the weight is transposed on
+    every call. This pass turns each 2-D f32 contraction `A[M, K] B[K, N]`
+    (B possibly transposed) into `rpe.matmul`:
+
+    * a constant B (also behind `linalg.transpose`) is packed into panels
+      `[N / NR, K, NR]` at compile time (`NR` = `panel-width`, the kernel's
+      register tile width); other weights are packed by the kernel at run
+      time;
+    * elementwise generics fuse first (upstream's elementwise fusion of
+      single-use producers), then an elementwise generic that is the
+      product's only user becomes the op's epilogue, its other inputs
+      epilogue inputs read at `(n)`, `(m, n)`, `(m)` or `0`.
+
+    The algorithm of the kernel is in `lib/Codegen/MatmulKernel.cpp`.
+  }];
+  let options = [
+    Option<"panelWidth", "panel-width", "int64_t", /*default=*/"48",
+           "Columns of a packed panel of B: the kernel's register tile "
+           "width (48 for AVX-512, 24 for AVX2)">,
+  ];
+  let dependentDialects = ["::mlir::rpe::RpeDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def RpeLowerMatmul : Pass<"rpe-lower-matmul"> {
+  let summary = "Lower bufferized rpe.matmul to a register-blocked vector "
+                "kernel";
+  let description = [{
+    Replaces each `rpe.matmul` on memrefs by its CPU kernel: an
+    `scf.parallel` over (panel, block of rows) items whose body keeps an
+    `MR x NR` tile of the product in vector registers over the whole
+    reduction, applies the epilogue to each vector and stores it. The
+    algorithm and the tile sizes are in `lib/Codegen/MatmulKernel.cpp`.
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
+           "f32 lanes of the kernel's vectors (8 for AVX2, 16 for "
+           "AVX-512); the panel width of a packed rhs must be a multiple">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
 #endif // RPE_PASSES_TD

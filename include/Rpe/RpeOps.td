@@ -586,4 +586,103 @@ def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
   let hasVerifier = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// rpe.matmul
+//===----------------------------------------------------------------------===//
+
+def Rpe_MatmulOp : Rpe_Op<"matmul", [
+    DestinationStyleOpInterface, SingleBlock,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<BufferizableOpInterface,
+        ["bufferizesToMemoryRead", "bufferizesToMemoryWrite",
+         "getAliasingValues", "bufferize"]>]> {
+  let summary = "A matrix product with weights packed in panels and an "
+                "elementwise epilogue";
+  let description = [{
+    The dense linear algebra of a model (its linear layers and patch
+    merging) in the form its CPU kernel computes it:
+
+    ```
+    out[m, n] = epilogue(sum_k lhs[m, k] * B[k, n], e_0[map_0(m, n)], ...)
+    ```
+
+    `lhs` is `[M, K]`. The weights `B` (`K x N`, `N` the destination's last
+    extent) come as `rhs` in one of three layouts:
+
+    * packed `[P, K, NR]`: `rhs[p, k, r] = B[k, p * NR + r]`, zero past
+      `N`, so that the kernel's register tile reads `NR` consecutive
+      columns of a row of `B` at one address. `rpe-form-matmul` packs
+      constant weights so at compile time;
+    * `[K, N]`, or `[N, K]` with `transpose_rhs` (a linear layer's
+      weight): packed by the kernel at run time.
+
+    The `epilogue` region maps the product's value (its first argument) and
+    one element of each `epilogue_inputs` operand to the result element: a
+    bias, GELU, a residual, all applied while the product is in registers.
+    Its ops must be elementwise (arith, math): the kernel runs them on
+    vectors. `epilogue_maps` give each input's element for `(m, n)`; a
+    result is `m`, `n` or `0`. The product does not accumulate into the
+    destination's contents.
+
+    It is produced by `rpe-form-matmul` from linalg contractions and their
+    elementwise consumers, bufferized like any destination-style op and
+    lowered, after bufferization, by `rpe-lower-matmul`.
+
+    Example:
+
+    ```mlir
+    %y = rpe.matmul ins(%x, %w : tensor<3136x96xf32>, tensor<8x96x48xf32>)
+                    epilogue(%bias : tensor<384xf32>)
+                    outs(%init : tensor<3136x384xf32>)
+                    {epilogue_maps = [affine_map<(m, n) -> (n)>]} {
+    ^bb0(%acc: f32, %b: f32):
+      %0 = arith.addf %acc, %b : f32
+      rpe.yield %0 : f32
+    } -> tensor<3136x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyShaped:$lhs, AnyShaped:$rhs,
+                       Variadic<AnyShaped>:$epilogue_inputs,
+                       AnyShaped:$init,
+                       DefaultValuedAttr<AffineMapArrayAttr, "{}">:$epilogue_maps,
+                       UnitAttr:$transpose_rhs);
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+  let regions = (region SizedRegion<1>:$epilogue);
+  let assemblyFormat = [{
+    `ins` `(` $lhs `,` $rhs `:` type($lhs) `,` type($rhs) `)`
+    (`epilogue` `(` $epilogue_inputs^ `:` type($epilogue_inputs) `)`)?
+    `outs` `(` $init `:` type($init) `)`
+    attr-dict-with-keyword $epilogue (`->` type($result)^)?
+  }];
+  let builders = [
+    // An identity epilogue: out = lhs · B. On tensors the result is
+    // `init`'s type; on memrefs there is none.
+    OpBuilder<(ins "Value":$lhs, "Value":$rhs, "Value":$init,
+                   CArg<"bool", "false">:$transposeRhs)>
+  ];
+  let extraClassDeclaration = [{
+    MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
+    /// Whether `rhs` is packed in panels ([P, K, NR]).
+    bool hasPackedRhs();
+    /// The panel width NR of a packed `rhs`.
+    int64_t getPanelWidth();
+    /// K, and N (the destination's last extent).
+    int64_t getReductionSize();
+    int64_t getColumns();
+  }];
+  let hasVerifier = 1;
+}
+
+def Rpe_YieldOp : Rpe_Op<"yield", [Pure, Terminator,
+                                   HasParent<"MatmulOp">]> {
+  let summary = "The result of rpe.matmul's epilogue";
+  let description = [{
+    Ends the `epilogue` region of `rpe.matmul` with the element it computes,
+    of the destination's element type.
+  }];
+  let arguments = (ins AnyType:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
 #endif // RPE_OPS_TD

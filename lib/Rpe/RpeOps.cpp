@@ -3,6 +3,8 @@
 #include "Rpe/RpeOps.h"
 #include "Rpe/WindowGeometry.h"
 
+#include "DestinationStyle.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -727,35 +729,79 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
   return success();
 }
 
-LogicalResult FusedWindowAttentionOp::verify() {
-  bool onTensors = isa<RankedTensorType>(getQuery().getType());
-  for (Value operand : getOperands())
+//===----------------------------------------------------------------------===//
+// Destination-style ops that overwrite their destination
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+mlir::rpe::detail::verifyTensorsOrMemrefs(DestinationStyleOpInterface op) {
+  Value init = op.getDpsInits().front();
+  bool onTensors = isa<RankedTensorType>(init.getType());
+  for (Value operand : op->getOperands())
     if (isa<RankedTensorType>(operand.getType()) != onTensors ||
         !(isa<RankedTensorType>(operand.getType()) ||
           isa<MemRefType>(operand.getType())))
-      return emitOpError()
+      return op.emitOpError()
              << "expects all operands to be ranked tensors or all memrefs";
-  if (onTensors != (getNumResults() == 1) || getNumResults() > 1)
-    return emitOpError() << "expects one result on tensors and none on "
-                            "memrefs";
-  if (onTensors && getResult().front().getType() != getInit().getType())
-    return emitOpError() << "expects the result type to be the destination's";
-  return verifyFusedAttention(*this, "destination");
+  if (onTensors != (op->getNumResults() == 1) || op->getNumResults() > 1)
+    return op.emitOpError() << "expects one result on tensors and none on "
+                               "memrefs";
+  if (onTensors && op->getResult(0).getType() != init.getType())
+    return op.emitOpError()
+           << "expects the result type to be the destination's";
+  return success();
 }
 
-void FusedWindowAttentionOp::getEffects(
+void mlir::rpe::detail::getDestinationEffects(
+    DestinationStyleOpInterface op,
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  for (OpOperand &operand : getOperation()->getOpOperands()) {
+  for (OpOperand &operand : op->getOpOperands()) {
     if (!isa<MemRefType>(operand.get().getType()))
       continue;
-    if (isDpsInit(&operand))
+    if (op.isDpsInit(&operand))
       effects.emplace_back(MemoryEffects::Write::get(), &operand,
                            SideEffects::DefaultResource::get());
     else
       effects.emplace_back(MemoryEffects::Read::get(), &operand,
                            SideEffects::DefaultResource::get());
   }
+}
+
+bufferization::AliasingValueList
+mlir::rpe::detail::getDestinationAliases(DestinationStyleOpInterface op,
+                                         OpOperand &operand) {
+  if (!op.isDpsInit(&operand))
+    return {};
+  return {{op->getResult(0), bufferization::BufferRelation::Equivalent}};
+}
+
+FailureOr<SmallVector<Value>> mlir::rpe::detail::getOperandBuffers(
+    Operation *op, RewriterBase &rewriter,
+    const bufferization::BufferizationOptions &options,
+    bufferization::BufferizationState &state) {
+  SmallVector<Value> buffers;
+  for (Value operand : op->getOperands()) {
+    FailureOr<Value> buffer =
+        bufferization::getBuffer(rewriter, operand, options, state);
+    if (failed(buffer))
+      return failure();
+    buffers.push_back(*buffer);
+  }
+  rewriter.setInsertionPoint(op);
+  return buffers;
+}
+
+LogicalResult FusedWindowAttentionOp::verify() {
+  if (failed(detail::verifyTensorsOrMemrefs(*this)))
+    return failure();
+  return verifyFusedAttention(*this, "destination");
+}
+
+void FusedWindowAttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  detail::getDestinationEffects(*this, effects);
 }
 
 bool FusedWindowAttentionOp::bufferizesToMemoryRead(
@@ -771,29 +817,23 @@ bool FusedWindowAttentionOp::bufferizesToMemoryWrite(
 
 bufferization::AliasingValueList FusedWindowAttentionOp::getAliasingValues(
     OpOperand &operand, const bufferization::AnalysisState &) {
-  if (!isDpsInit(&operand))
-    return {};
-  return {{getResult().front(), bufferization::BufferRelation::Equivalent}};
+  return detail::getDestinationAliases(*this, operand);
 }
 
 LogicalResult FusedWindowAttentionOp::bufferize(
     RewriterBase &rewriter, const bufferization::BufferizationOptions &options,
     bufferization::BufferizationState &state) {
-  SmallVector<Value> buffers;
-  for (Value operand : getOperands()) {
-    FailureOr<Value> buffer =
-        bufferization::getBuffer(rewriter, operand, options, state);
-    if (failed(buffer))
-      return failure();
-    buffers.push_back(*buffer);
-  }
-  rewriter.setInsertionPoint(*this);
+  FailureOr<SmallVector<Value>> buffers =
+      detail::getOperandBuffers(*this, rewriter, options, state);
+  if (failed(buffers))
+    return failure();
   // The same attention on the buffers, writing the destination's (the last
   // operand's) buffer instead of returning a tensor.
   FusedWindowAttentionOp::create(rewriter, getLoc(),
-                                 /*resultTypes=*/TypeRange{}, buffers,
+                                 /*resultTypes=*/TypeRange{}, *buffers,
                                  getProperties());
-  bufferization::replaceOpWithBufferizedValues(rewriter, *this, buffers.back());
+  bufferization::replaceOpWithBufferizedValues(rewriter, *this,
+                                               buffers->back());
   return success();
 }
 

@@ -544,7 +544,8 @@ struct ConvertRpeToLinalgPass
     ConversionTarget target(*context);
     target.addIllegalDialect<RpeDialect>();
     // The fused ops are lowered after bufferization.
-    target.addLegalOp<FusedWindowAttentionOp, FusedWindowAttentionGradOp>();
+    target.addLegalOp<FusedWindowAttentionOp, FusedWindowAttentionGradOp,
+                      MatmulOp, YieldOp>();
     target.addIllegalOp<linalg::SoftmaxOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,

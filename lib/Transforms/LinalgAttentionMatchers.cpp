@@ -170,10 +170,7 @@ bool isSumOfInputs(linalg::GenericOp generic) {
 // Products and scaling
 //===----------------------------------------------------------------------===//
 
-/// The constant factor of a product body `acc + x · y`, where {x, y} are
-/// the two inputs' block arguments, either possibly multiplied by a
-/// constant; nothing for any other body.
-static std::optional<double> readProductBody(linalg::LinalgOp op) {
+std::optional<double> mlir::rpe::readProductBody(linalg::LinalgOp op) {
   Block *body = op.getBlock();
   if (body->getNumArguments() != 3)
     return std::nullopt;

@@ -81,6 +81,12 @@ struct BatchedProduct {
   double scale = 1.0;
 };
 
+/// The constant factor of a product body `acc + x · y`, where {x, y} are
+/// the two inputs' block arguments, either possibly multiplied by a
+/// constant; nothing for any other body (linalg::isaContractionOpInterface
+/// also takes `acc + (-x) · y`).
+std::optional<double> readProductBody(linalg::LinalgOp op);
+
 /// Matches a BatchedProduct. The loops come from upstream's
 /// linalg::inferContractionDims. The body is read here:
 /// linalg::isaContractionOpInterface would take bodies that feed the

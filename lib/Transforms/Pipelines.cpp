@@ -59,7 +59,7 @@ struct RpeCheckLoweredPass
 } // namespace
 
 void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
-                                           bool raise) {
+                                           bool raise, int64_t panelWidth) {
   // Imported modules spell the attention in linalg: raise it to rpe ops
   // first, so that it fuses (or, unfused, lowers as rpe's reference).
   if (raise)
@@ -69,6 +69,10 @@ void mlir::rpe::buildBufferizationPipeline(OpPassManager &pm, bool fuse,
   // does not fuse): rpe -> linalg on tensors, index and mask as constants.
   if (fuse)
     pm.addPass(createRpeFuseBiasSoftmax());
+  // The model's own contractions (not the unfused attention's, which
+  // convert-rpe-to-linalg makes next) become rpe.matmul.
+  if (panelWidth)
+    pm.addPass(createRpeFormMatmul(RpeFormMatmulOptions{panelWidth}));
   pm.addPass(createRpeFoldRelativeIndex());
   pm.addPass(createConvertRpeToLinalg());
   pm.addPass(createCanonicalizerPass());
@@ -106,7 +110,12 @@ static void addMemrefsAndLoopsToLLVMPasses(OpPassManager &pm) {
 
 void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
-  buildBufferizationPipeline(pm, options.fuse, options.raise);
+  // Panels of three vectors: 8 x 3 zmm accumulators on AVX-512, 4 x 3 ymm
+  // on AVX2 (MatmulKernel.cpp).
+  int64_t panelWidth = options.matmul ? 3 * options.vectorWidth : 0;
+  buildBufferizationPipeline(pm, options.fuse, options.raise, panelWidth);
+  if (options.matmul)
+    pm.addPass(createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));
   // OpenMP threads of the kernel's own, unless its caller runs the items.
   bool openMP = options.parallel && !options.itemRange;
   if (options.fuse) {
@@ -207,7 +216,9 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
                                        const GpuPipelineOptions &options,
                                        const NvptxTarget &target) {
   buildBufferizationPipeline(pm, /*fuse=*/true, options.raise);
-  // Unfused leftovers run on the host as loops.
+  // Unfused leftovers run on the host as loops; an rpe.matmul in the input
+  // on the host's vectors (8 lanes: any x86-64).
+  pm.addPass(createRpeLowerMatmul());
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
 
@@ -268,6 +279,8 @@ void mlir::rpe::buildGpuPipeline(OpPassManager &pm,
   // Host code: LLVM, with the launch as gpu-to-llvm's runtime calls. An
   // imported module's GELU (math.erf) runs on the host and calls libm.
   addMemrefsAndLoopsToLLVMPasses(pm);
+  // The host's vectors: an rpe.matmul's kernel.
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());

@@ -218,42 +218,52 @@ def _descriptor(array: np.ndarray):
 
 
 def compile_module(mlir: Path, swin_opt: str, work_dir: Path, pipeline: str = "rpe-cpu-pipeline",
-                   translate: str = "mlir-translate-22", clang: str = "clang-22") -> Path:
-    """``swin-opt --<pipeline> | mlir-translate --mlir-to-llvmir | clang -shared``."""
+                   translate: str = "mlir-translate-22", clang: str = "clang-22", opt_level: str = "-O2") -> Path:
+    """``swin-opt --<pipeline> | mlir-translate --mlir-to-llvmir | clang <opt_level> -shared``."""
     llvm_dialect = work_dir / (mlir.stem + ".llvm.mlir")
     llvm_ir = work_dir / (mlir.stem + ".ll")
     library = work_dir / (mlir.stem + ".so")
     subprocess.run([swin_opt, str(mlir), f"--{pipeline}", "-o", str(llvm_dialect)], check=True)
     subprocess.run([translate, "--mlir-to-llvmir", str(llvm_dialect), "-o", str(llvm_ir)], check=True)
-    subprocess.run([clang, "-O2", "-shared", "-fPIC", "-fopenmp", str(llvm_ir), "-o", str(library), "-lm"],
+    subprocess.run([clang, opt_level, "-shared", "-fPIC", "-fopenmp", str(llvm_ir), "-o", str(library), "-lm"],
                    check=True)
     return library
 
 
+class ForwardLibrary:
+    """``_mlir_ciface_<func>(&result, &arg0, ...)`` of a compiled module, callable.
+
+    The result memref is allocated by the module (and leaked: 4 bytes per
+    output element a call); it is copied out.
+    """
+
+    def __init__(self, library: Path, func: str = "forward"):
+        self.func = func
+        self._lib = ctypes.CDLL(str(Path(library).resolve()))
+        self._entry = getattr(self._lib, f"_mlir_ciface_{func}")
+        self._entry.restype = None
+
+    def __call__(self, inputs: Sequence[np.ndarray], result_shape: Tuple[int, ...]) -> np.ndarray:
+        inputs = [np.ascontiguousarray(a, dtype=np.float32) for a in inputs]
+        descriptors = [_descriptor(a) for a in inputs]
+        result = _descriptor_type(len(result_shape))()
+        self._entry(ctypes.byref(result), *[ctypes.byref(d) for d in descriptors])
+        count = int(np.prod(result_shape))
+        strides = [result.strides[i] for i in range(len(result_shape))]
+        sizes = tuple(result.sizes[i] for i in range(len(result_shape)))
+        if sizes != tuple(result_shape):
+            raise RuntimeError(f"@{self.func} returned a {sizes} memref, expected {tuple(result_shape)}")
+        base = ctypes.cast(result.aligned, ctypes.POINTER(ctypes.c_float))
+        flat = np.ctypeslib.as_array(base, shape=(result.offset + count * max(1, max(strides)),))
+        view = np.lib.stride_tricks.as_strided(flat[result.offset:], shape=sizes,
+                                               strides=[s * 4 for s in strides])
+        return np.array(view)
+
+
 def run_forward(library: Path, inputs: Sequence[np.ndarray], result_shape: Tuple[int, ...],
                 func: str = "forward") -> np.ndarray:
-    """Calls ``_mlir_ciface_<func>(&result, &arg0, ...)`` of a compiled module.
-
-    The result memref is allocated by the module (and leaked: the process
-    is short-lived); it is copied out.
-    """
-    lib = ctypes.CDLL(str(library))
-    inputs = [np.ascontiguousarray(a, dtype=np.float32) for a in inputs]
-    descriptors = [_descriptor(a) for a in inputs]
-    result = _descriptor_type(len(result_shape))()
-    entry = getattr(lib, f"_mlir_ciface_{func}")
-    entry.restype = None
-    entry(ctypes.byref(result), *[ctypes.byref(d) for d in descriptors])
-    count = int(np.prod(result_shape))
-    strides = [result.strides[i] for i in range(len(result_shape))]
-    sizes = tuple(result.sizes[i] for i in range(len(result_shape)))
-    if sizes != tuple(result_shape):
-        raise RuntimeError(f"@{func} returned a {sizes} memref, expected {tuple(result_shape)}")
-    base = ctypes.cast(result.aligned, ctypes.POINTER(ctypes.c_float))
-    flat = np.ctypeslib.as_array(base, shape=(result.offset + count * max(1, max(strides)),))
-    view = np.lib.stride_tricks.as_strided(flat[result.offset:], shape=sizes,
-                                           strides=[s * 4 for s in strides])
-    return np.array(view)
+    """Calls ``_mlir_ciface_<func>(&result, &arg0, ...)`` of a compiled module once."""
+    return ForwardLibrary(library, func)(inputs, result_shape)
 
 
 def check(mlir: Path, swin_opt: str, pipeline: str = "rpe-cpu-pipeline", translate: str = "mlir-translate-22",

@@ -5,6 +5,11 @@
 predates this package or builds kernels of another ABI
 (:data:`swin_opt.abi.KERNEL_ABI`). :func:`run_tool` is how every command of
 the package is run (no stdin, output captured).
+
+The wheel (the repository's ``pyproject.toml``) carries statically linked
+``swin-aot`` and ``swin-opt`` in ``swin_opt/bin`` (:func:`bundled_tool`);
+its ``swin-aot`` and ``swin-opt`` commands are :func:`swin_aot_main` and
+:func:`swin_opt_main`, which become those tools.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
@@ -21,7 +27,23 @@ from typing import Optional, Sequence, Tuple
 from .abi import KERNEL_ABI
 from .errors import CompileError, SwinAotNotFoundError, SwinAotVersionError
 
-__all__ = ["find_swin_aot", "source_checkout", "ToolInfo", "tool_info", "clear_tool_cache", "run_tool", "last_line"]
+__all__ = ["find_swin_aot", "bundled_tool", "source_checkout", "ToolInfo", "tool_info",
+           "clear_tool_cache", "run_tool", "last_line"]
+
+#: Where the wheel puts its tools, inside the package (CMake's SWIN_PYTHON_WHEEL).
+BUNDLED_TOOLS_DIR = Path(__file__).resolve().parent / "bin"
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def bundled_tool(name: str) -> Optional[Path]:
+    """``swin_opt/bin/<name>`` (``swin-aot`` or ``swin-opt``) of an installed wheel,
+    or None where the package carries no tools (a source checkout, a pure-Python
+    install of ``python/``)."""
+    path = BUNDLED_TOOLS_DIR / name
+    return path if _executable(path) else None
 
 
 def source_checkout() -> Optional[Path]:
@@ -37,17 +59,21 @@ def source_checkout() -> Optional[Path]:
 
 
 def find_swin_aot() -> Path:
-    """Locate ``swin-aot``: ``$SWIN_AOT``, else, in a source checkout,
+    """Locate ``swin-aot``: ``$SWIN_AOT`` (an explicit choice wins), else the
+    wheel's own (:func:`bundled_tool`), else, in a source checkout,
     ``<checkout>/build/bin/swin-aot``, else ``PATH``."""
     env = os.environ.get("SWIN_AOT")
     if env:
         path = Path(env).expanduser()
-        if path.is_file() and os.access(path, os.X_OK):
+        if _executable(path):
             return path.resolve()
         raise SwinAotNotFoundError(f"SWIN_AOT={env!r} is not an executable file")
+    bundled = bundled_tool("swin-aot")
+    if bundled is not None:
+        return bundled
     root = source_checkout()
     candidate = root / "build" / "bin" / "swin-aot" if root is not None else None
-    if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
+    if candidate is not None and _executable(candidate):
         return candidate
     found = shutil.which("swin-aot")
     if found:
@@ -55,10 +81,36 @@ def find_swin_aot() -> Path:
     if candidate is not None:
         build = f"build this checkout (scripts/setup.sh, or cmake) into {candidate}, "
     else:
-        build = "build one from a swin-opt source checkout (its scripts/setup.sh), "
+        # An installed copy without the wheel's tools (pip install of python/ alone,
+        # or a wheel whose swin_opt/bin went missing).
+        build = ("install the swin-opt wheel, which carries swin-aot (`pip install .` in a "
+                 "swin-opt checkout builds it), ")
     raise SwinAotNotFoundError(
         f"swin-aot not found: set SWIN_AOT to the path of a swin-aot executable, {build}"
         "or put swin-aot on PATH")
+
+
+def _exec_bundled(name: str) -> None:
+    """Become the wheel's ``name`` with this process's arguments (the console
+    scripts ``swin-aot`` and ``swin-opt``); exit 127 with a message if it is missing."""
+    path = bundled_tool(name)
+    if path is None:
+        sys.stderr.write(f"{name}: this swin_opt ({Path(__file__).resolve().parent}) carries "
+                         f"no {BUNDLED_TOOLS_DIR.name}/{name}: reinstall the swin-opt wheel\n")
+        sys.exit(127)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(path, [str(path), *sys.argv[1:]])
+
+
+def swin_aot_main() -> None:
+    """The wheel's ``swin-aot`` command."""
+    _exec_bundled("swin-aot")
+
+
+def swin_opt_main() -> None:
+    """The wheel's ``swin-opt`` command."""
+    _exec_bundled("swin-opt")
 
 
 @dataclasses.dataclass(frozen=True)

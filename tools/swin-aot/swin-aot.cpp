@@ -41,6 +41,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/StringSaver.h"
@@ -454,6 +455,41 @@ static llvm::Error writeInterface(swin_aot::OutputFiles &files,
   });
 }
 
+/// What a GPU kernel needs of the CUDA toolkit, checked before compiling so
+/// that a machine without one gets a line that says so: libdevice, whose
+/// math functions every kernel calls (without it the PTX would call them
+/// unresolved), and for cubin and fatbin ptxas (and fatbinary), which
+/// MLIR's NVVM target takes from the toolkit's bin/ or from PATH.
+static llvm::Error checkCudaToolkit(const KernelConfig &config, Emit emit) {
+  llvm::StringRef toolkit = config.cudaToolkit;
+  llvm::SmallString<256> libdevice(toolkit);
+  llvm::sys::path::append(libdevice, "nvvm", "libdevice", "libdevice.10.bc");
+  if (!llvm::sys::fs::is_regular_file(libdevice))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--target=nvptx needs a CUDA toolkit: no libdevice at " + libdevice +
+            " (install the CUDA toolkit, or point --cuda-toolkit at one)");
+  if (emit == Emit::Ptx)
+    return llvm::Error::success();
+  llvm::StringRef emitName = emit == Emit::Cubin ? "cubin" : "fatbin";
+  for (llvm::StringRef tool : {"ptxas", "fatbinary"}) {
+    if (tool == "fatbinary" && emit != Emit::Fatbin)
+      continue;
+    llvm::SmallString<256> path(toolkit);
+    llvm::sys::path::append(path, "bin", tool);
+    if (llvm::sys::fs::can_execute(path) || llvm::sys::findProgramByName(tool))
+      continue;
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--emit=" + emitName + " needs " + tool +
+            " from the CUDA toolkit: not in " + toolkit +
+            "/bin nor on PATH (install the toolkit, or point --cuda-toolkit "
+            "at one; --emit=ptx needs no " +
+            tool + ")");
+  }
+  return llvm::Error::success();
+}
+
 /// Whether --emit can go to `output`.
 static llvm::Error checkOutput(Emit emit, llvm::StringRef output) {
   auto error = [](const llvm::Twine &message) {
@@ -537,6 +573,8 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
     return writeModule(files, *module, output);
 
   if (config.isGpu()) {
+    if (llvm::Error e = checkCudaToolkit(config, emit))
+      return e;
     GpuBinaryFormat format = emit == Emit::Ptx     ? GpuBinaryFormat::Isa
                              : emit == Emit::Cubin ? GpuBinaryFormat::Bin
                                                    : GpuBinaryFormat::Fatbin;

@@ -21,6 +21,52 @@ _COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
 
 _FRAMEWORKS = ("timm", "torchvision", "transformers")
 
+#: The versions swap_attention supports, ``(lowest, first unsupported)``: torch
+#: 2.7 brought ``torch.compiler.is_exporting`` (the patches' export check),
+#: torchvision 0.22 is its torchvision; transformers 4.x (``SwinSelfAttention``)
+#: and 5.x (``SwinAttention``) each have their patch. Tested (python/tests,
+#: scripts/wheel.sh): the pins of python/requirements-torch.txt.
+SUPPORTED_VERSIONS = {
+    "torch": ((2, 7), (3,)),
+    "torchvision": ((0, 22), (1,)),
+    "timm": ((1, 0), (2,)),
+    "transformers": ((4, 40), (6,)),
+}
+
+#: the unsupported ``(package, version)`` sets already warned about
+_version_warned: set = set()
+
+
+def _version_tuple(text: str) -> tuple:
+    """``"2.15.0+cu130"`` -> ``(2, 15, 0)``: the leading numeric release."""
+    return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0].split("rc")[0])[:3])
+
+
+def _range_text(low: tuple, high: tuple) -> str:
+    return ">=" + ".".join(map(str, low)) + ",<" + ".".join(map(str, high))
+
+
+def _check_versions(frameworks) -> None:
+    """One warning (once per process and set of versions) naming every package among
+    torch and ``frameworks`` whose installed version is outside
+    :data:`SUPPORTED_VERSIONS`."""
+    outside = []
+    for package in ("torch", *sorted(set(frameworks))):
+        module = sys.modules.get(package)
+        version = getattr(module, "__version__", None)
+        if not isinstance(version, str):
+            continue
+        low, high = SUPPORTED_VERSIONS[package]
+        if not low <= _version_tuple(version) < high:
+            outside.append((package, version, _range_text(low, high)))
+    key = frozenset(outside)
+    if not outside or key in _version_warned:
+        return
+    _version_warned.add(key)
+    what = "; ".join(f"{p} {v} (supported: {r})" for p, v, r in outside)
+    warnings.warn(f"swin_opt: swap_attention does not support {what}: patched modules may "
+                  "fall back or fail; install a supported version", stacklevel=3)
+
 
 class _Dispatch:
     """The instance attribute a patch installs (``module.forward`` / ``module._attn`` /
@@ -248,6 +294,9 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         _skipped[module] = {"name": name, "framework": fw, "class": _class_name(module),
                             "reason": why}
     _warn_skipped(model, count, skipped, frameworks)
+    seen = {fw for _, module in model.named_modules() for fw, cls, _ in all_classes
+            if isinstance(module, cls)}
+    _check_versions(seen)
     return count
 
 

@@ -1,0 +1,405 @@
+//===- FormMatmul.cpp - rpe-form-matmul ------------------------------------===//
+//
+// The dense linear algebra of an imported model (its linear layers, the
+// patch merging's reduction, the classifier) arrives as linalg
+// contractions with a transposed constant weight, followed by generics that
+// add the bias, apply GELU or add the residual. This pass turns each
+// contraction into rpe.matmul, whose CPU kernel (rpe-lower-matmul) keeps a
+// register tile of the product and applies the elementwise work to it
+// before it is stored:
+//
+//   1. fuseElementwiseProducers: upstream's elementwise fusion, so that a
+//      bias broadcast and its add (or GELU's five generics) are one generic;
+//   2. ContractionToMatmul: C = A B with A [M, K] row-major and B [K, N] or
+//      its transpose; a constant B (through linalg.transpose) is packed in
+//      panels [N / NR, K, NR] here, at compile time, so that neither the
+//      transpose nor the packing runs when the model does;
+//   3. FuseEpilogue: an elementwise generic that is the product's only user
+//      moves into the rpe.matmul's epilogue, its other inputs becoming
+//      epilogue inputs (a bias read at (n), a residual at (m, n)).
+//
+//===----------------------------------------------------------------------===//
+
+#include "LinalgAttentionMatchers.h"
+
+#include "Rpe/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::rpe {
+#define GEN_PASS_DEF_RPEFORMMATMUL
+#include "Rpe/Passes.h.inc"
+} // namespace mlir::rpe
+
+using namespace mlir;
+using namespace mlir::rpe;
+
+namespace {
+
+/// The values of an f32 constant tensor, dense or a resource blob (as
+/// torch-mlir writes its weights); none for anything else.
+std::optional<ArrayRef<float>> getFloatValues(Attribute attr,
+                                              SmallVectorImpl<float> &storage) {
+  if (auto resource = dyn_cast<DenseF32ResourceElementsAttr>(attr))
+    return resource.tryGetAsArrayRef();
+  auto dense = dyn_cast<DenseFPElementsAttr>(attr);
+  if (!dense || !dense.getElementType().isF32())
+    return std::nullopt;
+  storage.assign(dense.getValues<float>().begin(),
+                 dense.getValues<float>().end());
+  return ArrayRef<float>(storage);
+}
+
+/// The weights of a contraction as stored: B [K, N], or its transpose
+/// [N, K] (`transposed`), possibly the constant `values` behind a
+/// linalg.transpose.
+struct Weights {
+  Value tensor;
+  bool transposed = false;
+  Attribute constant;
+};
+
+/// `value` as the contraction's B, looking through transposes of a
+/// constant.
+Weights findWeights(Value value, bool transposed) {
+  Weights weights{value, transposed, Attribute()};
+  while (auto transpose = value.getDefiningOp<linalg::TransposeOp>()) {
+    if (transpose.getPermutation() != ArrayRef<int64_t>{1, 0})
+      break;
+    value = transpose.getInput();
+    transposed = !transposed;
+  }
+  Attribute constant;
+  if (matchPattern(value, m_Constant(&constant)))
+    weights = {value, transposed, constant};
+  return weights;
+}
+
+/// B packed in panels of `width` columns: packed[p, k, r] = B[k, p * width
+/// + r], zero past N, as a resource blob (no uniquing of megabytes).
+Value packConstantWeights(OpBuilder &b, Location loc, ArrayRef<float> values,
+                          bool transposed, int64_t k, int64_t n,
+                          int64_t width) {
+  int64_t panels = llvm::divideCeil(n, width);
+  std::vector<float> packed(panels * k * width, 0.0f);
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t r = 0; r < width && p * width + r < n; ++r) {
+        int64_t column = p * width + r;
+        packed[(p * k + kk) * width + r] =
+            transposed ? values[column * k + kk] : values[kk * n + column];
+      }
+  auto type = RankedTensorType::get({panels, k, width}, b.getF32Type());
+  auto blob = HeapAsmResourceBlob::allocateAndCopyInferAlign(
+      ArrayRef<float>(packed));
+  auto attr = DenseResourceElementsAttr::get(type, "rpe_packed_weights",
+                                             std::move(blob));
+  return arith::ConstantOp::create(b, loc, type, attr);
+}
+
+/// Whether `op` is a contraction C[m, n] += A[m, k] B[k, n] (or B[n, k])
+/// in f32 with static K and N, that rpe.matmul computes: its loops from
+/// upstream's inferContractionDims, its body a plain product (the shared
+/// reader; upstream's isaContractionOpInterface would also take
+/// `acc + (-a) · b`).
+struct Contraction {
+  Value lhs, rhs, init;
+  bool transposedRhs;
+};
+std::optional<Contraction> matchContraction(linalg::LinalgOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() != 3 || !op.hasPureTensorSemantics())
+    return std::nullopt;
+  std::optional<double> factor = readProductBody(op);
+  if (!factor || *factor != 1.0)
+    return std::nullopt;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || !dims->batch.empty() || dims->m.size() != 1 ||
+      dims->n.size() != 1 || dims->k.size() != 1)
+    return std::nullopt;
+  MLIRContext *context = op->getContext();
+  AffineExpr m = getAffineDimExpr(dims->m[0], context);
+  AffineExpr n = getAffineDimExpr(dims->n[0], context);
+  AffineExpr k = getAffineDimExpr(dims->k[0], context);
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  auto mapIs = [&](AffineMap map, ArrayRef<AffineExpr> results) {
+    return map.getResults() == results;
+  };
+  // A is read row by row: [M, K], row-major.
+  if (!mapIs(maps[0], {m, k}) || !mapIs(maps[2], {m, n}))
+    return std::nullopt;
+  bool transposed = mapIs(maps[1], {n, k});
+  if (!transposed && !mapIs(maps[1], {k, n}))
+    return std::nullopt;
+  Value lhs = op.getDpsInputOperand(0)->get();
+  Value rhs = op.getDpsInputOperand(1)->get();
+  Value init = op.getDpsInitOperand(0)->get();
+  for (Value v : {lhs, rhs, init}) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.getElementType().isF32())
+      return std::nullopt;
+  }
+  auto initType = cast<RankedTensorType>(init.getType());
+  auto lhsType = cast<RankedTensorType>(lhs.getType());
+  if (initType.isDynamicDim(1) || lhsType.isDynamicDim(1))
+    return std::nullopt;
+  return Contraction{lhs, rhs, init, transposed};
+}
+
+/// Whether `init` is zero-filled: the contraction starts from nothing.
+bool isZeroFilled(Value init) {
+  auto fill = init.getDefiningOp<linalg::FillOp>();
+  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+}
+
+/// linalg contraction -> rpe.matmul, packing constant weights.
+struct ContractionToMatmul
+    : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  ContractionToMatmul(MLIRContext *context, int64_t panelWidth)
+      : OpInterfaceRewritePattern(context), panelWidth(panelWidth) {}
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
+                                PatternRewriter &rewriter) const override {
+    std::optional<Contraction> contraction = matchContraction(op);
+    if (!contraction)
+      return rewriter.notifyMatchFailure(op, "not a 2-D f32 contraction");
+    Location loc = op.getLoc();
+    auto initType = cast<RankedTensorType>(contraction->init.getType());
+    int64_t k = cast<RankedTensorType>(contraction->lhs.getType()).getDimSize(1);
+    int64_t n = initType.getDimSize(1);
+
+    Weights weights = findWeights(contraction->rhs, contraction->transposedRhs);
+    SmallVector<float> storage;
+    std::optional<ArrayRef<float>> values =
+        weights.constant ? getFloatValues(weights.constant, storage)
+                         : std::nullopt;
+    Value rhs = contraction->rhs;
+    bool transposeRhs = contraction->transposedRhs;
+    if (values) {
+      rhs = packConstantWeights(rewriter, loc, *values, weights.transposed, k,
+                                n, panelWidth);
+      transposeRhs = false;
+    }
+    // A zero-filled destination is only a destination; any other one is
+    // accumulated into, as an epilogue input.
+    bool accumulate = !isZeroFilled(contraction->init);
+    Value destination =
+        accumulate
+            ? tensor::EmptyOp::create(
+                  rewriter, loc,
+                  tensor::getMixedSizes(rewriter, loc, contraction->init),
+                  initType.getElementType())
+                  .getResult()
+            : contraction->init.getDefiningOp<linalg::FillOp>().getOutputs()[0];
+    auto matmul = MatmulOp::create(rewriter, loc, contraction->lhs, rhs,
+                                   destination, transposeRhs);
+    if (accumulate) {
+      // out = product + init
+      MatmulOp::Properties properties = matmul.getProperties();
+      properties.epilogue_maps = rewriter.getAffineMapArrayAttr(
+          {rewriter.getMultiDimIdentityMap(2)});
+      auto accumulating = MatmulOp::create(
+          rewriter, loc, TypeRange{initType},
+          ValueRange{contraction->lhs, rhs, contraction->init, destination},
+          properties);
+      Block *body = rewriter.createBlock(
+          &accumulating.getEpilogue(), {},
+          {rewriter.getF32Type(), rewriter.getF32Type()}, {loc, loc});
+      YieldOp::create(rewriter, loc,
+                      arith::AddFOp::create(rewriter, loc,
+                                            body->getArgument(0),
+                                            body->getArgument(1))
+                          .getResult());
+      rewriter.eraseOp(matmul);
+      rewriter.replaceOp(op, accumulating.getResult());
+      return success();
+    }
+    rewriter.replaceOp(op, matmul.getResult());
+    return success();
+  }
+
+  int64_t panelWidth;
+};
+
+/// The epilogue's ops run on vectors: elementwise arith and math ops, and
+/// constants.
+bool isVectorizableEpilogue(Block &body) {
+  for (Operation &op : body.without_terminator()) {
+    if (isa<arith::ConstantOp>(op))
+      continue;
+    if (op.getNumRegions() != 0 || op.getNumResults() != 1 ||
+        !OpTrait::hasElementwiseMappableTraits(&op))
+      return false;
+    if (!isa<arith::ArithDialect, math::MathDialect>(op.getDialect()))
+      return false;
+  }
+  return true;
+}
+
+/// An input map of the consumer usable as an epilogue map: each result
+/// m, n or 0.
+bool isEpilogueMap(AffineMap map) {
+  if (map.getNumDims() != 2 || map.getNumSymbols() != 0)
+    return false;
+  return llvm::all_of(map.getResults(), [](AffineExpr expr) {
+    auto constant = dyn_cast<AffineConstantExpr>(expr);
+    return isa<AffineDimExpr>(expr) || (constant && constant.getValue() == 0);
+  });
+}
+
+/// generic(rpe.matmul, others...) elementwise -> rpe.matmul with the
+/// generic's body appended to the epilogue.
+struct FuseEpilogue : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp consumer,
+                                PatternRewriter &rewriter) const override {
+    if (consumer.getNumLoops() != 2 ||
+        consumer.getNumParallelLoops() != 2 || consumer.getNumDpsInits() != 1 ||
+        !consumer.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(consumer, "not elementwise on 2-D");
+    OpOperand *out = consumer.getDpsInitOperand(0);
+    if (!consumer.getMatchingIndexingMap(out).isIdentity() ||
+        consumer.payloadUsesValueFromOperand(out))
+      return rewriter.notifyMatchFailure(consumer, "reads its destination");
+    // The product: an input at (m, n) whose producer it is the only user of.
+    MatmulOp producer;
+    for (OpOperand *input : consumer.getDpsInputOperands()) {
+      auto matmul = input->get().getDefiningOp<MatmulOp>();
+      if (matmul && consumer.getMatchingIndexingMap(input).isIdentity() &&
+          llvm::all_of(matmul->getUsers(), [&](Operation *user) {
+            return user == consumer.getOperation();
+          })) {
+        producer = matmul;
+        break;
+      }
+    }
+    if (!producer)
+      return rewriter.notifyMatchFailure(consumer, "no rpe.matmul input");
+    if (!isVectorizableEpilogue(*consumer.getBlock()))
+      return rewriter.notifyMatchFailure(consumer, "not elementwise");
+    SmallVector<OpOperand *> others;
+    for (OpOperand *input : consumer.getDpsInputOperands()) {
+      if (input->get() == producer.getResult().front())
+        continue;
+      if (!isEpilogueMap(consumer.getMatchingIndexingMap(input)))
+        return rewriter.notifyMatchFailure(consumer, "input map not (m, n, 0)");
+      others.push_back(input);
+    }
+
+    SmallVector<Value> inputs(producer.getEpilogueInputs());
+    SmallVector<Attribute> maps(producer.getEpilogueMaps().getValue());
+    for (OpOperand *input : others) {
+      inputs.push_back(input->get());
+      maps.push_back(
+          AffineMapAttr::get(consumer.getMatchingIndexingMap(input)));
+    }
+    Value init = out->get();
+    SmallVector<Value> operands = {producer.getLhs(), producer.getRhs()};
+    llvm::append_range(operands, inputs);
+    operands.push_back(init);
+    MatmulOp::Properties properties = producer.getProperties();
+    properties.epilogue_maps = rewriter.getArrayAttr(maps);
+    auto fused = MatmulOp::create(rewriter, consumer.getLoc(),
+                                  TypeRange{init.getType()}, operands,
+                                  properties);
+
+    // (product, old inputs..., new inputs...): the old epilogue, then the
+    // consumer's body on its value.
+    Block &oldBody = producer.getEpilogue().front();
+    SmallVector<Type> argumentTypes(oldBody.getArgumentTypes());
+    SmallVector<Location> locations(argumentTypes.size(), consumer.getLoc());
+    for (OpOperand *input : others) {
+      argumentTypes.push_back(getElementTypeOrSelf(input->get().getType()));
+      locations.push_back(consumer.getLoc());
+    }
+    Block *body = rewriter.createBlock(&fused.getEpilogue(), {}, argumentTypes,
+                                       locations);
+    IRMapping mapping;
+    for (auto [old, now] :
+         llvm::zip(oldBody.getArguments(), body->getArguments()))
+      mapping.map(old, now);
+    for (Operation &op : oldBody.without_terminator())
+      rewriter.clone(op, mapping);
+    Value product =
+        mapping.lookup(cast<YieldOp>(oldBody.getTerminator()).getValue());
+    Block &consumerBody = *consumer.getBlock();
+    unsigned next = oldBody.getNumArguments();
+    for (OpOperand *input : consumer.getDpsInputOperands()) {
+      BlockArgument argument = consumer.getMatchingBlockArgument(input);
+      mapping.map(argument, input->get() == producer.getResult().front()
+                                ? product
+                                : body->getArgument(next++));
+    }
+    for (Operation &op : consumerBody.without_terminator())
+      rewriter.clone(op, mapping);
+    auto yield = cast<linalg::YieldOp>(consumerBody.getTerminator());
+    YieldOp::create(rewriter, consumer.getLoc(),
+                    mapping.lookupOrDefault(yield.getValues()[0]));
+
+    rewriter.replaceOp(consumer, fused.getResult());
+    rewriter.eraseOp(producer);
+    return success();
+  }
+};
+
+/// An elementwise generic into its elementwise consumer, when it has no
+/// other user (a bias broadcast into its add; GELU's chain into one
+/// generic): upstream's fusion alone, without the rest of its pattern set
+/// (which would replace the consumers' destinations, the function's result
+/// buffers among them, by empty tensors).
+struct FuseElementwiseProducer : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp consumer,
+                                PatternRewriter &rewriter) const override {
+    for (OpOperand &operand : consumer->getOpOperands()) {
+      Operation *producer = operand.get().getDefiningOp();
+      if (!producer || !producer->hasOneUse() ||
+          !linalg::areElementwiseOpsFusable(&operand))
+        continue;
+      FailureOr<linalg::ElementwiseOpFusionResult> fused =
+          linalg::fuseElementwiseOps(rewriter, &operand);
+      if (failed(fused))
+        continue;
+      // As upstream's pattern: the consumer's uses move to the fused op.
+      for (auto [original, replacement] : fused->replacements)
+        rewriter.replaceUsesWithIf(original, replacement, [&](OpOperand &use) {
+          return use.get().getDefiningOp() != producer;
+        });
+      rewriter.eraseOp(consumer);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(consumer, "no fusable producer");
+  }
+};
+
+struct RpeFormMatmulPass
+    : public rpe::impl::RpeFormMatmulBase<RpeFormMatmulPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (panelWidth < 1 || panelWidth > 256) {
+      emitError(getOperation()->getLoc())
+          << "panel-width must be in [1, 256], got "
+          << static_cast<int64_t>(panelWidth);
+      return signalPassFailure();
+    }
+    MLIRContext *context = &getContext();
+    RewritePatternSet patterns(context);
+    patterns.add<FuseElementwiseProducer, FuseEpilogue>(context);
+    patterns.add<ContractionToMatmul>(context, panelWidth);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

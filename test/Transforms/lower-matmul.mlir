@@ -1,0 +1,63 @@
+// RUN: swin-opt %s --rpe-lower-matmul=vector-width=16 -split-input-file | FileCheck %s
+// RUN: swin-opt %s --rpe-lower-matmul=vector-width=8 -split-input-file | FileCheck %s --check-prefix=AVX2
+
+// Packed panels of 48 columns: 2 panels of N = 96, M = 16 rows in blocks of
+// 8 (AVX-512: 8 x 3 vectors of accumulators), items (panel, block) in
+// parallel. Per k: 3 loads of the panel, 8 broadcasts of A, 24 FMAs. The
+// epilogue (a bias read at n) runs on each vector before its store.
+// CHECK-LABEL: func @packed_bias
+// CHECK-SAME: (%[[X:.*]]: memref<16x32xf32>, %[[W:.*]]: memref<2x32x48xf32>, %[[B:.*]]: memref<96xf32>, %[[O:.*]]: memref<16x96xf32>)
+// CHECK: %[[ITEMS:.*]] = arith.muli %{{.*}}, %c2{{.*}} : index
+// CHECK: scf.parallel (%[[ITEM:.*]]) = (%{{.*}}) to (%[[ITEMS]])
+// CHECK: scf.for %[[K:.*]] = %{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
+// CHECK-COUNT-3: vector.load %[[W]][%{{.*}}, %[[K]], %{{.*}}] : memref<2x32x48xf32>, vector<16xf32>
+// CHECK: memref.load %[[X]][%{{.*}}, %[[K]]] : memref<16x32xf32>
+// CHECK-NEXT: vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// CHECK-COUNT-3: vector.fma
+// CHECK-COUNT-7: vector.broadcast
+// CHECK: scf.yield
+// CHECK: %[[BV:.*]] = vector.load %[[B]][%{{.*}}] : memref<96xf32>, vector<16xf32>
+// CHECK-NEXT: %[[S:.*]] = arith.addf %{{.*}}, %[[BV]] : vector<16xf32>
+// CHECK-NEXT: vector.store %[[S]], %[[O]][%{{.*}}, %{{.*}}] : memref<16x96xf32>, vector<16xf32>
+// CHECK-NOT: vector.maskedstore
+// With AVX2's 16 registers a panel of 48 columns is 6 vectors: one row
+// per tile (the pipeline packs AVX2's panels 24 wide instead).
+// AVX2-LABEL: func @packed_bias
+// AVX2: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+func.func @packed_bias(%x: memref<16x32xf32>, %w: memref<2x32x48xf32>, %b: memref<96xf32>, %o: memref<16x96xf32>) {
+  rpe.matmul ins(%x, %w : memref<16x32xf32>, memref<2x32x48xf32>) epilogue(%b : memref<96xf32>)
+             outs(%o : memref<16x96xf32>) attributes {epilogue_maps = [affine_map<(m, n) -> (n)>]} {
+  ^bb0(%acc: f32, %bias: f32):
+    %s = arith.addf %acc, %bias : f32
+    rpe.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Run-time weights [N, K] are packed into a buffer first (freed after),
+// and N = 20 of a panel of 48 leaves the last vector with 4 columns:
+// masked. A dynamic M ends in single rows; its residual is read at (m, n).
+// GELU's erf becomes x P(x^2) / Q(x^2).
+// CHECK-LABEL: func @runtime_weights
+// CHECK-SAME: (%[[X:.*]]: memref<?x8xf32>, %[[W:.*]]: memref<20x8xf32>, %[[R:.*]]: memref<?x20xf32>, %[[O:.*]]: memref<?x20xf32>)
+// CHECK: %[[P:.*]] = memref.alloc() : memref<1x8x48xf32>
+// CHECK: memref.load %[[W]]
+// CHECK: memref.store %{{.*}}, %[[P]]
+// CHECK: scf.parallel
+// CHECK-NOT: math.erf
+// CHECK: arith.divf {{.*}} : vector<16xf32>
+// CHECK: vector.maskedstore %[[O]]
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c1
+// CHECK: memref.dealloc %[[P]] : memref<1x8x48xf32>
+func.func @runtime_weights(%x: memref<?x8xf32>, %w: memref<20x8xf32>, %r: memref<?x20xf32>, %o: memref<?x20xf32>) {
+  rpe.matmul ins(%x, %w : memref<?x8xf32>, memref<20x8xf32>) epilogue(%r : memref<?x20xf32>)
+             outs(%o : memref<?x20xf32>) attributes {epilogue_maps = [affine_map<(m, n) -> (m, n)>], transpose_rhs} {
+  ^bb0(%acc: f32, %res: f32):
+    %e = math.erf %acc : f32
+    %s = arith.addf %e, %res : f32
+    rpe.yield %s : f32
+  }
+  return
+}
