@@ -90,7 +90,8 @@ struct CpuVectorFeatures {
 
 /// The CpuVectorFeatures of the `options`' CPU (CpuCodegen.cpp); an error for
 /// an unknown CPU, as codegen gives.
-llvm::Expected<CpuVectorFeatures> getCpuVectorFeatures(const CpuCodegenOptions &options);
+llvm::Expected<CpuVectorFeatures>
+getCpuVectorFeatures(const CpuCodegenOptions &options);
 
 /// Sets the options of rpe-cpu-pipeline that depend on the CPU, for one
 /// with `features`: `vectorWidth` f32 lanes (0: 16 where the CPU has
@@ -117,7 +118,8 @@ translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
                      TimingScope &timing);
 
 /// Writes an ELF object file of `module` to `os`.
-llvm::Error emitObjectFile(llvm::Module &module, const CpuCodegenOptions &options,
+llvm::Error emitObjectFile(llvm::Module &module,
+                           const CpuCodegenOptions &options,
                            llvm::raw_pwrite_stream &os);
 
 /// Links an object file into a shared library (with lld, in-process),
@@ -134,10 +136,10 @@ void emitHeader(const KernelConfig &config, llvm::raw_ostream &os);
 //===--- Whole modules (ModuleEntryPoint.cpp, ModuleHeader.cpp) ---------===//
 
 /// Lowers a whole module (linalg on tensors, as torch-mlir exports it) to
-/// the LLVM dialect with rpe-cpu-pipeline's `options`, and adds the plain C
-/// entry point of every function of `abi` (getModuleAbi of the module
-/// before lowering). Every function but those and MLIR's C interfaces
-/// becomes internal. The pipeline's passes are timed in `timing`.
+/// the LLVM dialect with rpe-cpu-pipeline's `options`, giving every
+/// function of `abi` (getModuleAbi of the module before lowering) MLIR's C
+/// interface and a plain C entry point. Every function but those becomes
+/// internal. The pipeline's passes are timed in `timing`.
 LogicalResult lowerModuleToLLVMDialect(ModuleOp module, const ModuleAbi &abi,
                                        const CpuPipelineOptions &options,
                                        TimingScope &timing);

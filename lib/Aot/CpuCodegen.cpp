@@ -15,7 +15,6 @@
 
 #include "lld/Common/Driver.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Bitcode/BitcodeWriter.h" // HACK-REMOVE
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -38,7 +37,8 @@ static llvm::Error codegenError(const llvm::Twine &message) {
 }
 
 /// LLVM's code generation level for an optimization level 0-3.
-static llvm::CodeGenOptLevel getCodeGenOptLevel(const CpuCodegenOptions &options) {
+static llvm::CodeGenOptLevel
+getCodeGenOptLevel(const CpuCodegenOptions &options) {
   return llvm::CodeGenOpt::getLevel(options.optLevel)
       .value_or(llvm::CodeGenOptLevel::Aggressive);
 }
@@ -62,10 +62,9 @@ createTargetMachine(const CpuCodegenOptions &options) {
       enabled.push_back((feature.second ? "+" : "-") + feature.first().str());
     features = llvm::join(enabled, ",");
   }
-  std::unique_ptr<llvm::TargetMachine> machine(
-      llvmTarget->createTargetMachine(triple, cpu, features,
-                                      llvm::TargetOptions(), llvm::Reloc::PIC_,
-                                      std::nullopt, getCodeGenOptLevel(options)));
+  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
+      triple, cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, getCodeGenOptLevel(options)));
   if (!machine)
     return codegenError("cannot create a target machine for CPU '" + cpu + "'");
   if (!machine->getMCSubtargetInfo()->isCPUStringValid(cpu))
@@ -90,9 +89,7 @@ void mlir::rpe::setCpuPipelineTarget(CpuPipelineOptions &options,
                                      const CpuVectorFeatures &features,
                                      int64_t vectorWidth, bool bf16) {
   // 16 lanes where the target CPU has AVX-512, else AVX2's 8.
-  options.vectorWidth = vectorWidth      ? vectorWidth
-                        : features.avx512 ? 16
-                                          : 8;
+  options.vectorWidth = vectorWidth ? vectorWidth : features.avx512 ? 16 : 8;
   // bf16 products on AVX512-BF16 where it is fast (AMD Zen 4 and later);
   // else bf16 is widened to f32 once per item.
   options.bf16Dot = bf16 && options.vectorWidth == 16 && features.fastBf16Dot;
@@ -130,10 +127,9 @@ static void outlineLoops(llvm::Module &module, llvm::TargetMachine *machine) {
       function.addFnAttr(llvm::Attribute::NoInline);
 }
 
-llvm::Expected<std::unique_ptr<llvm::Module>>
-mlir::rpe::translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
-                                StringRef name, const CpuCodegenOptions &options,
-                                TimingScope &timing) {
+llvm::Expected<std::unique_ptr<llvm::Module>> mlir::rpe::translateAndOptimize(
+    ModuleOp module, llvm::LLVMContext &llvmContext, StringRef name,
+    const CpuCodegenOptions &options, TimingScope &timing) {
   DialectRegistry registry;
   registerAllToLLVMIRTranslations(registry);
   module.getContext()->appendDialectRegistry(registry);
@@ -155,11 +151,6 @@ mlir::rpe::translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
     function.addFnAttr("target-features", (*machine)->getTargetFeatureString());
   }
   translation.stop();
-  if (const char *dump = getenv("SWIN_AOT_DUMP_BITCODE")) { // HACK-REMOVE
-    std::error_code ec;
-    llvm::raw_fd_ostream os(dump, ec);
-    llvm::WriteBitcodeToFile(*llvmModule, os);
-  }
   if (options.outlineLoops) {
     TimingScope outlining = timing.nest("Loop outlining");
     outlineLoops(*llvmModule, machine->get());

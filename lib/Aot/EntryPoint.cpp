@@ -437,10 +437,10 @@ static LogicalResult emitEntryPoints(ModuleOp module,
   return success();
 }
 
-LogicalResult
-mlir::rpe::lowerToLLVMDialect(ModuleOp module, const KernelConfig &config,
-                              const CpuVectorFeatures &features,
-                              TimingScope &timing) {
+LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
+                                            const KernelConfig &config,
+                                            const CpuVectorFeatures &features,
+                                            TimingScope &timing) {
   PassManager pm(module.getContext());
   CpuPipelineOptions options;
   options.parallel = config.threadRuntime() == ThreadRuntime::LlvmOpenMP;

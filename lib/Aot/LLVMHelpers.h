@@ -22,8 +22,8 @@ void appendDescriptor(OpBuilder &b, Location loc, Value ptr, Value count,
 /// Whether the byte ranges [x, x + m) and [y, y + n) (i64 addresses and
 /// sizes) overlap: y <= x < y + n or x < y < x + m, tested on differences
 /// rather than ends, which cannot wrap. An empty range overlaps nothing.
-Value createRangesOverlap(OpBuilder &b, Location loc, Value x, Value m,
-                          Value y, Value n);
+Value createRangesOverlap(OpBuilder &b, Location loc, Value x, Value m, Value y,
+                          Value n);
 
 } // namespace mlir::rpe
 

@@ -9,7 +9,6 @@
 #include "Rpe/Aot/ModuleAbi.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -32,8 +31,7 @@ int64_t ModuleAbiValue::getNumElements() const {
 }
 
 std::string ModuleAbiValue::cType() const {
-  return (role == ModuleValueRole::Input ? "const " : "") + cElementType +
-         " *";
+  return (role == ModuleValueRole::Input ? "const " : "") + cElementType + " *";
 }
 
 std::string ModuleFunctionAbi::getCInterfaceName() const {
@@ -72,13 +70,14 @@ std::string ModuleFunctionAbi::cDeclaration() const {
 
 bool mlir::rpe::isCIdentifier(StringRef name) {
   return !name.empty() && !llvm::isDigit(name.front()) &&
-         llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+         llvm::all_of(name,
+                      [](char c) { return llvm::isAlnum(c) || c == '_'; });
 }
 
 /// The description of a tensor of `type` passed or returned as `name`;
 /// none for a type the plain entry point does not take.
-static std::optional<ModuleAbiValue>
-describeValue(Type type, std::string name, ModuleValueRole role) {
+static std::optional<ModuleAbiValue> describeValue(Type type, std::string name,
+                                                   ModuleValueRole role) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape())
     return std::nullopt;
@@ -116,7 +115,11 @@ FailureOr<ModuleAbi> mlir::rpe::getModuleAbi(ModuleOp module,
                                              StringRef prefix) {
   ModuleAbi abi;
   abi.name = prefix.str();
-  StringRef cInterface = LLVM::LLVMDialect::getEmitCWrapperAttrName();
+  // A declaration is private (the verifier says so): its C interface would
+  // be a declaration too, with nothing to export.
+  auto isExported = [](func::FuncOp func) {
+    return func.isPublic() && !func.isExternal();
+  };
   // Every symbol the library will define: the module's, and MLIR's C
   // interfaces.
   llvm::StringSet<> taken;
@@ -124,18 +127,17 @@ FailureOr<ModuleAbi> mlir::rpe::getModuleAbi(ModuleOp module,
     if (auto symbol = dyn_cast<SymbolOpInterface>(op))
       taken.insert(symbol.getName());
   for (auto func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(cInterface))
+    if (isExported(func))
       taken.insert("_mlir_ciface_" + func.getName().str());
 
   for (auto func : module.getOps<func::FuncOp>()) {
-    // A declaration's C interface is a declaration too: nothing to export.
-    if (!func->hasAttr(cInterface) || func.isExternal())
+    if (!isExported(func))
       continue;
     if (!isCIdentifier(func.getName()))
       return func.emitError("@\"")
              << func.getName()
-             << "\" is marked llvm.emit_c_interface, but its name is not a C "
-                "identifier";
+             << "\" is public, but its name is not a C identifier (make it "
+                "private, or rename it)";
     ModuleFunctionAbi function;
     function.function = func.getName().str();
     function.entryPoint = (prefix + "_" + func.getName()).str();
@@ -168,8 +170,7 @@ FailureOr<ModuleAbi> mlir::rpe::getModuleAbi(ModuleOp module,
   }
   if (abi.functions.empty())
     return module.emitError(
-        "no function with a body is marked llvm.emit_c_interface: the "
-        "library would export nothing");
+        "no public function with a body: the library would export nothing");
   return abi;
 }
 
@@ -182,12 +183,12 @@ void mlir::rpe::writeModuleAbiDescription(const ModuleAbi &abi,
       llvm::json::Array shape;
       for (int64_t extent : value.shape)
         shape.push_back(extent);
-      arguments.push_back(llvm::json::Object{
-          {"name", value.name},
-          {"role", stringifyModuleValueRole(value.role)},
-          {"ctype", value.cType()},
-          {"dtype", value.dtype},
-          {"shape", std::move(shape)}});
+      arguments.push_back(
+          llvm::json::Object{{"name", value.name},
+                             {"role", stringifyModuleValueRole(value.role)},
+                             {"ctype", value.cType()},
+                             {"dtype", value.dtype},
+                             {"shape", std::move(shape)}});
     }
     functions.push_back(
         llvm::json::Object{{"function", function.function},

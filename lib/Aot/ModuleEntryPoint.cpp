@@ -1,9 +1,11 @@
 //===- ModuleEntryPoint.cpp - a whole module's C entry points -------------===//
 //
-// A module marks the functions callers call with llvm.emit_c_interface:
-// rpe-cpu-pipeline lowers it to the LLVM dialect, where convert-func-to-llvm
-// has given each MLIR's C interface (`_mlir_ciface_F`). Beside it, each
-// gets a plain C entry point from its ABI (Rpe/Aot/ModuleAbi.h):
+// A module's public functions are what callers call: each is marked
+// llvm.emit_c_interface (where the module has not marked it), so that
+// when rpe-cpu-pipeline lowers the module to the LLVM dialect,
+// convert-func-to-llvm gives it MLIR's C interface (`_mlir_ciface_F`).
+// Beside it, each gets a plain C entry point from its ABI
+// (Rpe/Aot/ModuleAbi.h):
 //
 //   int PREFIX_F(const T *arg0, ..., T *result0, ...)
 //
@@ -25,6 +27,7 @@
 
 #include "Rpe/Aot.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -97,12 +100,11 @@ LogicalResult ModuleEntryPointBuilder::checkSignature() {
     resultsMatch = isDescriptor(returned, *results.front());
   } else {
     auto all = dyn_cast<LLVM::LLVMStructType>(returned);
-    resultsMatch = all && all.getBody().size() == results.size() &&
-                   llvm::all_of(llvm::zip(all.getBody(), results),
-                                [&](auto pair) {
-                                  return isDescriptor(std::get<0>(pair),
-                                                      *std::get<1>(pair));
-                                });
+    resultsMatch =
+        all && all.getBody().size() == results.size() &&
+        llvm::all_of(llvm::zip(all.getBody(), results), [&](auto pair) {
+          return isDescriptor(std::get<0>(pair), *std::get<1>(pair));
+        });
   }
   if (type.getNumParams() != expected || !resultsMatch)
     return function.emitError("@")
@@ -203,9 +205,14 @@ LogicalResult ModuleEntryPointBuilder::build() {
   return success();
 }
 
-LogicalResult mlir::rpe::lowerModuleToLLVMDialect(
-    ModuleOp module, const ModuleAbi &abi, const CpuPipelineOptions &options,
-    TimingScope &timing) {
+LogicalResult
+mlir::rpe::lowerModuleToLLVMDialect(ModuleOp module, const ModuleAbi &abi,
+                                    const CpuPipelineOptions &options,
+                                    TimingScope &timing) {
+  StringRef cInterface = LLVM::LLVMDialect::getEmitCWrapperAttrName();
+  for (const ModuleFunctionAbi &function : abi.functions)
+    if (auto func = module.lookupSymbol<func::FuncOp>(function.function))
+      func->setAttr(cInterface, UnitAttr::get(module.getContext()));
   PassManager pm(module.getContext());
   buildCpuPipeline(pm, options);
   pm.enableTiming(timing);

@@ -6,7 +6,8 @@
 //            [--pretrained-window=Ph,Pw]]] [--dtype=f32|f16|bf16]
 //            [--target=cpu|nvptx] [--grad]
 //            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
-//   swin-aot --input=MODEL.mlir [--cpu=CPU] [--no-parallel] [--name=PREFIX]
+//   swin-aot --input=MODEL.mlir [--cpu=CPU] [--no-parallel]
+//            [--pipeline-options=OPTIONS] [--name=PREFIX]
 //            --emit=mlir|llvm|obj|so -o PATH
 //
 // Everything runs in-process: building the rpe module (or parsing the
@@ -26,10 +27,10 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Support/Timing.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/StringExtras.h"
@@ -234,10 +235,16 @@ static cl::opt<std::string> inputOpt(
     "input",
     cl::desc("Compile this MLIR module (a whole model: linalg on tensors, as "
              "torch-mlir exports it; '-': standard input) instead of a "
-             "kernel. Each function marked llvm.emit_c_interface gets MLIR's "
-             "C interface (_mlir_ciface_F) and a plain C entry point "
-             "(NAME_F)"),
+             "kernel. Each public function gets MLIR's C interface "
+             "(_mlir_ciface_F) and a plain C entry point (NAME_F)"),
     cl::value_desc("path"), cl::cat(category));
+static cl::opt<std::string> pipelineOptionsOpt(
+    "pipeline-options",
+    cl::desc("--input: options of rpe-cpu-pipeline as swin-opt takes them "
+             "(e.g. 'matmul=false fuse=false'; see swin-opt --help). "
+             "vector-width, bf16-dot and avx512 default to what the --cpu "
+             "has, parallel to !--no-parallel"),
+    cl::value_desc("options"), cl::cat(category));
 static cl::opt<std::string>
     nameOpt("name", cl::init("swin_window_attention"),
             cl::desc("Name of the C entry point (--input: the prefix of the "
@@ -519,7 +526,8 @@ static llvm::Error writeModule(swin_aot::OutputFiles &files, ModuleOp module,
 /// `runtime` (so); to be committed by the caller.
 static llvm::Error writeCpuCode(swin_aot::OutputFiles &files,
                                 llvm::Module &llvmModule, Emit emit,
-                                llvm::StringRef output, const CpuCodegenOptions &codegen,
+                                llvm::StringRef output,
+                                const CpuCodegenOptions &codegen,
                                 ThreadRuntime runtime, TimingScope &timing) {
   if (emit == Emit::Llvm)
     return files.write(output, [&](llvm::raw_ostream &os) {
@@ -527,7 +535,7 @@ static llvm::Error writeCpuCode(swin_aot::OutputFiles &files,
       return llvm::Error::success();
     });
 
-  TimingScope codegen = timing.nest("Code generation");
+  TimingScope generation = timing.nest("Code generation");
   auto writeObject = [&](llvm::raw_pwrite_stream &os) {
     return emitObjectFile(llvmModule, codegen, os);
   };
@@ -547,7 +555,7 @@ static llvm::Error writeCpuCode(swin_aot::OutputFiles &files,
     return e;
   if (llvm::Error e = object.commit())
     return e;
-  codegen.stop();
+  generation.stop();
   TimingScope linking = timing.nest("Linking");
   auto library = files.reserve(output);
   if (!library)
@@ -557,8 +565,7 @@ static llvm::Error writeCpuCode(swin_aot::OutputFiles &files,
 
 /// Builds and writes what --emit asks for.
 static llvm::Error run(MLIRContext &context, const KernelConfig &config,
-                       Emit emit, llvm::StringRef output,
-                       TimingScope &timing) {
+                       Emit emit, llvm::StringRef output, TimingScope &timing) {
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
@@ -638,6 +645,31 @@ static std::string getDefaultPrefix(StringRef input) {
   return prefix;
 }
 
+/// The options of rpe-cpu-pipeline for a module: the CPU's, as a kernel's
+/// (setCpuPipelineTarget), and --no-parallel, then --pipeline-options on
+/// top of them.
+static llvm::Expected<std::unique_ptr<CpuPipelineOptions>>
+readModulePipelineOptions(const CpuVectorFeatures &features) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--pipeline-options: " + message);
+  };
+  auto options = std::make_unique<CpuPipelineOptions>();
+  options->parallel = !noParallelOpt;
+  // Any function of the module may compute in bf16.
+  setCpuPipelineTarget(*options, features, /*vectorWidth=*/0, /*bf16=*/true);
+  std::string parseErrors;
+  llvm::raw_string_ostream parseErrorStream(parseErrors);
+  if (failed(options->parseFromString(pipelineOptionsOpt, parseErrorStream)))
+    return error(StringRef(parseErrors).trim());
+  // AVX512-BF16's dot products take 16 lanes.
+  options->bf16Dot = options->bf16Dot && options->vectorWidth == 16;
+  if (options->itemRange)
+    return error("item-range=true leaves a kernel's items to its caller: "
+                 "a module's functions run all of theirs");
+  return options;
+}
+
 /// --input: compiles the module at `input` and writes what --emit asks for.
 static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                              StringRef input, StringRef prefix, Emit emit,
@@ -651,8 +683,9 @@ static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
     return error("--name must be a C identifier, got '" + prefix + "'");
   CpuCodegenOptions codegen;
   codegen.cpu = cpuOpt;
-  codegen.outlineLoops = getenv("NOOUTLINE") == nullptr; // HACK
-  if (getenv("OPTLEVEL")) codegen.optLevel = atoi(getenv("OPTLEVEL")); // HACK
+  // A whole model is a thousand loop nests in one function: LLVM takes
+  // minutes on it, seconds on a function per nest.
+  codegen.outlineLoops = true;
   // An unknown --cpu stops here, before the input is read.
   auto features = getCpuVectorFeatures(codegen);
   if (!features)
@@ -661,8 +694,7 @@ static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   TimingScope parsing = timing.nest("Parsing");
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(input, /*IsText=*/false);
   if (!buffer)
-    return error("cannot read '" + input + "': " +
-                 buffer.getError().message());
+    return error("cannot read '" + input + "': " + buffer.getError().message());
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
   OwningOpRef<ModuleOp> module =
       parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
@@ -672,15 +704,15 @@ static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
 
   FailureOr<ModuleAbi> abi = getModuleAbi(*module, prefix);
   if (failed(abi))
-    return error("'" + input + "' has nothing swin-aot can export");
-  CpuPipelineOptions options;
-  options.parallel = !noParallelOpt;
-  // Any function of the module may compute in bf16.
-  setCpuPipelineTarget(options, *features, /*vectorWidth=*/0, /*bf16=*/true);
+    return error("cannot export the functions of '" + input + "'");
+  auto readOptions = readModulePipelineOptions(*features);
+  if (!readOptions)
+    return readOptions.takeError();
+  std::unique_ptr<CpuPipelineOptions> options = std::move(*readOptions);
   ThreadRuntime threads =
-      options.parallel ? ThreadRuntime::LlvmOpenMP : ThreadRuntime::None;
+      options->parallel ? ThreadRuntime::LlvmOpenMP : ThreadRuntime::None;
   TimingScope pipeline = timing.nest("rpe-cpu-pipeline");
-  if (failed(lowerModuleToLLVMDialect(*module, *abi, options, pipeline)))
+  if (failed(lowerModuleToLLVMDialect(*module, *abi, *options, pipeline)))
     return error("lowering '" + input + "' to the LLVM dialect failed");
   pipeline.stop();
 
@@ -718,9 +750,11 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    // The first line is what swin_opt parses (python/swin_opt/tools.py):
+    // the module ABI goes on a line of its own.
     os << "swin-aot " << SWIN_VERSION << " (kernel ABI " << kKernelAbiVersion
-       << ", module ABI " << kModuleAbiVersion
-       << ")\n  rpe dialect; LLVM " LLVM_VERSION_STRING "\n";
+       << ")\n  module ABI " << kModuleAbiVersion
+       << " (--input)\n  rpe dialect; LLVM " LLVM_VERSION_STRING "\n";
   });
   std::string cliErrors;
   llvm::raw_string_ostream cliErrorStream(cliErrors);
@@ -739,8 +773,8 @@ int main(int argc, char **argv) {
   bool compileModule = inputOpt.getNumOccurrences();
   SmallVector<cl::Option *> required = {&emitOpt, &outputOpt};
   if (!compileModule)
-    required.insert(required.begin(), {std::addressof(windowOpt), &headsOpt,
-                                       &headDimOpt});
+    required.insert(required.begin(),
+                    {std::addressof(windowOpt), &headsOpt, &headDimOpt});
   for (cl::Option *option : required)
     if (!option->getNumOccurrences()) {
       fail(optionName(*option) + " is required (see swin-aot --help)");
@@ -750,17 +784,40 @@ int main(int argc, char **argv) {
   // have nothing to describe.
   if (compileModule)
     for (cl::Option *option : std::initializer_list<cl::Option *>{
-             std::addressof(windowOpt), &headsOpt, &headDimOpt, &scaleOpt,
-             std::addressof(resolutionOpt), std::addressof(shiftOpt),
-             &tableOpt, &layoutOpt, &paddingOpt, &packedQkvOpt, &cpbMlpOpt,
-             &cpbHiddenOpt, std::addressof(pretrainedWindowOpt), &cosineOpt,
-             &dtypeOpt, &targetOpt, &chipOpt, &featuresOpt, &cudaOpt,
-             &vectorWidthOpt, &gradOpt, &unfusedOpt, &kernelOpt})
+             std::addressof(windowOpt),
+             &headsOpt,
+             &headDimOpt,
+             &scaleOpt,
+             std::addressof(resolutionOpt),
+             std::addressof(shiftOpt),
+             &tableOpt,
+             &layoutOpt,
+             &paddingOpt,
+             &packedQkvOpt,
+             &cpbMlpOpt,
+             &cpbHiddenOpt,
+             std::addressof(pretrainedWindowOpt),
+             &cosineOpt,
+             &dtypeOpt,
+             &targetOpt,
+             &chipOpt,
+             &featuresOpt,
+             &cudaOpt,
+             &vectorWidthOpt,
+             &gradOpt,
+             &unfusedOpt,
+             &kernelOpt})
       if (option->getNumOccurrences()) {
         fail(optionName(*option) +
-             " configures a kernel: it does not go with --input");
+             " configures a kernel: it does not go with --input (a "
+             "module's pipeline takes --pipeline-options)");
         return 2;
       }
+  if (!compileModule && pipelineOptionsOpt.getNumOccurrences()) {
+    fail("--pipeline-options goes with --input: a kernel's pipeline follows "
+         "its configuration");
+    return 2;
+  }
 
   // lld resets LLVM's command-line options when it runs in-process: keep
   // copies of what is needed after linking.
@@ -813,8 +870,8 @@ int main(int argc, char **argv) {
       const std::string input = inputOpt;
       const std::string prefix =
           nameOpt.getNumOccurrences() ? nameOpt : getDefaultPrefix(input);
-      error = runModule(context, sourceMgr, input, prefix, emit, output,
-                        timing);
+      error =
+          runModule(context, sourceMgr, input, prefix, emit, output, timing);
     } else {
       error = run(context, *config, emit, output, timing);
     }

@@ -1,8 +1,9 @@
-//===- ModuleAbi.h - the C ABI of a module compiled ahead of time -*- C++ -*-===//
+//===- ModuleAbi.h - C ABI of a module compiled ahead of time ---*- C++ -*-===//
+//-*-===//
 //
 // `swin-aot --input=model.mlir` compiles a whole module (a model exported
-// by torch-mlir, say) into a library whose entry points are its functions
-// marked `llvm.emit_c_interface`, each twice: MLIR's C interface
+// by torch-mlir, say) into a library whose entry points are its public
+// functions, each twice: MLIR's C interface
 // (`_mlir_ciface_F`, memref descriptors, a result the caller frees) and a
 // plain C function (`PREFIX_F`, one pointer per tensor, results written
 // into the caller's buffers). This table is the one description of them:
@@ -53,7 +54,7 @@ struct ModuleAbiValue {
   std::string cType() const;
 };
 
-/// A function of the module marked `llvm.emit_c_interface`.
+/// A public function of the module.
 struct ModuleFunctionAbi {
   /// Its symbol in the module.
   std::string function;
@@ -77,8 +78,7 @@ struct ModuleAbi {
   /// The prefix of the plain entry points, of the header's macros and
   /// types (in upper case for the macros).
   std::string name;
-  /// The functions marked `llvm.emit_c_interface` that have a body, in
-  /// the module's order.
+  /// The public functions (those with a body), in the module's order.
   SmallVector<ModuleFunctionAbi> functions;
 };
 
@@ -86,13 +86,12 @@ struct ModuleAbi {
 /// point).
 bool isCIdentifier(StringRef name);
 
-/// The ABI of `module`'s functions marked `llvm.emit_c_interface`, with
-/// plain entry points named `prefix_FUNCTION` (`prefix` a C identifier).
-/// Fails with an error located at the culprit where there is no such
-/// function, a function's name is not a C identifier, an entry point's
-/// name is taken, or an argument or result is not a ranked tensor of a
-/// static shape and of an element type C has (f16, bf16, f32, f64, i8,
-/// i16, i32, i64).
+/// The ABI of `module`'s public functions, with plain entry points named
+/// `prefix_FUNCTION` (`prefix` a C identifier). Fails with an error located
+/// at the culprit where there is no such function, a function's name is
+/// not a C identifier, an entry point's name is taken, or an argument or
+/// result is not a ranked tensor of a static shape and of an element type
+/// C has (f16, bf16, f32, f64, i8, i16, i32, i64).
 FailureOr<ModuleAbi> getModuleAbi(ModuleOp module, StringRef prefix);
 
 /// Writes the machine-readable description of the module's entry points

@@ -61,6 +61,8 @@ int main(void) {
   int status = mod_forward(kX, y, sums);
   printf("mod_forward: %d, y %s, sums %s\n", status, verdict(near(y, wantY, 8)),
          verdict(near(sums, wantSums, 2)));
+  /* The sums as numbers, for the test to compare with its own. */
+  printf("mod_forward sums: %.5f %.5f\n", sums[0], sums[1]);
 
   /* forward, MLIR's C interface: the results are the callee's to free. */
   mod_memref_2d_f32 x;

@@ -1,7 +1,8 @@
 // A small module in the form torch-mlir's FX importer writes (linalg on
 // tensors, a weight as a dense_resource blob, @forward marked
-// llvm.emit_c_interface), for swin-aot --input. Inputs/call_module.c
-// computes the same functions in C.
+// llvm.emit_c_interface as swin_opt.export_mlir marks it), for swin-aot
+// --input. Every public function is exported, marked or not.
+// Inputs/call_module.c computes the same functions in C.
 #map = affine_map<(d0, d1) -> (d0, d1)>
 #map1 = affine_map<(d0, d1) -> (d1)>
 #map2 = affine_map<(d0, d1) -> (d0)>
@@ -37,8 +38,8 @@ module {
     } -> tensor<2xf32>
     return %3, %6 : tensor<2x4xf32>, tensor<2xf32>
   }
-  // Other element types: r = x * y (as f64).
-  func.func @scale(%arg0: tensor<5xf64>, %arg1: tensor<5xi64>) -> tensor<5xf64> attributes {llvm.emit_c_interface} {
+  // Other element types: r = x * y (as f64). Public, not marked.
+  func.func @scale(%arg0: tensor<5xf64>, %arg1: tensor<5xi64>) -> tensor<5xf64> {
     %0 = tensor.empty() : tensor<5xf64>
     %1 = linalg.generic {indexing_maps = [#map3, #map3, #map3], iterator_types = ["parallel"]} ins(%arg0, %arg1 : tensor<5xf64>, tensor<5xi64>) outs(%0 : tensor<5xf64>) {
     ^bb0(%in: f64, %in_0: i64, %out: f64):
@@ -54,8 +55,8 @@ module {
     %c = arith.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>
     return %arg0, %c, %c : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
   }
-  // Not marked: compiled, but not exported.
-  func.func @helper(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+  // Private: compiled, but not exported.
+  func.func private @helper(%arg0: tensor<3xf32>) -> tensor<3xf32> {
     return %arg0 : tensor<3xf32>
   }
 }
