@@ -1,4 +1,4 @@
-//===- Aot.h - ahead-of-time kernels from a Swin configuration --*- C++ -*-===//
+//===- Aot.h - kernels and whole modules compiled ahead of time -*- C++ -*-===//
 //
 // The library behind swin-aot. A configuration (Rpe/Aot/KernelConfig.h)
 // becomes an rpe module, then either
@@ -6,8 +6,10 @@
 //         object file, a shared library;
 //   GPU:  a PTX/cubin/fatbin kernel and the C host runtime that launches it;
 // plus, for both, the C header and the JSON description of the entry point,
-// all derived from one ABI table (Rpe/Aot/KernelAbi.h). Everything runs
-// in-process. One file per step in lib/Aot.
+// all derived from one ABI table (Rpe/Aot/KernelAbi.h). A whole module (a
+// model exported by torch-mlir) takes the CPU's way with entry points of
+// its own, described by a table of its own (Rpe/Aot/ModuleAbi.h).
+// Everything runs in-process. One file per step in lib/Aot.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,10 +18,12 @@
 
 #include "Rpe/Aot/KernelAbi.h"
 #include "Rpe/Aot/KernelConfig.h"
+#include "Rpe/Aot/ModuleAbi.h"
 #include "Rpe/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -61,8 +65,19 @@ std::string getTableGradientSumName(const KernelConfig &config);
 /// its buffers, and the products of the count would wrap.
 int64_t getCountLimit(const KernelConfig &config, Direction direction);
 
-/// What the configured CPU (its name, or this machine for "native") has
-/// that the CPU kernel's code depends on.
+/// How LLVM generates code: for which CPU, how hard it optimizes.
+struct CpuCodegenOptions {
+  /// An LLVM CPU name (znver4, x86-64-v3), or "native" for this machine.
+  std::string cpu = "native";
+  /// LLVM's optimization level, 0 to 3 (the optimizer's and the code
+  /// generator's).
+  unsigned optLevel = 3;
+  /// Before optimizing, move each outermost loop of a function with
+  /// several into a function of its own (translateAndOptimize).
+  bool outlineLoops = false;
+};
+
+/// What a CPU has that the generated code depends on.
 struct CpuVectorFeatures {
   bool avx512 = false; // avx512f: 16-lane micro-kernels by default
   /// vdpbf16ps (AVX512-BF16) doing twice the FMA's multiply-adds per cycle:
@@ -73,25 +88,38 @@ struct CpuVectorFeatures {
   bool fastBf16Dot = false;
 };
 
-/// The configured CPU's CpuVectorFeatures (CpuCodegen.cpp); an error for
+/// The CpuVectorFeatures of the `options`' CPU (CpuCodegen.cpp); an error for
 /// an unknown CPU, as codegen gives.
 llvm::Expected<CpuVectorFeatures>
-getCpuVectorFeatures(const KernelConfig &config);
+getCpuVectorFeatures(const CpuCodegenOptions &options);
+
+/// Sets the options of rpe-cpu-pipeline that depend on the CPU, for one
+/// with `features`: `vectorWidth` f32 lanes (0: 16 where the CPU has
+/// AVX-512, else 8), its AVX-512, and AVX512-BF16 dot products where they
+/// are fast, at 16 lanes, for code that may have `bf16` operands
+/// (CpuCodegen.cpp). Kernels and modules derive them alike.
+void setCpuPipelineTarget(CpuPipelineOptions &options,
+                          const CpuVectorFeatures &features,
+                          int64_t vectorWidth, bool bf16);
 
 /// Lowers the module of buildKernelModule to the LLVM dialect for a CPU
 /// with `features` and adds the C entry point of the ABI (EntryPoint.cpp);
-/// every other function becomes internal.
+/// every other function becomes internal. The pipeline's passes are timed
+/// in `timing`.
 LogicalResult lowerToLLVMDialect(ModuleOp module, const KernelConfig &config,
-                                 const CpuVectorFeatures &features);
+                                 const CpuVectorFeatures &features,
+                                 TimingScope &timing);
 
-/// Translates the LLVM-dialect module to optimized (O3) LLVM IR for the
-/// configured CPU (CpuCodegen.cpp).
+/// Translates an LLVM-dialect module to LLVM IR named `name` and optimizes
+/// it as `options` say (CpuCodegen.cpp), each step timed in `timing`.
 llvm::Expected<std::unique_ptr<llvm::Module>>
 translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
-                     const KernelConfig &config);
+                     StringRef name, const CpuCodegenOptions &options,
+                     TimingScope &timing);
 
 /// Writes an ELF object file of `module` to `os`.
-llvm::Error emitObjectFile(llvm::Module &module, const KernelConfig &config,
+llvm::Error emitObjectFile(llvm::Module &module,
+                           const CpuCodegenOptions &options,
                            llvm::raw_pwrite_stream &os);
 
 /// Links an object file into a shared library (with lld, in-process),
@@ -104,6 +132,23 @@ llvm::Error linkSharedLibrary(llvm::StringRef objectPath,
 
 /// Writes the C header declaring the entry point, with the layouts.
 void emitHeader(const KernelConfig &config, llvm::raw_ostream &os);
+
+//===--- Whole modules (ModuleEntryPoint.cpp, ModuleHeader.cpp) ---------===//
+
+/// Lowers a whole module (linalg on tensors, as torch-mlir exports it) to
+/// the LLVM dialect with rpe-cpu-pipeline's `options`, giving every
+/// function of `abi` (getModuleAbi of the module before lowering) MLIR's C
+/// interface and a plain C entry point. Every function but those becomes
+/// internal. The pipeline's passes are timed in `timing`.
+LogicalResult lowerModuleToLLVMDialect(ModuleOp module, const ModuleAbi &abi,
+                                       const CpuPipelineOptions &options,
+                                       TimingScope &timing);
+
+/// Writes the C header of a compiled module: both entry points of every
+/// function of `abi`, with the memref descriptor types of MLIR's C
+/// interface; `threads` says who runs its parallel loops.
+void emitModuleHeader(const ModuleAbi &abi, ThreadRuntime threads,
+                      llvm::raw_ostream &os);
 
 //===--- GPU: kernel and host runtime -----------------------------------===//
 

@@ -19,11 +19,13 @@
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/IPO/LoopExtractor.h"
 
 LLD_HAS_DRIVER(elf)
 
@@ -34,17 +36,24 @@ static llvm::Error codegenError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// LLVM's code generation level for an optimization level 0-3.
+static llvm::CodeGenOptLevel
+getCodeGenOptLevel(const CpuCodegenOptions &options) {
+  return llvm::CodeGenOpt::getLevel(options.optLevel)
+      .value_or(llvm::CodeGenOptLevel::Aggressive);
+}
+
 static llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
-createTargetMachine(const KernelConfig &config) {
+createTargetMachine(const CpuCodegenOptions &options) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   llvm::Triple triple(llvm::sys::getProcessTriple());
   std::string error;
-  const llvm::Target *target =
+  const llvm::Target *llvmTarget =
       llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target)
+  if (!llvmTarget)
     return codegenError("no LLVM target for " + triple.str() + ": " + error);
-  std::string cpu = config.cpu;
+  std::string cpu = options.cpu;
   std::string features;
   if (cpu == "native") {
     cpu = llvm::sys::getHostCPUName().str();
@@ -53,9 +62,9 @@ createTargetMachine(const KernelConfig &config) {
       enabled.push_back((feature.second ? "+" : "-") + feature.first().str());
     features = llvm::join(enabled, ",");
   }
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
       triple, cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
-      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+      std::nullopt, getCodeGenOptLevel(options)));
   if (!machine)
     return codegenError("cannot create a target machine for CPU '" + cpu + "'");
   if (!machine->getMCSubtargetInfo()->isCPUStringValid(cpu))
@@ -64,8 +73,8 @@ createTargetMachine(const KernelConfig &config) {
 }
 
 llvm::Expected<CpuVectorFeatures>
-mlir::rpe::getCpuVectorFeatures(const KernelConfig &config) {
-  auto machine = createTargetMachine(config);
+mlir::rpe::getCpuVectorFeatures(const CpuCodegenOptions &options) {
+  auto machine = createTargetMachine(options);
   if (!machine)
     return machine.takeError();
   const llvm::MCSubtargetInfo &subtarget = *(*machine)->getMCSubtargetInfo();
@@ -76,18 +85,61 @@ mlir::rpe::getCpuVectorFeatures(const KernelConfig &config) {
   return features;
 }
 
-llvm::Expected<std::unique_ptr<llvm::Module>>
-mlir::rpe::translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
-                                const KernelConfig &config) {
+void mlir::rpe::setCpuPipelineTarget(CpuPipelineOptions &options,
+                                     const CpuVectorFeatures &features,
+                                     int64_t vectorWidth, bool bf16) {
+  // 16 lanes where the target CPU has AVX-512, else AVX2's 8.
+  options.vectorWidth = vectorWidth ? vectorWidth : features.avx512 ? 16 : 8;
+  // bf16 products on AVX512-BF16 where it is fast (AMD Zen 4 and later);
+  // else bf16 is widened to f32 once per item.
+  options.bf16Dot = bf16 && options.vectorWidth == 16 && features.fastBf16Dot;
+  options.avx512 = features.avx512;
+}
+
+/// Moves each outermost loop of a function with several into an internal
+/// function of its own, which the inliner leaves alone. A whole model
+/// lowers to one function of a thousand loop nests, on which LLVM's loop
+/// passes take time quadratic in its size (each IndVarSimplify,
+/// LoopVectorize or LoopUnroll of one loop walks the function), and so
+/// does the code generator: minutes for Swin-T, where a function per loop
+/// nest takes seconds. A loop nest is what a linalg op or an rpe kernel
+/// becomes, and nothing crosses from one to the next that a call does not
+/// carry: its buffers are the call's arguments.
+static void outlineLoops(llvm::Module &module, llvm::TargetMachine *machine) {
+  llvm::SmallPtrSet<llvm::Function *, 16> existing;
+  for (llvm::Function &function : module)
+    existing.insert(&function);
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager sccs;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PassBuilder builder(machine);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  llvm::ModulePassManager passes;
+  passes.addPass(llvm::LoopExtractorPass());
+  passes.run(module, modules);
+  for (llvm::Function &function : module)
+    if (!existing.contains(&function))
+      function.addFnAttr(llvm::Attribute::NoInline);
+}
+
+llvm::Expected<std::unique_ptr<llvm::Module>> mlir::rpe::translateAndOptimize(
+    ModuleOp module, llvm::LLVMContext &llvmContext, StringRef name,
+    const CpuCodegenOptions &options, TimingScope &timing) {
   DialectRegistry registry;
   registerAllToLLVMIRTranslations(registry);
   module.getContext()->appendDialectRegistry(registry);
 
-  auto machine = createTargetMachine(config);
+  auto machine = createTargetMachine(options);
   if (!machine)
     return machine.takeError();
+  TimingScope translation = timing.nest("Translation to LLVM IR");
   std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(module, llvmContext, config.name);
+      translateModuleToLLVMIR(module, llvmContext, name);
   if (!llvmModule)
     return codegenError("translation to LLVM IR failed");
   llvmModule->setDataLayout((*machine)->createDataLayout());
@@ -98,7 +150,13 @@ mlir::rpe::translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
     function.addFnAttr("target-cpu", (*machine)->getTargetCPU());
     function.addFnAttr("target-features", (*machine)->getTargetFeatureString());
   }
-  auto optimize = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
+  translation.stop();
+  if (options.outlineLoops) {
+    TimingScope outlining = timing.nest("Loop outlining");
+    outlineLoops(*llvmModule, machine->get());
+  }
+  TimingScope optimization = timing.nest("LLVM optimization");
+  auto optimize = makeOptimizingTransformer(options.optLevel, /*sizeLevel=*/0,
                                             machine->get());
   if (llvm::Error error = optimize(llvmModule.get()))
     return std::move(error);
@@ -106,9 +164,9 @@ mlir::rpe::translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
 }
 
 llvm::Error mlir::rpe::emitObjectFile(llvm::Module &module,
-                                      const KernelConfig &config,
+                                      const CpuCodegenOptions &options,
                                       llvm::raw_pwrite_stream &os) {
-  auto machine = createTargetMachine(config);
+  auto machine = createTargetMachine(options);
   if (!machine)
     return machine.takeError();
   llvm::legacy::PassManager pm;

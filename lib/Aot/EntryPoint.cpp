@@ -23,6 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LLVMHelpers.h"
+
 #include "Rpe/Aot.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -52,26 +54,6 @@ int64_t mlir::rpe::getCountLimit(const KernelConfig &config,
     if (llvm::MulOverflow(bytesPerCount, factor, bytesPerCount))
       return 0;
   return std::min(limit, std::numeric_limits<int64_t>::max() / bytesPerCount);
-}
-
-/// Appends the expanded memref descriptor of a contiguous row-major buffer
-/// at `ptr` of `shape` (the dynamic extent is `count`): allocated and
-/// aligned pointers, offset, sizes, strides.
-static void appendDescriptor(OpBuilder &b, Location loc, Value ptr, Value count,
-                             ArrayRef<int64_t> shape,
-                             SmallVectorImpl<Value> &args) {
-  Type i64 = b.getI64Type();
-  auto constant = [&](int64_t v) -> Value {
-    return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(v));
-  };
-  args.append({ptr, ptr, constant(0)});
-  for (int64_t extent : shape)
-    args.push_back(extent == kDynamicExtent ? count : constant(extent));
-  SmallVector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = shape.size() - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  for (int64_t stride : strides)
-    args.push_back(constant(stride));
 }
 
 namespace {
@@ -172,19 +154,11 @@ Value EntryPointBuilder::anyOverlap(ValueRange arguments) {
     }
     return it->second;
   };
-  auto ult = [&](Value x, Value y) {
-    return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ult, x, y);
-  };
   Value any = constant(i1, 0);
   for (auto [i, j] : abi.getDisjointBuffers()) {
-    // [x, x + m) and [y, y + n) overlap where y <= x < y + n or
-    // x < y < x + m: differences rather than ends, which cannot wrap; an
-    // empty buffer overlaps nothing.
     auto [x, m] = span(i);
     auto [y, n] = span(j);
-    Value xFirst = ult(x, y);
-    Value overlap = select(xFirst, ult(LLVM::SubOp::create(b, loc, y, x), m),
-                           ult(LLVM::SubOp::create(b, loc, x, y), n));
+    Value overlap = createRangesOverlap(b, loc, x, m, y, n);
     // A NULL pad_qkv is zeros of the entry point's own.
     Value null = LLVM::ZeroOp::create(b, loc, ptr);
     for (unsigned k : {i, j})
@@ -463,25 +437,20 @@ static LogicalResult emitEntryPoints(ModuleOp module,
   return success();
 }
 
-LogicalResult
-mlir::rpe::lowerToLLVMDialect(ModuleOp module, const KernelConfig &config,
-                              const CpuVectorFeatures &features) {
+LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
+                                            const KernelConfig &config,
+                                            const CpuVectorFeatures &features,
+                                            TimingScope &timing) {
   PassManager pm(module.getContext());
   CpuPipelineOptions options;
   options.parallel = config.threadRuntime() == ThreadRuntime::LlvmOpenMP;
   options.itemRange = config.fuse;
   options.fuse = config.fuse;
   options.kernel = config.effectiveKernel();
-  // 16 lanes where the target CPU has AVX-512, else AVX2's 8.
-  options.vectorWidth = config.vectorWidth ? config.vectorWidth
-                        : features.avx512  ? 16
-                                           : 8;
-  // bf16 products on AVX512-BF16 where it is fast (AMD Zen 4 and later);
-  // else bf16 is widened to f32 once per item.
-  options.bf16Dot = config.elementKind == ElementKind::BF16 &&
-                    options.vectorWidth == 16 && features.fastBf16Dot;
-  options.avx512 = features.avx512;
+  setCpuPipelineTarget(options, features, config.vectorWidth,
+                       config.elementKind == ElementKind::BF16);
   buildCpuPipeline(pm, options);
+  pm.enableTiming(timing);
   if (failed(pm.run(module)))
     return failure();
   return emitEntryPoints(module, config);

@@ -4,7 +4,7 @@ The regression tests of whole-model compilation: a small Swin (two stages,
 shifted and single-window attention, patch merging, head) and one shifted
 Swin block, exported by torch-mlir at test time, compiled by today's textual
 pipeline (``swin-opt --rpe-cpu-pipeline | mlir-translate-22 | clang-22``)
-and, once ``swin-aot`` has ``--input``, by the in-process whole-module path;
+and by the in-process whole-module path (``swin-aot --input``);
 ``_mlir_ciface_forward`` must match torch within 1e-4 relative to the
 output's largest magnitude.
 
@@ -76,8 +76,8 @@ def swin_opt_tool() -> str:
 
 @pytest.fixture(scope="module")
 def whole_aot() -> str:
-    """A swin-aot that compiles whole modules, else a skip (even under
-    SWIN_REQUIRE_AOT: ``--input`` is not there yet)."""
+    """A swin-aot that compiles whole modules, else a skip (a failure under
+    SWIN_REQUIRE_AOT)."""
     try:
         import swin_opt
 
@@ -87,7 +87,9 @@ def whole_aot() -> str:
             pytest.fail(f"SWIN_REQUIRE_AOT is set but {exc}", pytrace=False)
         pytest.skip(str(exc))
     if not whole_model.aot_accepts_input(path):
-        pytest.skip(f"{path} has no --input (whole modules) yet")
+        if aot_required():
+            pytest.fail(f"SWIN_REQUIRE_AOT is set but {path} has no --input (whole modules)", pytrace=False)
+        pytest.skip(f"{path} has no --input (whole modules)")
     return path
 
 
@@ -171,6 +173,32 @@ def test_row_passes_keep_the_numbers(exports, swin_opt_tool, tmp_path, batch):
         assert error <= whole_model.TOLERANCE, f"vectorize={vectorize}: relative error {error:.2e}"
     assert whole_model.relative_error(got["true"], got["false"]) <= whole_model.TOLERANCE
     assert reductions["true"] > reductions["false"]
+
+
+def test_whole_module_aot_plain_entry_point(exports, whole_aot, tmp_path):
+    """The plain C entry point, called as its JSON description says: torch's
+    numbers in the caller's buffer, and 1 (nothing written) for NULL."""
+    import ctypes
+
+    made = exports["swin_block"]
+    library, _ = whole_model.compile_aot(made.mlir, whole_aot, tmp_path)
+    description = json.loads(Path(f"{library}.json").read_text())
+    assert description["format"] == "swin-opt-module-abi"
+    (forward,) = description["functions"]
+    inputs, want = made.arrays()
+    assert forward["function"] == "forward" and forward["c_interface"] == "_mlir_ciface_forward"
+    assert [(a["role"], a["dtype"], tuple(a["shape"])) for a in forward["arguments"]] == [
+        ("input", "f32", inputs[0].shape), ("result", "f32", want.shape)]
+    entry = getattr(ctypes.CDLL(str(library)), forward["entry_point"])
+    entry.restype = ctypes.c_int
+    x = np.ascontiguousarray(inputs[0], dtype=np.float32)
+    got = np.full(want.shape, np.nan, dtype=np.float32)
+    x_ptr, got_ptr = (a.ctypes.data_as(ctypes.c_void_p) for a in (x, got))
+    assert entry(x_ptr, None) == 1
+    assert np.all(np.isnan(got))
+    assert entry(x_ptr, got_ptr) == 0
+    error = whole_model.relative_error(got, want)
+    assert error <= whole_model.TOLERANCE, f"relative error {error:.2e}"
 
 
 def test_today_library_is_cached_per_module_and_level(exports, swin_opt_tool, tmp_path):

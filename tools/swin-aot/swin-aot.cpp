@@ -6,13 +6,17 @@
 //            [--pretrained-window=Ph,Pw]]] [--dtype=f32|f16|bf16]
 //            [--target=cpu|nvptx] [--grad]
 //            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
+//   swin-aot --input=MODEL.mlir [--cpu=CPU] [--no-parallel]
+//            [--pipeline-options=OPTIONS] [--name=PREFIX]
+//            --emit=mlir|llvm|obj|so -o PATH
 //
-// Everything runs in-process: building the rpe module, the pipelines,
-// LLVM's optimizer and code generator, lld for shared libraries, and the
-// GPU serialization. Beside a kernel (obj, so, ptx, cubin, fatbin) at
-// PATH it writes the C header (PATH.h), the description of its C ABI
-// (PATH.json) and, for a GPU kernel, the host runtime (PATH.c); all of
-// them or none.
+// Everything runs in-process: building the rpe module (or parsing the
+// given one), the pipelines, LLVM's optimizer and code generator, lld for
+// shared libraries, and the GPU serialization. Beside a kernel or module
+// (obj, so, ptx, cubin, fatbin) at PATH it writes the C header (PATH.h),
+// the description of its C ABI (PATH.json) and, for a GPU kernel, the
+// host runtime (PATH.c); all of them or none. --timing reports where the
+// time goes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +29,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/StringExtras.h"
@@ -44,6 +50,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::rpe;
@@ -224,13 +231,37 @@ static EnumOpt<KernelStrategy> kernelOpt(
              "on the CPU, warps on the GPU; the GPU's kernels also run on the "
              "host, to test them"),
     enumOptionValues(symbolizeKernelStrategy), cl::cat(category));
-static cl::opt<std::string> nameOpt("name", cl::init("swin_window_attention"),
-                                    cl::desc("Name of the C entry point"),
-                                    cl::cat(category));
+static cl::opt<std::string> inputOpt(
+    "input",
+    cl::desc("Compile this MLIR module (a whole model: linalg on tensors, as "
+             "torch-mlir exports it; '-': standard input) instead of a "
+             "kernel. Each public function gets MLIR's C interface "
+             "(_mlir_ciface_F) and a plain C entry point (NAME_F)"),
+    cl::value_desc("path"), cl::cat(category));
+static cl::opt<std::string> pipelineOptionsOpt(
+    "pipeline-options",
+    cl::desc("--input: options of rpe-cpu-pipeline as swin-opt takes them "
+             "(e.g. 'matmul=false fuse=false'; see swin-opt --help). "
+             "vector-width, bf16-dot and avx512 default to what the --cpu "
+             "has, parallel to !--no-parallel"),
+    cl::value_desc("options"), cl::cat(category));
+static cl::opt<std::string>
+    nameOpt("name", cl::init("swin_window_attention"),
+            cl::desc("Name of the C entry point (--input: the prefix of the "
+                     "entry points; default: the input file's name)"),
+            cl::cat(category));
+static cl::opt<bool>
+    timingOpt("timing",
+              cl::desc("Report the time of each step (parsing, each pass, "
+                       "translation, LLVM's optimizer, code generation, "
+                       "linking) on standard error"),
+              cl::cat(category));
 static EnumOpt<Emit> emitOpt(
     "emit", cl::desc("What to write"),
     cl::values(
-        clEnumValN(Emit::Mlir, "mlir", "the rpe-level module"),
+        clEnumValN(Emit::Mlir, "mlir",
+                   "the rpe-level module (--input: the LLVM-dialect module "
+                   "with its entry points)"),
         clEnumValN(Emit::Llvm, "llvm", "cpu: LLVM IR"),
         clEnumValN(Emit::Obj, "obj", "cpu: object file (+ .h, .json)"),
         clEnumValN(Emit::So, "so", "cpu: shared library (+ .h, .json)"),
@@ -466,9 +497,8 @@ static llvm::Error checkCudaToolkit(const KernelConfig &config, Emit emit) {
   return llvm::Error::success();
 }
 
-/// Builds and writes what --emit asks for.
-static llvm::Error run(MLIRContext &context, const KernelConfig &config,
-                       Emit emit, llvm::StringRef output) {
+/// Whether --emit can go to `output`.
+static llvm::Error checkOutput(Emit emit, llvm::StringRef output) {
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
@@ -477,19 +507,77 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
   if (output == "-" && emit != Emit::Mlir && emit != Emit::Llvm)
     return error("-o -: only --emit=mlir and --emit=llvm go to standard "
                  "output");
+  return llvm::Error::success();
+}
+
+/// --emit=mlir: writes `module` to `output`.
+static llvm::Error writeModule(swin_aot::OutputFiles &files, ModuleOp module,
+                               llvm::StringRef output) {
+  if (llvm::Error e = files.write(output, [&](llvm::raw_ostream &os) {
+        module.print(os);
+        return llvm::Error::success();
+      }))
+    return e;
+  return files.commit();
+}
+
+/// Writes optimized LLVM IR as --emit asks: as text (llvm), as an object
+/// file (obj), or as a shared library linked against the threads'
+/// `runtime` (so); to be committed by the caller.
+static llvm::Error writeCpuCode(swin_aot::OutputFiles &files,
+                                llvm::Module &llvmModule, Emit emit,
+                                llvm::StringRef output,
+                                const CpuCodegenOptions &codegen,
+                                ThreadRuntime runtime, TimingScope &timing) {
+  if (emit == Emit::Llvm)
+    return files.write(output, [&](llvm::raw_ostream &os) {
+      llvmModule.print(os, nullptr);
+      return llvm::Error::success();
+    });
+
+  TimingScope generation = timing.nest("Code generation");
+  auto writeObject = [&](llvm::raw_pwrite_stream &os) {
+    return emitObjectFile(llvmModule, codegen, os);
+  };
+  if (emit == Emit::Obj)
+    return files.write(output, writeObject, /*binary=*/true);
+
+  // so: an object file in a temporary place, linked, then removed.
+  llvm::SmallString<256> objectPath;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("swin-aot", "o", objectPath))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot create a temporary object file: " +
+                                       ec.message());
+  llvm::FileRemover removeObject(objectPath);
+  swin_aot::OutputFiles object;
+  if (llvm::Error e = object.write(objectPath, writeObject, /*binary=*/true))
+    return e;
+  if (llvm::Error e = object.commit())
+    return e;
+  generation.stop();
+  TimingScope linking = timing.nest("Linking");
+  auto library = files.reserve(output);
+  if (!library)
+    return library.takeError();
+  return linkSharedLibrary(objectPath, *library, runtime);
+}
+
+/// Builds and writes what --emit asks for.
+static llvm::Error run(MLIRContext &context, const KernelConfig &config,
+                       Emit emit, llvm::StringRef output, TimingScope &timing) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (llvm::Error e = checkOutput(emit, output))
+    return e;
   OwningOpRef<ModuleOp> module = buildKernelModule(context, config);
   if (failed(module->verify()))
     return error("the generated rpe module does not verify");
 
   swin_aot::OutputFiles files;
-  if (emit == Emit::Mlir) {
-    if (llvm::Error e = files.write(output, [&](llvm::raw_ostream &os) {
-          module->print(os);
-          return llvm::Error::success();
-        }))
-      return e;
-    return files.commit();
-  }
+  if (emit == Emit::Mlir)
+    return writeModule(files, *module, output);
 
   if (config.isGpu()) {
     if (llvm::Error e = checkCudaToolkit(config, emit))
@@ -522,59 +610,139 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
   }
 
   // An unknown --cpu stops here, before any lowering.
-  auto features = getCpuVectorFeatures(config);
+  CpuCodegenOptions codegen{config.cpu};
+  auto features = getCpuVectorFeatures(codegen);
   if (!features)
     return features.takeError();
-  if (failed(lowerToLLVMDialect(*module, config, *features)))
+  TimingScope pipeline = timing.nest("rpe-cpu-pipeline");
+  if (failed(lowerToLLVMDialect(*module, config, *features, pipeline)))
     return error("lowering to the LLVM dialect failed");
+  pipeline.stop();
   llvm::LLVMContext llvmContext;
-  auto llvmModule = translateAndOptimize(*module, llvmContext, config);
+  auto llvmModule =
+      translateAndOptimize(*module, llvmContext, config.name, codegen, timing);
   if (!llvmModule)
     return llvmModule.takeError();
-
-  if (emit == Emit::Llvm) {
-    if (llvm::Error e = files.write(output, [&](llvm::raw_ostream &os) {
-          (*llvmModule)->print(os, nullptr);
-          return llvm::Error::success();
-        }))
-      return e;
-    return files.commit();
-  }
-
-  if (emit == Emit::Obj) {
-    if (llvm::Error e = files.write(
-            output,
-            [&](llvm::raw_pwrite_stream &os) {
-              return emitObjectFile(**llvmModule, config, os);
-            },
-            /*binary=*/true))
-      return e;
-  } else {
-    // so: an object file in a temporary place, linked, then removed.
-    llvm::SmallString<256> objectPath;
-    if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile("swin-aot", "o", objectPath))
-      return error("cannot create a temporary object file: " + ec.message());
-    llvm::FileRemover removeObject(objectPath);
-    swin_aot::OutputFiles object;
-    if (llvm::Error e = object.write(
-            objectPath,
-            [&](llvm::raw_pwrite_stream &os) {
-              return emitObjectFile(**llvmModule, config, os);
-            },
-            /*binary=*/true))
-      return e;
-    if (llvm::Error e = object.commit())
-      return e;
-    auto library = files.reserve(output);
-    if (!library)
-      return library.takeError();
-    if (llvm::Error e = linkSharedLibrary(objectPath, *library,
-                                           config.threadRuntime()))
-      return e;
-  }
-  if (llvm::Error e = writeInterface(files, config, output))
+  if (llvm::Error e = writeCpuCode(files, **llvmModule, emit, output, codegen,
+                                   config.threadRuntime(), timing))
     return e;
+  if (emit != Emit::Llvm)
+    if (llvm::Error e = writeInterface(files, config, output))
+      return e;
+  return files.commit();
+}
+
+/// The prefix of a module's entry points when --name is not given: the
+/// input file's name as a C identifier (`swin_t_b1` for swin-t.b1.mlir).
+static std::string getDefaultPrefix(StringRef input) {
+  std::string prefix =
+      input == "-" ? "module" : llvm::sys::path::stem(input).str();
+  for (char &c : prefix)
+    if (!llvm::isAlnum(c))
+      c = '_';
+  if (prefix.empty() || llvm::isDigit(prefix.front()))
+    prefix.insert(prefix.begin(), '_');
+  return prefix;
+}
+
+/// The options of rpe-cpu-pipeline for a module: the CPU's, as a kernel's
+/// (setCpuPipelineTarget), and --no-parallel, then --pipeline-options on
+/// top of them.
+static llvm::Expected<std::unique_ptr<CpuPipelineOptions>>
+readModulePipelineOptions(const CpuVectorFeatures &features) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--pipeline-options: " + message);
+  };
+  auto options = std::make_unique<CpuPipelineOptions>();
+  options->parallel = !noParallelOpt;
+  // Any function of the module may compute in bf16.
+  setCpuPipelineTarget(*options, features, /*vectorWidth=*/0, /*bf16=*/true);
+  std::string parseErrors;
+  llvm::raw_string_ostream parseErrorStream(parseErrors);
+  if (failed(options->parseFromString(pipelineOptionsOpt, parseErrorStream)))
+    return error(StringRef(parseErrors).trim());
+  // AVX512-BF16's dot products take 16 lanes.
+  options->bf16Dot = options->bf16Dot && options->vectorWidth == 16;
+  if (options->itemRange)
+    return error("item-range=true leaves a kernel's items to its caller: "
+                 "a module's functions run all of theirs");
+  return options;
+}
+
+/// --input: compiles the module at `input` and writes what --emit asks for.
+static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                             StringRef input, StringRef prefix, Emit emit,
+                             StringRef output, TimingScope &timing) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (llvm::Error e = checkOutput(emit, output))
+    return e;
+  if (!isCIdentifier(prefix))
+    return error("--name must be a C identifier, got '" + prefix + "'");
+  CpuCodegenOptions codegen;
+  codegen.cpu = cpuOpt;
+  // A whole model is a thousand loop nests in one function: LLVM takes
+  // minutes on it, seconds on a function per nest.
+  codegen.outlineLoops = true;
+  // An unknown --cpu stops here, before the input is read.
+  auto features = getCpuVectorFeatures(codegen);
+  if (!features)
+    return features.takeError();
+
+  TimingScope parsing = timing.nest("Parsing");
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(input, /*IsText=*/false);
+  if (!buffer)
+    return error("cannot read '" + input + "': " + buffer.getError().message());
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
+  if (!module)
+    return error("cannot parse '" + input + "'");
+  parsing.stop();
+
+  FailureOr<ModuleAbi> abi = getModuleAbi(*module, prefix);
+  if (failed(abi))
+    return error("cannot export the functions of '" + input + "'");
+  auto readOptions = readModulePipelineOptions(*features);
+  if (!readOptions)
+    return readOptions.takeError();
+  std::unique_ptr<CpuPipelineOptions> options = std::move(*readOptions);
+  ThreadRuntime threads =
+      options->parallel ? ThreadRuntime::LlvmOpenMP : ThreadRuntime::None;
+  TimingScope pipeline = timing.nest("rpe-cpu-pipeline");
+  if (failed(lowerModuleToLLVMDialect(*module, *abi, *options, pipeline)))
+    return error("lowering '" + input + "' to the LLVM dialect failed");
+  pipeline.stop();
+
+  swin_aot::OutputFiles files;
+  if (emit == Emit::Mlir)
+    return writeModule(files, *module, output);
+  llvm::LLVMContext llvmContext;
+  auto llvmModule =
+      translateAndOptimize(*module, llvmContext, prefix, codegen, timing);
+  if (!llvmModule)
+    return llvmModule.takeError();
+  // The LLVM module holds what code generation needs (the weights too).
+  module = nullptr;
+  if (llvm::Error e = writeCpuCode(files, **llvmModule, emit, output, codegen,
+                                   threads, timing))
+    return e;
+  if (emit != Emit::Llvm) {
+    if (llvm::Error e =
+            files.write(besideOutput(output, "h"), [&](llvm::raw_ostream &os) {
+              emitModuleHeader(*abi, threads, os);
+              return llvm::Error::success();
+            }))
+      return e;
+    if (llvm::Error e = files.write(besideOutput(output, "json"),
+                                    [&](llvm::raw_ostream &os) {
+                                      writeModuleAbiDescription(*abi, os);
+                                      return llvm::Error::success();
+                                    }))
+      return e;
+  }
   return files.commit();
 }
 
@@ -582,42 +750,99 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    // The first line is what swin_opt parses (python/swin_opt/tools.py):
+    // the module ABI goes on a line of its own.
     os << "swin-aot " << SWIN_VERSION << " (kernel ABI " << kKernelAbiVersion
-       << ")\n  rpe dialect; LLVM " LLVM_VERSION_STRING "\n";
+       << ")\n  module ABI " << kModuleAbiVersion
+       << " (--input)\n  rpe dialect; LLVM " LLVM_VERSION_STRING "\n";
   });
   std::string cliErrors;
   llvm::raw_string_ostream cliErrorStream(cliErrors);
   if (!cl::ParseCommandLineOptions(
-          argc, argv, "swin-aot: Swin window-attention kernels ahead of time\n",
+          argc, argv,
+          "swin-aot: Swin window-attention kernels and whole modules ahead "
+          "of time\n",
           &cliErrorStream))
     return failCommandLine(cliErrors);
+  auto optionName = [](const cl::Option &option) {
+    return (option.ArgStr.size() > 1 ? "--" : "-") + option.ArgStr.str();
+  };
   // Checked here rather than by cl::Required, whose message goes straight
   // to stderr in LLVM's words.
   // (cl::list overloads operator&: hence std::addressof.)
-  for (cl::Option *required :
-       std::initializer_list<cl::Option *>{std::addressof(windowOpt), &headsOpt,
-                                           &headDimOpt, &emitOpt, &outputOpt})
-    if (!required->getNumOccurrences()) {
-      fail((required->ArgStr.size() > 1 ? "--" : "-") + required->ArgStr +
-           " is required (see swin-aot --help)");
+  bool compileModule = inputOpt.getNumOccurrences();
+  SmallVector<cl::Option *> required = {&emitOpt, &outputOpt};
+  if (!compileModule)
+    required.insert(required.begin(),
+                    {std::addressof(windowOpt), &headsOpt, &headDimOpt});
+  for (cl::Option *option : required)
+    if (!option->getNumOccurrences()) {
+      fail(optionName(*option) + " is required (see swin-aot --help)");
       return 2;
     }
+  // A module says what it computes: the options that describe a kernel
+  // have nothing to describe.
+  if (compileModule)
+    for (cl::Option *option : std::initializer_list<cl::Option *>{
+             std::addressof(windowOpt),
+             &headsOpt,
+             &headDimOpt,
+             &scaleOpt,
+             std::addressof(resolutionOpt),
+             std::addressof(shiftOpt),
+             &tableOpt,
+             &layoutOpt,
+             &paddingOpt,
+             &packedQkvOpt,
+             &cpbMlpOpt,
+             &cpbHiddenOpt,
+             std::addressof(pretrainedWindowOpt),
+             &cosineOpt,
+             &dtypeOpt,
+             &targetOpt,
+             &chipOpt,
+             &featuresOpt,
+             &cudaOpt,
+             &vectorWidthOpt,
+             &gradOpt,
+             &unfusedOpt,
+             &kernelOpt})
+      if (option->getNumOccurrences()) {
+        fail(optionName(*option) +
+             " configures a kernel: it does not go with --input (a "
+             "module's pipeline takes --pipeline-options)");
+        return 2;
+      }
+  if (!compileModule && pipelineOptionsOpt.getNumOccurrences()) {
+    fail("--pipeline-options goes with --input: a kernel's pipeline follows "
+         "its configuration");
+    return 2;
+  }
 
   // lld resets LLVM's command-line options when it runs in-process: keep
   // copies of what is needed after linking.
   const std::string output = outputOpt;
   const Emit emit = emitOpt;
-  auto config = readConfig();
-  if (!config)
-    return fail(config.takeError());
+  const bool timingEnabled = timingOpt;
   bool gpuEmit =
       emit == Emit::Ptx || emit == Emit::Cubin || emit == Emit::Fatbin;
-  if (!config->isGpu() && gpuEmit)
-    return fail("--emit=ptx, cubin and fatbin need --target=nvptx");
-  if (config->isGpu() &&
-      (emit == Emit::Llvm || emit == Emit::Obj || emit == Emit::So))
-    return fail("--emit must be mlir, ptx, cubin or fatbin for "
-                "--target=nvptx");
+  std::optional<KernelConfig> config;
+  if (compileModule) {
+    if (gpuEmit)
+      return fail("--input compiles for the CPU: --emit must be mlir, llvm, "
+                  "obj or so");
+  } else {
+    auto read = readConfig();
+    if (!read)
+      return fail(read.takeError());
+    config = std::move(*read);
+    if (!config->isGpu() && gpuEmit)
+      return fail("--emit=ptx, cubin and fatbin need --target=nvptx");
+    if (config->isGpu() &&
+        (emit == Emit::Llvm || emit == Emit::Obj || emit == Emit::So))
+      return fail("--emit must be mlir, ptx, cubin or fatbin for "
+                  "--target=nvptx");
+  }
 
   // The pipeline bufferizes and lowers upstream ops: their interfaces live
   // in the upstream registrations.
@@ -635,7 +860,26 @@ int main(int argc, char **argv) {
   // Diagnostics are printed once, by the handler, with their locations.
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  if (llvm::Error error = run(context, *config, emit, output))
+  DefaultTimingManager timingManager;
+  timingManager.setEnabled(timingEnabled);
+  timingManager.setDisplayMode(DefaultTimingManager::DisplayMode::Tree);
+  llvm::Error error = llvm::Error::success();
+  {
+    TimingScope timing = timingManager.getRootScope();
+    if (compileModule) {
+      const std::string input = inputOpt;
+      const std::string prefix =
+          nameOpt.getNumOccurrences() ? nameOpt : getDefaultPrefix(input);
+      error =
+          runModule(context, sourceMgr, input, prefix, emit, output, timing);
+    } else {
+      error = run(context, *config, emit, output, timing);
+    }
+  }
+  timingManager.print();
+  // Printed: the manager would print an empty report when destroyed.
+  timingManager.setEnabled(false);
+  if (error)
     return fail(std::move(error));
   return 0;
 }
