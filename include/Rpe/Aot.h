@@ -75,7 +75,16 @@ struct CpuCodegenOptions {
   /// Before optimizing, move each outermost loop of a function with
   /// several into a function of its own (translateAndOptimize).
   bool outlineLoops = false;
+  /// Route the module's malloc and free through a per-thread cache of large
+  /// freed blocks, so that a function called again reuses its temporaries
+  /// (cacheLargeAllocations).
+  bool cacheAllocations = false;
 };
+
+/// Makes `module`'s calls of malloc and free go through a per-thread cache
+/// of large freed blocks (CachedAllocations.cpp). Blocks stay plain malloc
+/// blocks: one may leave the module and be freed by its caller.
+void cacheLargeAllocations(llvm::Module &module);
 
 /// What a CPU has that the generated code depends on.
 struct CpuVectorFeatures {

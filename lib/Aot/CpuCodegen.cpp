@@ -151,6 +151,8 @@ llvm::Expected<std::unique_ptr<llvm::Module>> mlir::rpe::translateAndOptimize(
     function.addFnAttr("target-features", (*machine)->getTargetFeatureString());
   }
   translation.stop();
+  if (options.cacheAllocations)
+    cacheLargeAllocations(*llvmModule);
   if (options.outlineLoops) {
     TimingScope outlining = timing.nest("Loop outlining");
     outlineLoops(*llvmModule, machine->get());

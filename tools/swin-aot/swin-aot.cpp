@@ -686,6 +686,8 @@ static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   // A whole model is a thousand loop nests in one function: LLVM takes
   // minutes on it, seconds on a function per nest.
   codegen.outlineLoops = true;
+  // And allocates its intermediate tensors anew on every call.
+  codegen.cacheAllocations = true;
   // An unknown --cpu stops here, before the input is read.
   auto features = getCpuVectorFeatures(codegen);
   if (!features)
