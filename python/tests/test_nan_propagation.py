@@ -140,41 +140,58 @@ def kernels(build, aot_path, tmp_path_factory):
     return get
 
 
+class _Setup:
+    """One kernel's configuration and random inputs (rounded to its dtype),
+    the reference on them, and the kernel called on them (float64 out)."""
+
+    def __init__(self, kernels, kernel_name, seed):
+        self.kernel_name, self.kernel = kernel_name, kernels(kernel_name)
+        spec = TILES if kernel_name == "unfused-f32" else KERNELS[kernel_name]
+        self.dtype = {"float16": "f16", "bfloat16": "bf16"}.get(spec.get("dtype"), "f32")
+        self.window, self.heads, self.head_dim = spec["window"], spec["heads"], spec["head_dim"]
+        self.windows = 2 * ref.windows_per_image(spec["resolution"], self.window)
+        self.n = int(np.prod(self.window))
+        rng = np.random.default_rng(seed)
+        shape = (self.windows, self.heads, self.n, self.head_dim)
+        self.q, self.k, self.v = (T.round_to_dtype(rng.standard_normal(shape), self.dtype)
+                                  for _ in range(3))
+        self.table = T.round_to_dtype(
+            rng.standard_normal((ref.table_rows(self.window), self.heads)), self.dtype)
+        self.mask = ref.shift_mask(spec["resolution"], self.window, (spec["shift"],) * 2)
+
+    def reference(self, table=None):
+        table = self.table if table is None else table
+        return ref.window_attention(*(x.astype(np.float64) for x in (self.q, self.k, self.v)),
+                                    bias=ref.lookup(table.astype(np.float64), self.window),
+                                    mask=self.mask, scale=self.head_dim ** -0.5)
+
+    def run(self, table=None):
+        table = self.table if table is None else table
+        qkvt = (self.q, self.k, self.v, table)
+        if self.kernel_name != "unfused-f32":  # takes float32 arrays as they are
+            qkvt = tuple(T.to_storage(x, self.dtype) for x in qkvt)
+        return T.to_float64(self.kernel(*qkvt), self.dtype)
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("kernel_name", [*KERNELS, "unfused-f32"])
 def test_non_finite_inputs(kernels, kernel_name, case):
-    kernel = kernels(kernel_name)
-    spec = TILES if kernel_name == "unfused-f32" else KERNELS[kernel_name]
-    dtype = {"float16": "f16", "bfloat16": "bf16"}.get(spec.get("dtype"), "f32")
-    window, heads, head_dim = spec["window"], spec["heads"], spec["head_dim"]
-    windows = 2 * ref.windows_per_image(spec["resolution"], window)
-    n = int(np.prod(window))
-    rng = np.random.default_rng(0)
-    q, k, v = (T.round_to_dtype(rng.standard_normal((windows, heads, n, head_dim)), dtype)
-               for _ in range(3))
-    table = T.round_to_dtype(rng.standard_normal((ref.table_rows(window), heads)), dtype)
-    expected_nan = _case(case, window, heads, head_dim, windows, q, k, v, table)
+    s = _Setup(kernels, kernel_name, seed=0)
+    expected_nan = _case(case, s.window, s.heads, s.head_dim, s.windows, s.q, s.k, s.v, s.table)
 
-    mask = ref.shift_mask(spec["resolution"], window, (spec["shift"],) * 2)
     with np.errstate(invalid="ignore"):  # inf - inf is the point
-        expected = ref.window_attention(*(x.astype(np.float64) for x in (q, k, v)),
-                                        bias=ref.lookup(table.astype(np.float64), window),
-                                        mask=mask, scale=head_dim ** -0.5)
+        expected = s.reference()
     # The reference follows IEEE: NaN exactly where the case says.
     np.testing.assert_array_equal(np.isnan(expected), expected_nan)
 
-    if kernel_name == "unfused-f32":
-        out = kernel(q, k, v, table)
-    else:
-        out = kernel(*(T.to_storage(x, dtype) for x in (q, k, v, table)))
-    got = T.to_float64(out, dtype)
+    got = s.run()
     wrong = np.argwhere(np.isnan(got) != expected_nan)
     assert wrong.size == 0, (f"{len(wrong)} outputs NaN where they should not be or the "
                              f"reverse, first [window, row, channel] {wrong[:4].tolist()}")
     finite = ~expected_nan
     assert np.all(np.isfinite(got[finite]))
     error = np.abs(got[finite] - expected[finite]).max()
-    allowed = T.TOLERANCE[dtype] * max(1.0, np.abs(expected[finite]).max())
+    allowed = T.TOLERANCE[s.dtype] * max(1.0, np.abs(expected[finite]).max())
     assert error <= allowed, f"max abs error {error:.3g} > {allowed:.3g}"
 
 
@@ -186,35 +203,18 @@ def test_inf_at_every_table_entry(kernels, kernel_name):
     row, a reduction over grouped rows) turns other rows NaN as well: with
     +inf at entry 0 (query 0 -> key 48 of a 7x7 window) the tiles kernel
     once also made row 1 NaN, through its padding lane of key row 6."""
-    kernel = kernels(kernel_name)
-    spec = TILES if kernel_name == "unfused-f32" else KERNELS[kernel_name]
-    dtype = {"float16": "f16", "bfloat16": "bf16"}.get(spec.get("dtype"), "f32")
-    window, heads, head_dim = spec["window"], spec["heads"], spec["head_dim"]
-    windows = 2 * ref.windows_per_image(spec["resolution"], window)
-    n = int(np.prod(window))
-    rng = np.random.default_rng(1)
-    q, k, v = (T.round_to_dtype(rng.standard_normal((windows, heads, n, head_dim)), dtype)
-               for _ in range(3))
-    table = T.round_to_dtype(rng.standard_normal((ref.table_rows(window), heads)), dtype)
-    mask = ref.shift_mask(spec["resolution"], window, (spec["shift"],) * 2)
-    expected = ref.window_attention(*(x.astype(np.float64) for x in (q, k, v)),
-                                    bias=ref.lookup(table.astype(np.float64), window),
-                                    mask=mask, scale=head_dim ** -0.5)
-    allowed = T.TOLERANCE[dtype] * max(1.0, np.abs(expected).max())
-
-    def run(t):
-        if kernel_name == "unfused-f32":
-            return kernel(q, k, v, t)
-        return T.to_float64(kernel(*(T.to_storage(x, dtype) for x in (q, k, v, t))), dtype)
+    s = _Setup(kernels, kernel_name, seed=1)
+    expected = s.reference()
+    allowed = T.TOLERANCE[s.dtype] * max(1.0, np.abs(expected).max())
 
     wrong_entries = []
-    for entry in range(table.shape[0]):
-        poisoned = table.copy()
+    for entry in range(s.table.shape[0]):
+        poisoned = s.table.copy()
         poisoned[entry, HEAD] = np.inf
-        expected_nan = np.zeros((windows, n, heads, head_dim), bool)
-        expected_nan[:, _gathering_rows(window, [entry]), HEAD] = True
-        expected_nan = expected_nan.reshape(windows, n, heads * head_dim)
-        got = run(poisoned)
+        expected_nan = np.zeros((s.windows, s.n, s.heads, s.head_dim), bool)
+        expected_nan[:, _gathering_rows(s.window, [entry]), HEAD] = True
+        expected_nan = expected_nan.reshape(s.windows, s.n, s.heads * s.head_dim)
+        got = s.run(poisoned)
         # Rows that do not gather the entry are the finite table's outputs.
         if (not np.array_equal(np.isnan(got), expected_nan)
                 or np.abs(got[~expected_nan] - expected[~expected_nan]).max() > allowed):
