@@ -59,24 +59,16 @@ int64_t mlir::rpe::getCountLimit(const KernelConfig &config,
 namespace {
 /// Builds the C entry point of a lowered kernel and, for the GNU OpenMP
 /// runtime, the worker each thread of the team runs.
-class EntryPointBuilder {
+class EntryPointBuilder : EntryPointBuilderBase {
 public:
   EntryPointBuilder(ModuleOp module, const KernelConfig &config,
                     Direction direction, LLVM::LLVMFuncOp kernel)
-      : module(module), config(config), abi(getKernelAbi(config, direction)),
-        kernel(kernel), b(module.getContext()), loc(kernel.getLoc()) {
-    b.setInsertionPointToEnd(module.getBody());
-    ptr = LLVM::LLVMPointerType::get(module.getContext());
-    i64 = b.getI64Type();
-    i32 = b.getI32Type();
-  }
+      : EntryPointBuilderBase(module, kernel.getLoc()), module(module),
+        config(config), abi(getKernelAbi(config, direction)), kernel(kernel) {}
 
   LogicalResult build();
 
 private:
-  Value constant(Type type, int64_t v) {
-    return LLVM::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, v));
-  }
   Value select(Value condition, Value x, Value y) {
     return LLVM::SelectOp::create(b, loc, condition, x, y);
   }
@@ -118,9 +110,6 @@ private:
   const KernelConfig &config;
   KernelAbi abi;
   LLVM::LLVMFuncOp kernel;
-  OpBuilder b;
-  Location loc;
-  Type ptr, i64, i32;
   LLVM::GlobalOp zeroPadding;
 };
 } // namespace
@@ -136,7 +125,6 @@ LLVM::LLVMFuncOp EntryPointBuilder::declare(StringRef name, Type result,
 }
 
 Value EntryPointBuilder::anyOverlap(ValueRange arguments) {
-  Type i1 = b.getI1Type();
   Value count = arguments[abi.countIndex()];
   // Each buffer's first byte and size, as integers. (Where one count's
   // buffer does not fit in int64_t, the count limit is 0.)
@@ -181,7 +169,6 @@ void EntryPointBuilder::checkArguments(Block *entry) {
   Block *invalid = b.createBlock(&body);
   Block *valid = b.createBlock(&body);
   b.setInsertionPointToStart(entry);
-  Type i1 = b.getI1Type();
   Value count = entry->getArgument(abi.countIndex());
   Value null = LLVM::ZeroOp::create(b, loc, ptr);
   Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, count,

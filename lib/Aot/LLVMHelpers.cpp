@@ -9,6 +9,17 @@
 using namespace mlir;
 using namespace mlir::rpe;
 
+EntryPointBuilderBase::EntryPointBuilderBase(ModuleOp module, Location loc)
+    : b(module.getContext()), loc(loc),
+      ptr(LLVM::LLVMPointerType::get(module.getContext())), i64(b.getI64Type()),
+      i32(b.getI32Type()), i1(b.getI1Type()) {
+  b.setInsertionPointToEnd(module.getBody());
+}
+
+Value EntryPointBuilderBase::constant(Type type, int64_t v) {
+  return LLVM::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, v));
+}
+
 void mlir::rpe::appendDescriptor(OpBuilder &b, Location loc, Value ptr,
                                  Value count, ArrayRef<int64_t> shape,
                                  SmallVectorImpl<Value> &args) {

@@ -10,8 +10,23 @@
 #define RPE_LIB_AOT_LLVMHELPERS_H
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::rpe {
+
+/// What the entry-point builders (EntryPoint.cpp, ModuleEntryPoint.cpp)
+/// share: a builder at the end of the module's body, the location of the
+/// function they wrap, the LLVM types they use and integer constants.
+class EntryPointBuilderBase {
+protected:
+  EntryPointBuilderBase(ModuleOp module, Location loc);
+
+  Value constant(Type type, int64_t v);
+
+  OpBuilder b;
+  Location loc;
+  Type ptr, i64, i32, i1;
+};
 
 /// Appends the expanded memref descriptor of a contiguous row-major buffer
 /// at `ptr` of `shape` (the dynamic extent, kDynamicExtent, is `count`):

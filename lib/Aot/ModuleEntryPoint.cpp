@@ -39,25 +39,16 @@ using namespace mlir::rpe;
 
 namespace {
 /// Builds the plain C entry point of one exported function.
-class ModuleEntryPointBuilder {
+class ModuleEntryPointBuilder : EntryPointBuilderBase {
 public:
   ModuleEntryPointBuilder(ModuleOp module, const ModuleFunctionAbi &abi,
                           LLVM::LLVMFuncOp function)
-      : module(module), abi(abi), function(function), b(module.getContext()),
-        loc(function.getLoc()) {
-    b.setInsertionPointToEnd(module.getBody());
-    ptr = LLVM::LLVMPointerType::get(module.getContext());
-    i64 = b.getI64Type();
-    i32 = b.getI32Type();
-    i1 = b.getI1Type();
-  }
+      : EntryPointBuilderBase(module, function.getLoc()), module(module),
+        abi(abi), function(function) {}
 
   LogicalResult build();
 
 private:
-  Value constant(Type type, int64_t v) {
-    return LLVM::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, v));
-  }
   /// Whether the lowered function takes the inputs as expanded memref
   /// descriptors and returns the results' descriptors (one, or a struct of
   /// them), as convert-func-to-llvm lowers tensors bufferized to
@@ -73,9 +64,6 @@ private:
   ModuleOp module;
   const ModuleFunctionAbi &abi;
   LLVM::LLVMFuncOp function;
-  OpBuilder b;
-  Location loc;
-  Type ptr, i64, i32, i1;
 };
 } // namespace
 
