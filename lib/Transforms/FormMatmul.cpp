@@ -17,6 +17,11 @@
 //   3. FuseEpilogue: an elementwise generic that is the product's only user
 //      moves into the rpe.matmul's epilogue, its other inputs becoming
 //      epilogue inputs (a bias read at (n), a residual at (m, n)).
+//      The importer hands the product to what follows through a
+//      tensor.expand_shape ([B * L, N] -> [B, L, N]: GELU after fc1, the
+//      residual add after fc2), so a generic on such a view of a product is
+//      first rewritten on the product itself (upstream's reshape folding by
+//      collapsing: its other operands collapsed, its result expanded).
 //
 //===----------------------------------------------------------------------===//
 
@@ -382,6 +387,15 @@ struct FuseElementwiseProducer : public OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// Whether a reshape folding at `operand` brings a generic onto an
+/// rpe.matmul's product: a tensor.expand_shape of the product, read only
+/// there.
+bool isExpandedProduct(OpOperand *operand) {
+  auto expand = operand->get().getDefiningOp<tensor::ExpandShapeOp>();
+  return expand && expand->hasOneUse() &&
+         expand.getSrc().getDefiningOp<MatmulOp>();
+}
+
 struct RpeFormMatmulPass
     : public rpe::impl::RpeFormMatmulBase<RpeFormMatmulPass> {
   using Base::Base;
@@ -397,6 +411,8 @@ struct RpeFormMatmulPass
     RewritePatternSet patterns(context);
     patterns.add<FuseElementwiseProducer, FuseEpilogue>(context);
     patterns.add<ContractionToMatmul>(context, panelWidth);
+    linalg::populateFoldReshapeOpsByCollapsingPatterns(patterns,
+                                                       isExpandedProduct);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -94,6 +94,66 @@ func.func @mlp(%x: tensor<49x96xf32>, %w1: tensor<96x384xf32>, %w2: tensor<384x9
 
 // -----
 
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+
+// As the importer writes a Swin block's MLP: each product goes on as a
+// [B, L, N] view (tensor.expand_shape) to GELU and to the residual add,
+// whose other operand is [B, L, C] too. Both generics are rewritten on the
+// [B * L, N] product and become its epilogue; the residual is collapsed to
+// [B * L, C] and read at (m, n); the block's result is the expanded product.
+// WIDE-LABEL: func @mlp_expanded
+// WIDE-SAME: (%[[X:.*]]: tensor<2x49x96xf32>, %[[W1:.*]]: tensor<96x384xf32>, %[[W2:.*]]: tensor<384x96xf32>)
+// WIDE: %[[X2:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]] : tensor<2x49x96xf32> into tensor<98x96xf32>
+// WIDE: %[[H:.*]] = rpe.matmul ins(%[[X2]], %[[W1]] : tensor<98x96xf32>, tensor<96x384xf32>) outs(%{{.*}} : tensor<98x384xf32>) {
+// WIDE: math.erf
+// WIDE: rpe.yield
+// WIDE: %[[R:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]] : tensor<2x49x96xf32> into tensor<98x96xf32>
+// WIDE: %[[Y:.*]] = rpe.matmul ins(%{{.*}}, %[[W2]] : tensor<98x384xf32>, tensor<384x96xf32>) epilogue(%[[R]] : tensor<98x96xf32>) outs(%{{.*}} : tensor<98x96xf32>) attributes {epilogue_maps = [#map]} {
+// WIDE-NEXT: ^bb0(%[[ACC:.*]]: f32, %[[RES:.*]]: f32):
+// WIDE-NEXT:   %[[S:.*]] = arith.addf %[[RES]], %[[ACC]] : f32
+// WIDE-NEXT:   rpe.yield %[[S]] : f32
+// WIDE-NOT: linalg.generic
+// WIDE: %[[OUT:.*]] = tensor.expand_shape %[[Y]] {{\[}}[0, 1], [2]] output_shape [2, 49, 96]
+// WIDE: return %[[OUT]]
+func.func @mlp_expanded(%x: tensor<2x49x96xf32>, %w1: tensor<96x384xf32>, %w2: tensor<384x96xf32>) -> tensor<2x49x96xf32> {
+  %zero = arith.constant 0.0 : f32
+  %x2 = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x49x96xf32> into tensor<98x96xf32>
+  %e1 = tensor.empty() : tensor<98x384xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<98x384xf32>) -> tensor<98x384xf32>
+  %h = linalg.matmul ins(%x2, %w1 : tensor<98x96xf32>, tensor<96x384xf32>) outs(%f1 : tensor<98x384xf32>) -> tensor<98x384xf32>
+  %h3 = tensor.expand_shape %h [[0, 1], [2]] output_shape [2, 49, 384] : tensor<98x384xf32> into tensor<2x49x384xf32>
+  %e13 = tensor.empty() : tensor<2x49x384xf32>
+  %g3 = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%h3 : tensor<2x49x384xf32>) outs(%e13 : tensor<2x49x384xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %sqrt2 = arith.constant 1.41421354 : f32
+    %one = arith.constant 1.0 : f32
+    %half = arith.constant 0.5 : f32
+    %t = arith.divf %a, %sqrt2 : f32
+    %erf = math.erf %t : f32
+    %p = arith.addf %erf, %one : f32
+    %q = arith.mulf %p, %half : f32
+    %r = arith.mulf %a, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<2x49x384xf32>
+  %g = tensor.collapse_shape %g3 [[0, 1], [2]] : tensor<2x49x384xf32> into tensor<98x384xf32>
+  %e2 = tensor.empty() : tensor<98x96xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<98x96xf32>) -> tensor<98x96xf32>
+  %y = linalg.matmul ins(%g, %w2 : tensor<98x384xf32>, tensor<384x96xf32>) outs(%f2 : tensor<98x96xf32>) -> tensor<98x96xf32>
+  %y3 = tensor.expand_shape %y [[0, 1], [2]] output_shape [2, 49, 96] : tensor<98x96xf32> into tensor<2x49x96xf32>
+  %e23 = tensor.empty() : tensor<2x49x96xf32>
+  %z = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %y3 : tensor<2x49x96xf32>, tensor<2x49x96xf32>) outs(%e23 : tensor<2x49x96xf32>) {
+  ^bb0(%r: f32, %a: f32, %o: f32):
+    %s = arith.addf %r, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<2x49x96xf32>
+  return %z : tensor<2x49x96xf32>
+}
+
+// -----
+
 // Run-time weights stay unpacked (the kernel packs them), transposed as
 // given; a destination that is not zero-filled is accumulated into.
 // CHECK-LABEL: func @runtime_transposed_accumulating
