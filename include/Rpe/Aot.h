@@ -79,12 +79,21 @@ struct CpuCodegenOptions {
   /// freed blocks, so that a function called again reuses its temporaries
   /// (cacheLargeAllocations).
   bool cacheAllocations = false;
+  /// Link the profiling runtime into the module (linkProfileRuntime), which
+  /// rpe-profile-ops instrumented.
+  bool linkProfileRuntime = false;
 };
 
 /// Makes `module`'s calls of malloc and free go through a per-thread cache
 /// of large freed blocks (CachedAllocations.cpp). Blocks stay plain malloc
 /// blocks: one may leave the module and be freed by its caller.
 void cacheLargeAllocations(llvm::Module &module);
+
+/// Links the profiling runtime (lib/Aot/runtime/ProfileRuntime.c, compiled
+/// to bitcode when swin-aot is built) into `module`, which rpe-profile-ops
+/// instrumented; it then exports swin_profile_reset and swin_profile_write
+/// (ProfileRuntime.cpp).
+llvm::Error linkProfileRuntime(llvm::Module &module);
 
 /// What a CPU has that the generated code depends on.
 struct CpuVectorFeatures {

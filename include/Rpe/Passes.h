@@ -100,6 +100,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "sequentially, for the caller's threads to split "
                      "(rpe-item-range; overrides `parallel`)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> profile{
+      *this, "profile",
+      llvm::cl::desc("Time each op of the public functions through calls of "
+                     "the profiling runtime, which swin-aot --profile links "
+                     "(rpe-profile-ops)"),
+      llvm::cl::init(false)};
 };
 
 /// Builds `rpe-cpu-pipeline`: rpe ops to the LLVM dialect.

@@ -295,6 +295,56 @@ def RpeExpandMemrefCopy : Pass<"rpe-expand-memref-copy"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def RpeProfileOps : Pass<"rpe-profile-ops", "::mlir::ModuleOp"> {
+  let summary = "Time each op of the public functions through calls of a "
+                "profiling runtime";
+  let description = [{
+    Where does a model's time go, op by op? On buffers (after
+    bufferization: the ops write memory, so that no call moves across them),
+    before the loops are lowered, this pass wraps each op at the top level
+    of each public function with a body in calls of the profiling runtime,
+
+    ```mlir
+    %id = arith.constant 3 : i32
+    func.call @swin_prof_begin(%id) : (i32) -> ()
+    rpe.matmul ins(...) outs(...)
+    func.call @swin_prof_end(%id) : (i32) -> ()
+    ```
+
+    and describes the ops, in id order, in hidden LLVM globals that the
+    runtime reads (`lib/Aot/runtime/ProfileRuntime.c`, which `swin-aot
+    --profile` links into the library):
+
+    * `@swin_prof_function`: the name of the first profiled function;
+    * `@swin_prof_ops`: each op's name and location, NUL-terminated;
+    * `@swin_prof_op_count` (i32) and `@swin_prof_counters`, a zeroed
+      `{i64 ns, i64 count}` per op.
+
+    The ops that do work are timed: linalg ops, rpe ops (`rpe.matmul`, the
+    fused attention), `memref.copy`, and loop nests (`scf.for`,
+    `scf.forall`, `scf.parallel`); allocations, deallocations, views,
+    constants and calls are not. A loop nest is named after the linalg op
+    it holds (a contraction, else the last one); one that the row passes
+    vectorized holds none and is named after what it does:
+    `rows.reduction` (LayerNorms, means), `rows.elementwise` (float
+    arithmetic), `rows.gather` (only addressing: rolls, window partitions,
+    transposes). Vector code the row passes leave at the top level (a
+    single row, such as Swin's final mean) is not timed.
+
+    A location prints as `file:line:col` (the file's name without its
+    directory); a call site (torch-mlir's FX importer writes each op's
+    Python stack as one) as its innermost frame and that frame's caller,
+    `file:line at file:line` (`linear.py:134 at mlp.py:48`: fc1); a name
+    as the name; a fused location as its first known part; anything else
+    in MLIR's syntax.
+
+    A module that already has one of the symbols above is refused.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 def RpeGpuModuleToBinary : Pass<"rpe-gpu-module-to-binary",
                                  "::mlir::ModuleOp"> {
   let summary = "gpu-module-to-binary with errors that do not print the "

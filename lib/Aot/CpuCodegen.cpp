@@ -144,6 +144,10 @@ llvm::Expected<std::unique_ptr<llvm::Module>> mlir::rpe::translateAndOptimize(
     return codegenError("translation to LLVM IR failed");
   llvmModule->setDataLayout((*machine)->createDataLayout());
   llvmModule->setTargetTriple((*machine)->getTargetTriple());
+  // Before the loop below: its functions are compiled for the same CPU.
+  if (options.linkProfileRuntime)
+    if (llvm::Error error = linkProfileRuntime(*llvmModule))
+      return std::move(error);
   for (llvm::Function &function : *llvmModule) {
     if (function.isDeclaration())
       continue;

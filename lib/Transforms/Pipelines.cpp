@@ -148,6 +148,10 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   if (options.vectorize)
     addRowPasses(pm, openMP);
   addBufferizationPasses(pm);
+  // On buffers, where the timed ops write memory, and before they become
+  // loops.
+  if (options.profile)
+    pm.addPass(createRpeProfileOps());
   if (options.matmul)
     pm.addPass(
         createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));

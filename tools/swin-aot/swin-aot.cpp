@@ -7,7 +7,7 @@
 //            [--target=cpu|nvptx] [--grad]
 //            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
 //   swin-aot --input=MODEL.mlir [--cpu=CPU] [--no-parallel]
-//            [--pipeline-options=OPTIONS] [--name=PREFIX]
+//            [--pipeline-options=OPTIONS] [--profile] [--name=PREFIX]
 //            --emit=mlir|llvm|obj|so -o PATH
 //
 // Everything runs in-process: building the rpe module (or parsing the
@@ -243,8 +243,16 @@ static cl::opt<std::string> pipelineOptionsOpt(
     cl::desc("--input: options of rpe-cpu-pipeline as swin-opt takes them "
              "(e.g. 'matmul=false fuse=false'; see swin-opt --help). "
              "vector-width, bf16-dot and avx512 default to what the --cpu "
-             "has, parallel to !--no-parallel"),
+             "has, parallel to !--no-parallel, profile to --profile"),
     cl::value_desc("options"), cl::cat(category));
+static cl::opt<bool> profileOpt(
+    "profile",
+    cl::desc("--input: time each op of the public functions (rpe-cpu-"
+             "pipeline's profile=true) and link the profiling runtime: the "
+             "library exports swin_profile_reset() and "
+             "swin_profile_write(path), which writes the per-op profile "
+             "(JSON, format swin-opt-profile/1)"),
+    cl::cat(category));
 static cl::opt<std::string>
     nameOpt("name", cl::init("swin_window_attention"),
             cl::desc("Name of the C entry point (--input: the prefix of the "
@@ -656,6 +664,7 @@ readModulePipelineOptions(const CpuVectorFeatures &features) {
   };
   auto options = std::make_unique<CpuPipelineOptions>();
   options->parallel = !noParallelOpt;
+  options->profile = profileOpt;
   // Any function of the module may compute in bf16.
   setCpuPipelineTarget(*options, features, /*vectorWidth=*/0, /*bf16=*/true);
   std::string parseErrors;
@@ -713,6 +722,7 @@ static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   std::unique_ptr<CpuPipelineOptions> options = std::move(*readOptions);
   ThreadRuntime threads =
       options->parallel ? ThreadRuntime::LlvmOpenMP : ThreadRuntime::None;
+  codegen.linkProfileRuntime = options->profile;
   TimingScope pipeline = timing.nest("rpe-cpu-pipeline");
   if (failed(lowerModuleToLLVMDialect(*module, *abi, *options, pipeline)))
     return error("lowering '" + input + "' to the LLVM dialect failed");
@@ -818,6 +828,10 @@ int main(int argc, char **argv) {
   if (!compileModule && pipelineOptionsOpt.getNumOccurrences()) {
     fail("--pipeline-options goes with --input: a kernel's pipeline follows "
          "its configuration");
+    return 2;
+  }
+  if (!compileModule && profileOpt.getNumOccurrences()) {
+    fail("--profile goes with --input: it times the ops of a module");
     return 2;
   }
 
