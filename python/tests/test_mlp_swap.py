@@ -122,7 +122,8 @@ def test_numpy_kernel(torch, kernel_cache):
 
 def test_op_packs_updated_weights_again(torch, ops, kernel_cache):
     """The packed copy of a weight follows its in-place updates (its version) and
-    its replacement; forget_packed_weights covers writes through .data."""
+    its replacement; forget_packed_weights covers writes through .data; weights
+    without a version (inference tensors) are packed on every call."""
     w1, b1, w2, b2, gen = _layers(torch, 13, 37, 11, 1)
     key = ops.mlp_key(13, 37, 11, cache_dir=kernel_cache)
     x = torch.randn(5, 13, generator=gen)
@@ -139,6 +140,11 @@ def test_op_packs_updated_weights_again(torch, ops, kernel_cache):
         check()
         w2.data.add_(1.0)  # not versioned
         ops.forget_packed_weights()
+        check()
+    with torch.inference_mode():  # inference tensors keep no version: packed every call
+        w1 = torch.randn(37, 13, generator=gen)
+        check()
+        w1.mul_(-1.0)
         check()
 
 

@@ -379,9 +379,9 @@ def unpatched(model) -> List[dict]:
     ``class`` (qualified) and ``reason``.  Covers supported classes in a
     configuration the kernels do not take (an MLP whose GELU is the tanh form,
     say), classes of frameworks excluded by ``frameworks=``, and window-attention
-    classes swin_opt does not know (not the MLPs that ``mlp=False`` keeps).  Calls that fall back at run time are counted in
-    :func:`patch_stats` and warned about once per reason
-    (:class:`~.fallback.FallbackWarning`)."""
+    classes swin_opt does not know (not the MLPs that ``mlp=False`` keeps).
+    Calls that fall back at run time are counted in :func:`patch_stats` and
+    warned about once per reason (:class:`~.fallback.FallbackWarning`)."""
     out = []
     for name, module in model.named_modules():
         entry = _skipped.get(module)
