@@ -75,8 +75,10 @@ __all__ = ["mlp", "mlp_key", "register", "kernel_for", "forget_packed_weights", 
 _lock = threading.Lock()
 _registered = False
 _kernels: dict = {}  # config string -> MlpKernel
-#: weight tensor -> ((version, address, shape, panel width), packed copy)
+#: weight tensor -> (what the copy is valid for: _stamp, packed copy)
 _packed = None
+#: resolve's arguments -> its MlpSpec (failures too: a build is not retried)
+_specs: dict = {}
 #: hidden/out width -> zeros, the bias of a layer without one
 _zeros: dict = {}
 
@@ -126,12 +128,18 @@ def resolve(channels: int, hidden: int, out: int, options: tuple) -> MlpSpec:
     ``options`` (sorted pairs), built once per process; never raises (a
     configuration without a kernel has ``error`` set). A
     :func:`~.tracing.trace_constant`: dynamo runs it at trace time only."""
+    memo = (channels, hidden, out, options)
+    spec = _specs.get(memo)
+    if spec is not None:
+        return spec
     key = mlp_key(channels, hidden, out, **dict(options))
     try:
         kernel_for(key)
+        spec = MlpSpec(key, None)
     except (CompileError, SwinAotNotFoundError, ValueError, OSError) as exc:
-        return MlpSpec(key, f"no MLP kernel: {exc}")
-    return MlpSpec(key, None)
+        spec = MlpSpec(key, f"no MLP kernel: {exc}")
+    with _lock:
+        return _specs.setdefault(memo, spec)
 
 
 # --------------------------------------------------------------------------- #
@@ -310,10 +318,13 @@ class MlpPatch(Patch):
                            "torch.no_grad() / torch.inference_mode())")
         if m.training and any(d.p > 0 for d in dropouts):
             raise Fallback("MLP dropout > 0 in training mode (the kernel has no dropout)")
-        if x.device.type != "cpu":
-            raise Fallback(f"device {x.device}")
-        if x.dtype != torch.float32 or fc1.weight.dtype != torch.float32:
-            raise Fallback(f"dtype {x.dtype} (the MLP kernel is float32)")
+        for t in (x, fc1.weight, fc1.bias, fc2.weight, fc2.bias):
+            if t is None:
+                continue
+            if t.device.type != "cpu":
+                raise Fallback(f"device {t.device}")
+            if t.dtype != torch.float32:
+                raise Fallback(f"dtype {t.dtype} (the MLP kernel is float32)")
         if x.dim() < 1 or x.shape[-1] != fc1.in_features:
             raise Fallback(f"input of {x.shape[-1] if x.dim() else 0} channels, fc1 takes "
                            f"{fc1.in_features}")
