@@ -20,7 +20,19 @@ using namespace mlir;
 using namespace mlir::rpe;
 
 StringRef mlir::rpe::stringifyModuleValueRole(ModuleValueRole role) {
-  return role == ModuleValueRole::Input ? "input" : "result";
+  switch (role) {
+  case ModuleValueRole::Input:
+    return "input";
+  case ModuleValueRole::Result:
+    return "result";
+  case ModuleValueRole::Buffer:
+    return "buffer";
+  }
+  llvm_unreachable("unknown role");
+}
+
+bool ModuleAbiValue::hasStaticShape() const {
+  return !llvm::is_contained(shape, ShapedType::kDynamic);
 }
 
 int64_t ModuleAbiValue::getNumElements() const {
@@ -36,6 +48,14 @@ std::string ModuleAbiValue::cType() const {
 
 std::string ModuleFunctionAbi::getCInterfaceName() const {
   return "_mlir_ciface_" + function;
+}
+
+SmallVector<const ModuleAbiValue *> ModuleFunctionAbi::arguments() const {
+  SmallVector<const ModuleAbiValue *> arguments;
+  for (const ModuleAbiValue &value : values)
+    if (value.role != ModuleValueRole::Result)
+      arguments.push_back(&value);
+  return arguments;
 }
 
 SmallVector<const ModuleAbiValue *> ModuleFunctionAbi::inputs() const {
@@ -74,18 +94,23 @@ bool mlir::rpe::isCIdentifier(StringRef name) {
                       [](char c) { return llvm::isAlnum(c) || c == '_'; });
 }
 
-/// The description of a tensor of `type` passed or returned as `name`;
-/// none for a type the plain entry point does not take.
+/// The description of a value of `type` passed (`role` Input) or returned
+/// (Result) as `name`: a ranked tensor, or, passed, a memref of the
+/// identity layout (a Buffer); none for another type.
 static std::optional<ModuleAbiValue> describeValue(Type type, std::string name,
                                                    ModuleValueRole role) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
+  auto shaped = dyn_cast<ShapedType>(type);
+  auto memref = dyn_cast<MemRefType>(type);
+  if (memref && role == ModuleValueRole::Input &&
+      memref.getLayout().isIdentity())
+    role = ModuleValueRole::Buffer;
+  else if (!isa<RankedTensorType>(type))
     return std::nullopt;
   ModuleAbiValue value;
   value.name = std::move(name);
   value.role = role;
-  value.shape = llvm::to_vector(tensor.getShape());
-  Type element = tensor.getElementType();
+  value.shape = llvm::to_vector(shaped.getShape());
+  Type element = shaped.getElementType();
   auto set = [&](StringRef dtype, StringRef cType, int64_t bytes) {
     value.dtype = dtype.str();
     value.cElementType = cType.str();
@@ -140,12 +165,6 @@ FailureOr<ModuleAbi> mlir::rpe::getModuleAbi(ModuleOp module,
                 "private, or rename it)";
     ModuleFunctionAbi function;
     function.function = func.getName().str();
-    function.entryPoint = (prefix + "_" + func.getName()).str();
-    if (taken.contains(function.entryPoint))
-      return func.emitError("the C entry point of @")
-             << func.getName() << ", " << function.entryPoint
-             << ", would be a second definition of that symbol (choose "
-                "another --name)";
     auto describe = [&](Type type, ModuleValueRole role,
                         unsigned index) -> LogicalResult {
       StringRef kind = role == ModuleValueRole::Input ? "arg" : "result";
@@ -154,9 +173,9 @@ FailureOr<ModuleAbi> mlir::rpe::getModuleAbi(ModuleOp module,
         return func.emitError()
                << (role == ModuleValueRole::Input ? "argument " : "result ")
                << index << " of @" << func.getName() << " has type " << type
-               << ": exported functions take and return ranked tensors of a "
-                  "static shape and of f16, bf16, f32, f64, i8, i16, i32 or "
-                  "i64";
+               << ": exported functions take ranked tensors or memrefs of "
+                  "the identity layout and return ranked tensors, of f16, "
+                  "bf16, f32, f64, i8, i16, i32 or i64";
       function.values.push_back(std::move(*value));
       return success();
     };
@@ -166,6 +185,19 @@ FailureOr<ModuleAbi> mlir::rpe::getModuleAbi(ModuleOp module,
     for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
       if (failed(describe(type, ModuleValueRole::Result, i)))
         return failure();
+    // The plain entry point passes one pointer per tensor: the extents are
+    // the function's, and it copies results out of the function's tensors.
+    bool plain = llvm::all_of(function.values, [](const ModuleAbiValue &v) {
+      return v.hasStaticShape() && v.role != ModuleValueRole::Buffer;
+    });
+    if (plain) {
+      function.entryPoint = (prefix + "_" + func.getName()).str();
+      if (taken.contains(function.entryPoint))
+        return func.emitError("the C entry point of @")
+               << func.getName() << ", " << function.entryPoint
+               << ", would be a second definition of that symbol (choose "
+                  "another --name)";
+    }
     abi.functions.push_back(std::move(function));
   }
   if (abi.functions.empty())
@@ -182,7 +214,9 @@ void mlir::rpe::writeModuleAbiDescription(const ModuleAbi &abi,
     for (const ModuleAbiValue &value : function.values) {
       llvm::json::Array shape;
       for (int64_t extent : value.shape)
-        shape.push_back(extent);
+        shape.push_back(ShapedType::isDynamic(extent)
+                            ? llvm::json::Value(nullptr)
+                            : llvm::json::Value(extent));
       arguments.push_back(
           llvm::json::Object{{"name", value.name},
                              {"role", stringifyModuleValueRole(value.role)},
@@ -190,11 +224,16 @@ void mlir::rpe::writeModuleAbiDescription(const ModuleAbi &abi,
                              {"dtype", value.dtype},
                              {"shape", std::move(shape)}});
     }
+    // `entry_point` and what it `returns`: null without a plain entry point.
+    auto plain = [&](llvm::json::Value value) {
+      return function.hasEntryPoint() ? std::move(value)
+                                      : llvm::json::Value(nullptr);
+    };
     functions.push_back(
         llvm::json::Object{{"function", function.function},
-                           {"entry_point", function.entryPoint},
+                           {"entry_point", plain(function.entryPoint)},
                            {"c_interface", function.getCInterfaceName()},
-                           {"returns", "int32"},
+                           {"returns", plain("int32")},
                            {"arguments", std::move(arguments)}});
   }
   llvm::json::Object description{{"format", "swin-opt-module-abi"},

@@ -4,8 +4,8 @@
 // llvm.emit_c_interface (where the module has not marked it), so that
 // when rpe-cpu-pipeline lowers the module to the LLVM dialect,
 // convert-func-to-llvm gives it MLIR's C interface (`_mlir_ciface_F`).
-// Beside it, each gets a plain C entry point from its ABI
-// (Rpe/Aot/ModuleAbi.h):
+// Beside it, each whose tensors have static shapes gets a plain C entry
+// point from its ABI (Rpe/Aot/ModuleAbi.h):
 //
 //   int PREFIX_F(const T *arg0, ..., T *result0, ...)
 //
@@ -222,6 +222,8 @@ mlir::rpe::lowerModuleToLLVMDialect(ModuleOp module, const ModuleAbi &abi,
     if (!lowered || lowered.isExternal())
       return module.emitError("@")
              << function.function << " is missing from the lowered module";
+    if (!function.hasEntryPoint())
+      continue;
     if (failed(ModuleEntryPointBuilder(module, function, lowered).build()))
       return failure();
   }

@@ -1,12 +1,15 @@
 //===- ModuleHeader.cpp - the C header of a module compiled ahead of time -===//
 //
 // Declares both entry points of every exported function: the plain one
-// (the ABI table's declaration) and MLIR's C interface, whose memref
-// descriptors it spells as C structs, one per element type and rank.
+// (the ABI table's declaration; none for a function with a dynamic extent
+// or a buffer argument) and MLIR's C interface, whose memref descriptors it
+// spells as C structs, one per element type and rank.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Rpe/Aot.h"
+
+#include "mlir/IR/BuiltinTypeInterfaces.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -38,18 +41,22 @@ static void emitDescriptorType(const ModuleAbi &abi,
   os << "} " << descriptorName(abi, value) << ";\n";
 }
 
-/// `[1, 3, 224, 224]`; `[]` for a scalar.
+/// `[1, 3, 224, 224]`; `[?, 96]` with a dynamic extent; `[]` for a scalar.
 static std::string formatShape(ArrayRef<int64_t> shape) {
   return "[" +
-         llvm::join(llvm::map_range(
-                        shape, [](int64_t v) { return std::to_string(v); }),
+         llvm::join(llvm::map_range(shape,
+                                    [](int64_t v) {
+                                      return ShapedType::isDynamic(v)
+                                                 ? std::string("?")
+                                                 : std::to_string(v);
+                                    }),
                     ", ") +
          "]";
 }
 
 /// The declaration of MLIR's C interface of `function`: a pointer to its
 /// result's descriptor first (to a struct of them for several), then a
-/// pointer to each argument's.
+/// pointer to each argument's (inputs and buffers).
 static std::string cInterfaceDeclaration(const ModuleAbi &abi,
                                          const ModuleFunctionAbi &function) {
   SmallVector<std::string> params;
@@ -58,8 +65,8 @@ static std::string cInterfaceDeclaration(const ModuleAbi &abi,
     params.push_back(descriptorName(abi, *results.front()) + " *result");
   else if (results.size() > 1)
     params.push_back(abi.name + "_" + function.function + "_results *results");
-  for (const ModuleAbiValue *input : function.inputs())
-    params.push_back(descriptorName(abi, *input) + " *" + input->name);
+  for (const ModuleAbiValue *argument : function.arguments())
+    params.push_back(descriptorName(abi, *argument) + " *" + argument->name);
   return "void " + function.getCInterfaceName() + "(" +
          (params.empty() ? "void" : llvm::join(params, ", ")) + ")";
 }
@@ -93,10 +100,15 @@ void mlir::rpe::emitModuleHeader(const ModuleAbi &abi, ThreadRuntime threads,
         "pointer to\n"
      << " *   the result's memref descriptor (to a struct of them for "
         "several\n"
-     << " *   results) that it fills, then a pointer to each input's. Each "
+     << " *   results) that it fills, then a pointer to each argument's. Each "
         "result\n"
      << " *   is a fresh buffer allocated with malloc: the caller frees its\n"
      << " *   `allocated` pointer with free().\n"
+     << " *\n"
+     << " * A function with a dynamic extent (`?` below) or a buffer "
+        "argument (a\n"
+     << " * memref it reads or writes in place) has MLIR's C interface "
+        "only.\n"
      << " *\n"
      << (threads == ThreadRuntime::None
              ? " * Runs on the calling thread.\n"
@@ -121,12 +133,15 @@ void mlir::rpe::emitModuleHeader(const ModuleAbi &abi, ThreadRuntime threads,
     os << "\n/* @" << function.function << ":\n";
     for (const ModuleAbiValue &value : function.values)
       os << " *   " << value.name << ": " << value.dtype << " "
-         << formatShape(value.shape) << "\n";
+         << formatShape(value.shape)
+         << (value.role == ModuleValueRole::Buffer ? " (buffer)" : "") << "\n";
     os << " */\n";
     for (const ModuleAbiValue &value : function.values)
-      os << "#define " << macro << "_" << StringRef(value.name).upper()
-         << "_ELEMENTS " << value.getNumElements() << "\n";
-    os << function.cDeclaration() << ";\n";
+      if (value.hasStaticShape())
+        os << "#define " << macro << "_" << StringRef(value.name).upper()
+           << "_ELEMENTS " << value.getNumElements() << "\n";
+    if (function.hasEntryPoint())
+      os << function.cDeclaration() << ";\n";
     SmallVector<const ModuleAbiValue *> results = function.results();
     if (results.size() > 1) {
       os << "typedef struct {\n";

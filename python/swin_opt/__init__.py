@@ -20,9 +20,11 @@ types, bfloat16 bits), :mod:`.geometry` (window/shift/resolution arguments),
 its user), :mod:`.tools` (finding and checking ``swin-aot``), :mod:`.cache`
 (the on-disk cache), :mod:`.kernel` (the CPU :class:`Kernel`),
 :mod:`.gpu_kernel` (the GPU kernel), :mod:`.build` (:func:`compile`),
-:mod:`.cuda` (GPU driver, torch tensors on the GPU), :mod:`.testing`; the
-command lines (``python -m swin_opt``, :mod:`.export_mlir`) and
-:mod:`.torch` (PyTorch integration) on top.
+:mod:`.cuda` (GPU driver, torch tensors on the GPU), :mod:`.testing`,
+:mod:`.linear_mlir` (linear layers and Swin MLPs as MLIR modules),
+:mod:`.mlp` (compiled Swin MLPs); the command lines (``python -m
+swin_opt``, :mod:`.export_mlir`) and :mod:`.torch` (PyTorch integration) on
+top.
 """
 
 from . import abi, reference

@@ -1,7 +1,8 @@
 """The on-disk kernel cache: one directory per built configuration and
 ``--emit`` (``k-<hash>``, see :func:`entry_name`), published atomically by
-:mod:`swin_opt.build`; its location (:func:`get_cache_dir`), listing
-(:func:`cache_entries`), pruning and clearing.
+:mod:`swin_opt.build` (and, for the MLP libraries, :mod:`swin_opt.mlp`); its
+location (:func:`get_cache_dir`), listing (:func:`cache_entries`), pruning
+and clearing.
 """
 
 from __future__ import annotations
@@ -94,6 +95,18 @@ def _dir_size(path: Path) -> int:
     return total
 
 
+def _describe_entry(info: dict) -> str:
+    """What an entry's metadata says it holds: a kernel's configuration, or the
+    description an MLP library (:mod:`swin_opt.mlp`) gives itself."""
+    if "config" not in info and "description" in info:
+        return str(info["description"])
+    cfg = dict(info["config"])
+    for name in ("window", "resolution", "shift"):
+        if isinstance(cfg.get(name), list):
+            cfg[name] = tuple(cfg[name])
+    return describe(KernelConfig(**cfg))
+
+
 def cache_entries(directory: Optional[os.PathLike] = None) -> list:
     """The kernels in the cache (``directory`` or :func:`get_cache_dir`) as
     :class:`CacheEntry`, least recently used first.  Entries being built
@@ -112,11 +125,7 @@ def cache_entries(directory: Optional[os.PathLike] = None) -> list:
             last = entry.stat().st_mtime
         try:
             info = json.loads(meta.read_text())
-            cfg = dict(info["config"])
-            for name in ("window", "resolution", "shift"):
-                if isinstance(cfg.get(name), list):
-                    cfg[name] = tuple(cfg[name])
-            desc = f"{describe(KernelConfig(**cfg))} emit={info.get('emit', '?')}"
+            desc = f"{_describe_entry(info)} emit={info.get('emit', '?')}"
         except (OSError, ValueError, KeyError, TypeError):
             desc = "(incomplete: no readable metadata)"
         out.append(CacheEntry(entry, _dir_size(entry), last, desc))
@@ -177,9 +186,10 @@ def _host_cpu() -> str:
 def entry_name(command: Sequence[str], emit: str, table_bytes: Optional[bytes], tool: ToolInfo,
                host_specific: bool) -> str:
     """The cache directory name of a build: ``k-`` and a hash of everything that
-    determines its files (``swin-aot``'s flags ``command``, ``emit``, a baked table,
-    the tool's version and file identity and, for code built for this machine's CPU
-    (``host_specific``), the CPU)."""
+    determines its files (``swin-aot``'s flags ``command``, ``emit``, a baked table
+    or an ``--input`` module's text as ``table_bytes``, the tool's version and file
+    identity and, for code built for this machine's CPU (``host_specific``), the
+    CPU)."""
     payload = {
         "format": FORMAT,
         "args": list(command),

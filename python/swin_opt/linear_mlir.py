@@ -9,16 +9,24 @@ in a Swin block) as ``linalg.matmul`` of the input and
 form for any shape, with the weights as constants (``dense_resource``
 blobs, as the importer writes them) or as arguments, and the result
 written into the caller's buffer: ``@<name>(x[, w][, residual], out)``.
+
+:func:`mlp_module` writes a Swin block's MLP, ``fc2(GELU(fc1(x)))`` (with
+the biases, optionally plus a residual), as the kernels of the PyTorch
+swap run it: two ``rpe.matmul`` ops whose weights are run-time arguments
+already packed in panels (:func:`pack_weight`), a dynamic row count, the
+result written into the caller's buffer (:mod:`swin_opt.mlp` compiles it
+with ``swin-aot --input``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["Linear", "linear_module", "reference"]
+__all__ = ["Linear", "linear_module", "reference", "Mlp", "mlp_module", "pack_weight", "mlp_reference"]
 
 #: The epilogue steps :func:`linear_module` writes after the product.
 STEPS = ("bias", "gelu", "residual")
@@ -130,18 +138,162 @@ def linear_module(layer: Linear, weight: np.ndarray, bias: Optional[np.ndarray] 
     return text
 
 
+def _gelu(y: np.ndarray) -> np.ndarray:
+    """GELU's erf form in float64."""
+    return 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))
+
+
 def reference(layer: Linear, x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray] = None,
               residual: Optional[np.ndarray] = None) -> np.ndarray:
     """The layer in float64."""
-    import math
-
     w = weight.astype(np.float64)
     y = x.astype(np.float64) @ (w.T if layer.transposed_weight else w)
     for step in layer.steps:
         if step == "bias":
             y = y + bias
         elif step == "gelu":
-            y = 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))
+            y = _gelu(y)
         elif step == "residual":
             y = y + residual
     return y
+
+
+#===----------------------------------------------------------------------===#
+# A Swin block's MLP
+#===----------------------------------------------------------------------===#
+
+#: GELU's erf form on the epilogue's value ``%s``, as torch-mlir writes it:
+#: ``0.5 s (1 + erf(s / sqrt 2))``; its result is ``%g``.
+_GELU_LINES = [
+    "%half = arith.constant 5.000000e-01 : f32",
+    "%rsqrt2 = arith.constant 0.707106769 : f32",
+    "%one = arith.constant 1.000000e+00 : f32",
+    "%t = arith.mulf %s, %rsqrt2 : f32",
+    "%erf = math.erf %t : f32",
+    "%p = arith.addf %erf, %one : f32",
+    "%h = arith.mulf %s, %half : f32",
+    "%g = arith.mulf %h, %p : f32",
+]
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """``out = fc2(GELU(fc1(x))) (+ residual)`` for ``x`` [M, channels], M
+    dynamic: fc1 ``[hidden, channels]`` and fc2 ``[out, hidden]`` as
+    ``nn.Linear`` holds them, each packed in panels of ``panel_width``
+    columns (:func:`pack_weight`; the kernel's, three vectors of its lanes)."""
+
+    channels: int
+    hidden: int
+    out: int
+    panel_width: int
+
+    def __post_init__(self):
+        for name in ("channels", "hidden", "out", "panel_width"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    def packed_shape(self, rows: int, columns: int) -> tuple:
+        """The packed shape of a ``[columns, rows]`` weight (K = rows, N = columns)."""
+        return (-(-columns // self.panel_width), rows, self.panel_width)
+
+    @property
+    def fc1_shape(self) -> tuple:
+        return self.packed_shape(self.channels, self.hidden)
+
+    @property
+    def fc2_shape(self) -> tuple:
+        return self.packed_shape(self.hidden, self.out)
+
+
+def pack_weight(weight: np.ndarray, panel_width: int) -> np.ndarray:
+    """A linear layer's ``[N, K]`` weight as rpe.matmul's packed operand
+    ``[ceil(N / NR), K, NR]``: ``packed[p, k, r] = weight[p NR + r, k]``, zero
+    past N (float32, contiguous)."""
+    weight = np.asarray(weight, np.float32)
+    n, k = weight.shape
+    panels = -(-n // panel_width)
+    padded = np.zeros((panels * panel_width, k), np.float32)
+    padded[:n] = weight
+    return np.ascontiguousarray(padded.reshape(panels, panel_width, k).transpose(0, 2, 1))
+
+
+def _tensor(shape: Sequence[Optional[int]]) -> str:
+    return "tensor<" + "x".join("?" if d is None else str(d) for d in shape) + "xf32>"
+
+
+def mlp_module(mlp: Mlp) -> str:
+    """A module of two functions, each writing its result into ``%out``
+    (MLIR's C interface, one library for every M)::
+
+        @mlp(x, w1, b1, w2, b2, out)
+        @mlp_residual(x, w1, b1, w2, b2, residual, out)
+
+    ``w1``/``w2`` packed by :func:`pack_weight`, ``b1`` [hidden], ``b2``
+    [out], ``x`` [M, channels], ``residual`` and ``out`` [M, out]. Each is
+    two rpe.matmul ops: the bias and GELU in the first's epilogue, the bias
+    (and the residual) in the second's, so the product tiles become results
+    in registers; the hidden activations [M, hidden] are the only
+    temporary."""
+    c, h, o = mlp.channels, mlp.hidden, mlp.out
+    x_type, hidden_type, out_type = _tensor((None, c)), _tensor((None, h)), _tensor((None, o))
+    w1_type, w2_type = _tensor(mlp.fc1_shape), _tensor(mlp.fc2_shape)
+    column = "affine_map<(m, n) -> (n)>"
+    identity = "affine_map<(m, n) -> (m, n)>"
+
+    def function(name: str, residual: bool) -> str:
+        args = [f"%x: {x_type}", f"%w1: {w1_type}", f"%b1: {_tensor((h,))}", f"%w2: {w2_type}",
+                f"%b2: {_tensor((o,))}"]
+        inputs, types, maps, block = ["%b2"], [_tensor((o,))], [column], ["%b: f32"]
+        if residual:
+            args.append(f"%res: {out_type}")
+            inputs.append("%res")
+            types.append(out_type)
+            maps.append(identity)
+            block.append("%r: f32")
+        args.append(f"%out: memref<?x{o}xf32>")
+        second = ["%s = arith.addf %acc, %b : f32"]
+        second += ["%y = arith.addf %s, %r : f32", "rpe.yield %y : f32"] if residual else [
+            "rpe.yield %s : f32"]
+        lines = [
+            f"func.func @{name}({', '.join(args)}) attributes {{llvm.emit_c_interface}} {{",
+            "  %c0 = arith.constant 0 : index",
+            f"  %rows = tensor.dim %x, %c0 : {x_type}",
+            f"  %e1 = tensor.empty(%rows) : {hidden_type}",
+            f"  %hidden = rpe.matmul ins(%x, %w1 : {x_type}, {w1_type})"
+            f" epilogue(%b1 : {_tensor((h,))}) outs(%e1 : {hidden_type})"
+            f" attributes {{epilogue_maps = [{column}]}} {{",
+            "  ^bb0(%acc: f32, %b: f32):",
+            "    %s = arith.addf %acc, %b : f32",
+            *("    " + line for line in _GELU_LINES),
+            "    rpe.yield %g : f32",
+            f"  }} -> {hidden_type}",
+            f"  %e2 = tensor.empty(%rows) : {out_type}",
+            f"  %y = rpe.matmul ins(%hidden, %w2 : {hidden_type}, {w2_type})"
+            f" epilogue({', '.join(inputs)} : {', '.join(types)}) outs(%e2 : {out_type})"
+            f" attributes {{epilogue_maps = [{', '.join(maps)}]}} {{",
+            f"  ^bb0(%acc: f32, {', '.join(block)}):",
+            *("    " + line for line in second),
+            f"  }} -> {out_type}",
+            # Empty-tensor elimination makes %out the second product's
+            # destination: no copy.
+            f"  bufferization.materialize_in_destination %y in restrict writable %out"
+            f" : ({out_type}, memref<?x{o}xf32>) -> ()",
+            "  return",
+            "}",
+        ]
+        return "\n".join(lines) + "\n"
+
+    return function("mlp", residual=False) + function("mlp_residual", residual=True)
+
+
+def mlp_reference(x: np.ndarray, w1: np.ndarray, b1: Optional[np.ndarray], w2: np.ndarray,
+                  b2: Optional[np.ndarray], residual: Optional[np.ndarray] = None) -> np.ndarray:
+    """``fc2(GELU(fc1(x))) (+ residual)`` in float64, weights ``[N, K]``."""
+    y = x.astype(np.float64) @ w1.astype(np.float64).T
+    if b1 is not None:
+        y = y + b1
+    y = _gelu(y) @ w2.astype(np.float64).T
+    if b2 is not None:
+        y = y + b2
+    return y if residual is None else y + residual

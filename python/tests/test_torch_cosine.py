@@ -69,7 +69,7 @@ def _run(torch, model, x, opts, **swap):
         st.restore_attention(model)
     err = ((got - want).abs().max() / want.abs().max()).item()
     assert err <= RTOL, err
-    assert sum(s["kernel_calls"] for s in stats) == n and n > 0, stats
+    assert sum(s["kernel_calls"] for s in stats if s["kind"] == "attention") == n and n > 0, stats
     return calls
 
 

@@ -69,7 +69,7 @@ def _check(torch, model, x, opts, n_layers, block_fallbacks=(), **swap):
     try:
         with torch.inference_mode():
             got = _tensor(model(x))
-        stats = st.patch_stats(model)
+        stats = [s for s in st.patch_stats(model) if s["kind"] == "attention"]
         assert st.unpatched(model) == []
     finally:
         assert st.restore_attention(model) == n_layers
@@ -148,7 +148,7 @@ def test_torchvision_swin3d_truncated_index_falls_back(torch, tv_video, opts, mo
         warnings.simplefilter("always")
         got = model(x)
         model(x)
-    stats = {s["name"]: s for s in st.patch_stats(model)}
+    stats = {s["name"]: s for s in st.patch_stats(model) if s["kind"] == "attention"}
     st.restore_attention(model)
     assert _rel_err(got, want) <= RTOL
     for name, s in stats.items():
@@ -334,7 +334,9 @@ def test_unpatched_report(torch, timm_cr):
         "swin_transformer_v2_cr.WindowMultiHeadAttention")
     assert "frameworks=('torchvision',)" in report["stages.0.blocks.0.attn"]["reason"]
     assert report["extra"]["reason"] == "not a window-attention class swin_opt knows"
-    assert set(report) == {"stages.0.blocks.0.attn", "extra"}
+    # the block's MLP is timm's too (swap_attention swaps Swin MLPs by default)
+    assert "frameworks=('torchvision',)" in report["stages.0.blocks.0.mlp"]["reason"]
+    assert set(report) == {"stages.0.blocks.0.attn", "stages.0.blocks.0.mlp", "extra"}
 
     # patched now; only the unknown class is left, and nothing "patched nothing"
     with pytest.warns(UserWarning, match="MyWindowAttention") as record:

@@ -6,7 +6,10 @@
 // functions, each twice: MLIR's C interface
 // (`_mlir_ciface_F`, memref descriptors, a result the caller frees) and a
 // plain C function (`PREFIX_F`, one pointer per tensor, results written
-// into the caller's buffers). This table is the one description of them:
+// into the caller's buffers). A function the plain entry point cannot
+// take (a dynamic extent, or a memref argument: a buffer the caller
+// passes to be read or written in place) has MLIR's C interface only. This
+// table is the one description of them:
 // the entry points the lowering adds (ModuleEntryPoint.cpp), the C header
 // (ModuleHeader.cpp) and the JSON description are all derived from it.
 //
@@ -28,14 +31,18 @@ namespace mlir::rpe {
 /// caller built against an older one would get wrong.
 inline constexpr int kModuleAbiVersion = 1;
 
-/// Whether a tensor is passed to a function or returned by it.
-enum class ModuleValueRole { Input, Result };
+/// Whether a tensor is passed to a function or returned by it, or a
+/// buffer (a memref argument) is passed for the function to read or write
+/// in place.
+enum class ModuleValueRole { Input, Result, Buffer };
 
-/// The spelling of a role in the description: `input`, `result`.
+/// The spelling of a role in the description: `input`, `result`,
+/// `buffer`.
 StringRef stringifyModuleValueRole(ModuleValueRole role);
 
-/// A tensor an exported function takes or returns: a contiguous row-major
-/// buffer of a static shape.
+/// A tensor an exported function takes or returns, or a buffer it takes: a
+/// contiguous row-major buffer; its extents are static where the plain
+/// entry point takes it.
 struct ModuleAbiValue {
   /// `argN` (the function's N-th argument) or `resultN`.
   std::string name;
@@ -45,12 +52,15 @@ struct ModuleAbiValue {
   std::string dtype;
   std::string cElementType;
   int64_t elementBytes = 0;
+  /// A dynamic extent is ShapedType::kDynamic.
   SmallVector<int64_t> shape;
 
+  bool hasStaticShape() const;
+  /// The number of elements of a static shape.
   int64_t getNumElements() const;
   int64_t getSizeInBytes() const { return getNumElements() * elementBytes; }
-  /// The plain entry point's parameter type: `const float *` for an
-  /// input, `float *` for a result.
+  /// The parameter type of a pointer to it: `const float *` for an input,
+  /// `float *` for a result or a buffer.
   std::string cType() const;
 };
 
@@ -58,14 +68,18 @@ struct ModuleAbiValue {
 struct ModuleFunctionAbi {
   /// Its symbol in the module.
   std::string function;
-  /// The plain C entry point: `PREFIX_FUNCTION`.
+  /// The plain C entry point: `PREFIX_FUNCTION`; empty when the function
+  /// has a dynamic extent or a buffer argument (MLIR's C interface only).
   std::string entryPoint;
-  /// Inputs (in argument order), then results (in result order): the
-  /// plain entry point's parameters.
+  /// The arguments (inputs and buffers, in order), then the results (in
+  /// order): the plain entry point's parameters.
   SmallVector<ModuleAbiValue> values;
 
+  bool hasEntryPoint() const { return !entryPoint.empty(); }
   /// MLIR's C interface of the function: `_mlir_ciface_FUNCTION`.
   std::string getCInterfaceName() const;
+  /// The arguments: inputs and buffers.
+  SmallVector<const ModuleAbiValue *> arguments() const;
   SmallVector<const ModuleAbiValue *> inputs() const;
   SmallVector<const ModuleAbiValue *> results() const;
   /// The plain entry point's C declaration `int PREFIX_F(...)`, without
@@ -87,11 +101,13 @@ struct ModuleAbi {
 bool isCIdentifier(StringRef name);
 
 /// The ABI of `module`'s public functions, with plain entry points named
-/// `prefix_FUNCTION` (`prefix` a C identifier). Fails with an error located
-/// at the culprit where there is no such function, a function's name is
-/// not a C identifier, an entry point's name is taken, or an argument or
-/// result is not a ranked tensor of a static shape and of an element type
-/// C has (f16, bf16, f32, f64, i8, i16, i32, i64).
+/// `prefix_FUNCTION` (`prefix` a C identifier) for those whose arguments
+/// and results are all tensors of a static shape. Fails with an error
+/// located at the culprit where there is no such function, a function's
+/// name is not a C identifier, an entry point's name is taken, or an
+/// argument is neither a ranked tensor nor a memref of the identity layout,
+/// a result not a ranked tensor, or either of an element type C does not
+/// have (C has f16, bf16, f32, f64, i8, i16, i32, i64).
 FailureOr<ModuleAbi> getModuleAbi(ModuleOp module, StringRef prefix);
 
 /// Writes the machine-readable description of the module's entry points

@@ -42,9 +42,16 @@ transformers           ``DonutSwinSelfAttention``, ``MaskFormerSwinSelfAttention
                        ``Swin2SRSelfAttention`` (window layout)
 =====================  ==========================================================
 
+By default (``mlp=True``) it also runs the MLP of each timm and torchvision
+Swin block, ``fc2(GELU(fc1(x)))``, through a compiled kernel
+(``torch.ops.swin_opt.mlp``, :mod:`.mlp`; float32 CPU inference, one
+library per width for every batch and map size); ``mlp=False`` keeps
+torch's.
+
 Window-layout patches also take the masks of maps a single window long on a
 shifted axis (``always_partition``; see :mod:`.windows`).
-:func:`unpatched` lists the window-attention modules a swap left alone and why.
+:func:`unpatched` lists the window-attention modules (and block MLPs) a swap
+left alone and why.
 
 SwinV2 modules (cosine attention, continuous position bias) run a scale-1
 kernel on ``s_h q/|q|`` and ``k/|k|`` with the table their ``cpb_mlp`` gives
@@ -100,14 +107,16 @@ mask identification), :mod:`.ops` (the custom operators, the process's
 kernels), :mod:`.projections` (the projections and q/k/v preparation the
 adapters share), :mod:`.patching` (the patch base), :mod:`.windows`
 (window-layout calls), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
-:mod:`.transformers_patches` (one per framework), :mod:`.swap` (the model
-entry points) and :mod:`.warmup`.
+:mod:`.transformers_patches` (one per framework), :mod:`.mlp` (the MLP
+operator and patches), :mod:`.swap` (the model entry points) and
+:mod:`.warmup`.
 """
 
 from __future__ import annotations
 
 from .fallback import FallbackWarning, KernelUnavailable
 from .masks import NO_MASK, match_shift_mask
+from .mlp import forget_packed_weights
 from .swap import patch_stats, restore_attention, swap_attention, unpatched
 from .tensors import attention, compile_kernel
 from .warmup import build_kernels, warmup
@@ -125,4 +134,5 @@ __all__ = [
     "NO_MASK",
     "warmup",
     "build_kernels",
+    "forget_packed_weights",
 ]

@@ -47,6 +47,7 @@ class Patch:
 
     framework = ""
     attr = "forward"  # the method replaced on the instance
+    kind = "attention"  # what it computes: "attention" or "mlp" (.mlp)
 
     def __init__(self, module, name: str, options: PatchOptions):
         self._setup(name, options, self.attr in module.__dict__, module.__dict__.get(self.attr))
@@ -258,8 +259,8 @@ class Patch:
         """Counts: eager calls plus those of torch.compile'd code (whose fallback reasons
         are those seen while compiling)."""
         compiled_kernel, compiled_fallback = (int(n) for n in self._compiled_counts.tolist())
-        return {"name": self.name, "framework": self.framework, "method": self.attr,
-                "kernel_calls": self.kernel_calls + compiled_kernel,
+        return {"name": self.name, "framework": self.framework, "kind": self.kind,
+                "method": self.attr, "kernel_calls": self.kernel_calls + compiled_kernel,
                 "fallback_calls": self.fallback_calls + compiled_fallback,
                 "fallback_reasons": dict(self.fallback_reasons),
                 "compiled_fallback_reasons": sorted(self.compiled_fallback_reasons)}

@@ -10,6 +10,7 @@ import warnings
 import weakref
 from typing import List, Optional
 
+from .mlp import mlp_sites
 from .patching import Patch, PatchOptions, is_swinv2
 from .tensors import require_torch
 from .timm_patches import TimmAttention, TimmBlock, TimmCrAttention, TimmCrBlock
@@ -201,7 +202,7 @@ def _supported(patch_type, module) -> Optional[str]:
 
 
 def swap_attention(model, *, layout: str = "auto", fallback: bool = True, frameworks=None,
-                   **compile_options) -> int:
+                   mlp: bool = True, **compile_options) -> int:
     """Replace the attention core of the Swin window-attention modules in ``model`` with kernels.
 
     ``model`` may be a whole model or a single attention module / block.
@@ -224,11 +225,17 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         :class:`KernelUnavailable`.
     frameworks:
         Restrict to some of ``"timm"``, ``"torchvision"``, ``"transformers"``.
+    mlp:
+        ``True``: also run the MLP of each Swin block (``fc2(GELU(fc1(x)))``)
+        through a compiled kernel where it applies (float32 CPU inference;
+        see :mod:`.mlp`); ``False``: keep torch's (and undo an earlier swap's
+        MLP patches).
     compile_options:
         ``cpu``, ``parallel``, ``cache_dir``, ``target`` for :func:`swin_opt.compile`.
 
     Returns the number of attention layers patched (a timm block and its
-    ``WindowAttention`` count once).  Already patched modules are re-patched
+    ``WindowAttention`` count once; MLPs are not counted: :func:`patch_stats`
+    lists them, ``kind`` ``"mlp"``).  Already patched modules are re-patched
     with the new options.  Window-attention modules left alone (a supported
     class in a configuration the kernels do not take, a framework excluded by
     ``frameworks``, a class swin_opt does not know) are listed by
@@ -278,6 +285,16 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
             _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
             if patch_type not in _BLOCK_PATCHES:
                 count += 1
+    for name, module, fw, patch_type, why in list(mlp_sites(model)):
+        _unpatched(module, patch_type.attr)  # re-patched below, or left alone (mlp=False)
+        if not mlp:
+            continue
+        if fw not in frameworks:
+            why = f"framework {fw!r} not selected (frameworks={tuple(frameworks)})"
+        if why is not None:
+            skipped.append((name, module, fw, why))
+            continue
+        _install(module, patch_type(module, name, options))
     patched = {id(m) for _, m in model.named_modules() if _dispatchers(m)}
     for name, module in model.named_modules():
         if id(module) in patched:
@@ -357,13 +374,14 @@ def _warn_skipped(model, count, skipped, frameworks) -> None:
 
 
 def unpatched(model) -> List[dict]:
-    """The window-attention modules of ``model`` that the last :func:`swap_attention`
-    left alone, one dict each: ``name``, ``framework``, ``class`` (qualified) and
-    ``reason``.  Covers supported classes in a configuration the kernels do not take,
-    classes of frameworks excluded by ``frameworks=``, and window-attention classes
-    swin_opt does not know.  Calls that fall back at run time are counted in
-    :func:`patch_stats` and warned about once per reason
-    (:class:`~.fallback.FallbackWarning`)."""
+    """The window-attention modules and Swin blocks' MLPs of ``model`` that the last
+    :func:`swap_attention` left alone, one dict each: ``name``, ``framework``,
+    ``class`` (qualified) and ``reason``.  Covers supported classes in a
+    configuration the kernels do not take (an MLP whose GELU is the tanh form,
+    say), classes of frameworks excluded by ``frameworks=``, and window-attention
+    classes swin_opt does not know (not the MLPs that ``mlp=False`` keeps).
+    Calls that fall back at run time are counted in :func:`patch_stats` and
+    warned about once per reason (:class:`~.fallback.FallbackWarning`)."""
     out = []
     for name, module in model.named_modules():
         entry = _skipped.get(module)
@@ -392,19 +410,21 @@ def _uninstall_attr(module, patch: Patch) -> None:
 
 
 def restore_attention(model) -> int:
-    """Undo :func:`swap_attention` on ``model``; returns the number of attention layers restored."""
+    """Undo :func:`swap_attention` on ``model`` (its MLP patches too); returns the
+    number of attention layers restored."""
     count = 0
     for _, module in model.named_modules():
         for attr, dispatch in _dispatchers(module).items():
             _uninstall_attr(module, dispatch.patch)
-            if attr == "forward":
+            if attr == "forward" and dispatch.patch.kind == "attention":
                 count += 1
     return count
 
 
 def patch_stats(model) -> List[dict]:
-    """One dict per patched method in ``model``: name, framework, method, kernel_calls,
-    fallback_calls and fallback_reasons (reason -> count)."""
+    """One dict per patched method in ``model``: name, framework, kind
+    (``"attention"`` or ``"mlp"``), method, kernel_calls, fallback_calls and
+    fallback_reasons (reason -> count)."""
     out = []
     for _, module in model.named_modules():
         for dispatch in _dispatchers(module).values():

@@ -1,0 +1,329 @@
+"""Compiled MLPs of Swin blocks: ``fc2(GELU(fc1(x)))`` with the biases, and
+optionally a residual added, as one library per configuration.
+
+:func:`compile_mlp` writes the module of :func:`swin_opt.linear_mlir.mlp_module`
+for ``(channels, hidden, out)`` and compiles it with ``swin-aot --input``
+(``rpe.matmul``: register-tiled FMA kernels, bias and GELU applied to the
+product's tiles in registers) into the on-disk kernel cache
+(:mod:`swin_opt.cache`: a ``k-<hash>`` directory keyed by the module's text,
+``swin-aot``'s options, the tool and the host CPU), and loads it with
+:mod:`ctypes` as an :class:`MlpKernel`.
+
+One library serves every row count M (every batch size and feature map of
+a width): its functions take a dynamic M, through MLIR's C interface
+(``_mlir_ciface_mlp`` and ``_mlir_ciface_mlp_residual``), and write into
+the caller's ``[M, out]`` buffer. The weights are arguments, not
+constants: a model may load or train other weights. They are passed
+packed in the kernel's panels (:meth:`MlpKernel.pack`, once per weight
+version in :mod:`swin_opt.torch.mlp`), which costs a copy of the weights
+when they change instead of on every call.
+
+The library's parallel loops run on OpenMP threads of whichever runtime
+``swin-aot`` links modules with: LLVM's libomp today, GNU libgomp (torch's)
+once modules move to it. Nothing here depends on which, and a call keeps
+either in step with its caller (:class:`_OpenMP`): the calling thread's
+team size is set to the ``threads`` the caller passes (the torch operator
+passes ``torch.get_num_threads()``: with libgomp that is what torch set
+already), and libomp's idle threads sleep at once instead of spinning for
+200 ms (``kmp_set_blocktime(0)``; libgomp has no such call) on the cores
+torch's own pool runs the rest of the model on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import cache, log
+from .errors import CompileError
+from .linear_mlir import Mlp, mlp_module, pack_weight
+from .tools import find_swin_aot, last_line, run_tool, tool_info
+
+__all__ = ["MlpConfig", "MlpKernel", "compile_mlp", "builds", "host_vector_width"]
+
+#: The C interfaces of the library's two functions.
+ENTRY = "_mlir_ciface_mlp"
+ENTRY_RESIDUAL = "_mlir_ciface_mlp_residual"
+
+_builds = 0
+_builds_lock = threading.Lock()
+
+
+def builds() -> int:
+    """How many MLP libraries this process has built (cache hits are not builds)."""
+    return _builds
+
+
+@functools.lru_cache(maxsize=None)
+def host_vector_width() -> int:
+    """f32 lanes of this machine's vectors as ``swin-aot --cpu=native`` uses
+    them: 16 with AVX-512, else 8."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return 16 if "avx512f" in line.split() else 8
+    except OSError:
+        pass
+    return 8
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpConfig:
+    """What one MLP library computes and is built for.
+
+    ``vector_width``: the kernels' f32 lanes (8: AVX2, 16: AVX-512); the
+    weights are packed in panels of three vectors. ``cpu``: ``swin-aot
+    --cpu`` (None: the tool's default, this machine). ``parallel``: OpenMP
+    loops (False: ``--no-parallel``)."""
+
+    channels: int
+    hidden: int
+    out: int
+    vector_width: int = 8
+    cpu: Optional[str] = None
+    parallel: bool = True
+
+    def __post_init__(self):
+        if self.vector_width not in (8, 16):
+            raise ValueError(f"vector_width must be 8 or 16, got {self.vector_width}")
+        Mlp(self.channels, self.hidden, self.out, self.panel_width)  # positive extents
+
+    @property
+    def layers(self) -> Mlp:
+        return Mlp(self.channels, self.hidden, self.out, 3 * self.vector_width)
+
+    @property
+    def panel_width(self) -> int:
+        return 3 * self.vector_width
+
+    def describe(self) -> str:
+        cpu = self.cpu or "native"
+        threads = "" if self.parallel else " no-parallel"
+        return (f"mlp {self.channels}->{self.hidden}->{self.out} f32 "
+                f"vector-width={self.vector_width} cpu={cpu}{threads}")
+
+    def aot_args(self) -> list:
+        """``swin-aot``'s options (beside ``--input``, ``--emit`` and ``-o``)."""
+        args = ["--name=mlp", f"--pipeline-options=vector-width={self.vector_width}"]
+        if self.cpu is not None:
+            args.append(f"--cpu={self.cpu}")
+        if not self.parallel:
+            args.append("--no-parallel")
+        return args
+
+
+class _Descriptor(ctypes.Structure):
+    """Base of the ranked memref descriptors of MLIR's C interface."""
+
+
+@functools.lru_cache(maxsize=None)
+def _descriptor_type(rank: int):
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64),
+              ("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+    return type(f"Descriptor{rank}D", (_Descriptor,), {"_fields_": fields})
+
+
+def _descriptor(address: int, shape: Sequence[int]):
+    """The descriptor of a contiguous row-major f32 buffer at ``address``."""
+    desc = _descriptor_type(len(shape))()
+    desc.allocated = desc.aligned = address
+    stride = 1
+    for i in reversed(range(len(shape))):
+        desc.sizes[i] = shape[i]
+        desc.strides[i] = stride
+        stride *= shape[i]
+    return desc
+
+
+class _OpenMP:
+    """The OpenMP runtime a library calls (found through its dependencies: libomp
+    or libgomp; none for a serial library), set up per calling thread before a
+    call: its team size, and, for libomp, no spinning after the call (see the
+    module docstring)."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        def symbol(name):
+            try:
+                fn = lib[name]
+            except AttributeError:
+                return None
+            fn.restype = None
+            fn.argtypes = [ctypes.c_int]
+            return fn
+
+        self._set_threads = symbol("omp_set_num_threads")
+        self._set_blocktime = symbol("kmp_set_blocktime")
+        self._thread = threading.local()
+
+    def prepare(self, threads: Optional[int]) -> None:
+        state = self._thread
+        if self._set_blocktime is not None and not getattr(state, "blocktime", False):
+            self._set_blocktime(0)
+            state.blocktime = True
+        if (threads is not None and self._set_threads is not None
+                and getattr(state, "threads", None) != threads):
+            self._set_threads(int(threads))
+            state.threads = threads
+
+
+class MlpKernel:
+    """A compiled MLP library: ``out = fc2(GELU(fc1(x) + b1)) + b2 (+ residual)``.
+
+    Call it with NumPy arrays (:meth:`__call__`) or with the addresses of
+    contiguous float32 buffers (:meth:`call_addresses`, what the torch
+    operator does). Weights are passed packed (:meth:`pack`)."""
+
+    def __init__(self, config: MlpConfig, library: Path, directory: Optional[Path] = None):
+        self.config = config
+        self.library = Path(library)
+        self.directory = directory
+        self._lib = ctypes.CDLL(str(self.library.resolve()))
+        self._entries = {False: self._lib[ENTRY], True: self._lib[ENTRY_RESIDUAL]}
+        for entry in self._entries.values():
+            entry.restype = None
+        self._openmp = _OpenMP(self._lib)
+
+    def __repr__(self) -> str:
+        return f"<MlpKernel {self.config.describe()} at {self.library}>"
+
+    def pack(self, weight) -> np.ndarray:
+        """A ``[N, K]`` weight in this kernel's panels (:func:`swin_opt.linear_mlir.pack_weight`)."""
+        return pack_weight(weight, self.config.panel_width)
+
+    def call_addresses(self, rows: int, x: int, w1: int, b1: int, w2: int, b2: int,
+                       residual: Optional[int], out: int, threads: Optional[int] = None) -> None:
+        """Runs the kernel on buffers at these addresses: ``x`` [rows, channels],
+        packed ``w1``/``w2``, ``b1`` [hidden], ``b2`` [out], ``residual`` (or
+        None) and ``out`` [rows, out], all contiguous float32 (not checked), on
+        ``threads`` OpenMP threads (None: the runtime's setting)."""
+        self._openmp.prepare(threads)
+        cfg, layers = self.config, self.config.layers
+        descriptors = [_descriptor(x, (rows, cfg.channels)), _descriptor(w1, layers.fc1_shape),
+                       _descriptor(b1, (cfg.hidden,)), _descriptor(w2, layers.fc2_shape),
+                       _descriptor(b2, (cfg.out,))]
+        if residual is not None:
+            descriptors.append(_descriptor(residual, (rows, cfg.out)))
+        descriptors.append(_descriptor(out, (rows, cfg.out)))
+        self._entries[residual is not None](*[ctypes.byref(d) for d in descriptors])
+
+    def __call__(self, x, w1_packed, b1, w2_packed, b2, residual=None, out=None,
+                 threads: Optional[int] = None) -> np.ndarray:
+        """NumPy: ``x`` [M, channels] float32, the packed weights, the biases and
+        ``residual`` [M, out] (optional); returns ``out`` [M, out] (written in
+        place when given). ``threads``: as for :meth:`call_addresses`."""
+        cfg, layers = self.config, self.config.layers
+        x = _f32(x, "x", (None, cfg.channels))
+        rows = x.shape[0]
+        arrays = [x, _f32(w1_packed, "w1_packed", layers.fc1_shape), _f32(b1, "b1", (cfg.hidden,)),
+                  _f32(w2_packed, "w2_packed", layers.fc2_shape), _f32(b2, "b2", (cfg.out,))]
+        res = None if residual is None else _f32(residual, "residual", (rows, cfg.out))
+        if out is None:
+            out = np.empty((rows, cfg.out), np.float32)
+        elif not (isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == (rows, cfg.out)
+                  and out.flags.c_contiguous and out.flags.writeable):
+            raise ValueError(f"out must be a writable contiguous float32 array of shape {(rows, cfg.out)}")
+        if rows:
+            self.call_addresses(rows, *(a.ctypes.data for a in arrays),
+                                None if res is None else res.ctypes.data, out.ctypes.data, threads)
+        return out
+
+
+def _f32(a, name: str, shape: tuple) -> np.ndarray:
+    """``a`` as a contiguous float32 array of ``shape`` (None: any extent)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if a.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, a.shape)):
+        want = "[" + ", ".join("M" if s is None else str(s) for s in shape) + "]"
+        raise ValueError(f"{name} must have shape {want}, got {list(a.shape)}")
+    return a
+
+
+_loaded: dict = {}
+_loaded_lock = threading.Lock()
+
+
+def compile_mlp(channels: int, hidden: int, out: Optional[int] = None, *,
+                vector_width: Optional[int] = None, cpu: Optional[str] = None,
+                parallel: bool = True, cache_dir: Optional[os.PathLike] = None) -> MlpKernel:
+    """The :class:`MlpKernel` of ``(channels, hidden, out)`` (``out`` defaults to
+    ``channels``), from this process, the disk cache, or built by ``swin-aot
+    --input`` (a few seconds) into it.
+
+    ``vector_width`` defaults to this machine's (:func:`host_vector_width`)
+    for ``cpu`` None or ``"native"``, else to 8 (AVX2: every x86-64 CPU with
+    FMA; pass 16 for an AVX-512 ``cpu``).
+
+    Raises :class:`swin_opt.SwinAotNotFoundError` without ``swin-aot`` and
+    :class:`swin_opt.CompileError` when it fails."""
+    if vector_width is None:
+        vector_width = host_vector_width() if cpu in (None, "native") else 8
+    config = MlpConfig(int(channels), int(hidden), int(channels if out is None else out),
+                       int(vector_width), None if cpu in (None, "native") else str(cpu), bool(parallel))
+    root = Path(cache_dir) if cache_dir is not None else cache.get_cache_dir()
+    memo = (config, str(root))
+    with _loaded_lock:
+        kern = _loaded.get(memo)
+    if kern is not None:
+        return kern
+    info = tool_info(find_swin_aot())
+    text = mlp_module(config.layers)
+    final = root / cache.entry_name(config.aot_args(), "so", text.encode(), info,
+                                    host_specific=config.cpu is None)
+    if not (final / cache.META_FILE).is_file():
+        _build(info, config, text, root, final)
+    else:
+        cache.touch(final / cache.META_FILE)
+    kern = MlpKernel(config, final / (cache.STEM + ".so"), final)
+    with _loaded_lock:
+        return _loaded.setdefault(memo, kern)
+
+
+def _build(info, config: MlpConfig, text: str, root: Path, final: Path) -> None:
+    """``swin-aot --input`` into a temporary directory of ``root``, published as
+    ``final`` atomically (as :mod:`swin_opt.build` publishes kernels)."""
+    global _builds
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    try:
+        source = tmp / "mlp.mlir"
+        source.write_text(text)
+        library = tmp / (cache.STEM + ".so")
+        cmd = [str(info.path), f"--input={source}", *config.aot_args(), "--emit=so", "-o", str(library)]
+        start = time.perf_counter()
+        proc = run_tool(cmd)
+        if proc.returncode != 0:
+            raise CompileError(f"swin-aot rejected {config.describe()} (exit {proc.returncode}): "
+                               f"{last_line(proc.stderr or proc.stdout)}",
+                               command=cmd, returncode=proc.returncode, stderr=proc.stderr)
+        if not library.is_file():
+            raise CompileError(f"swin-aot exited 0 but did not write {library.name}", command=cmd,
+                               stderr=proc.stderr)
+        meta = {"kind": "mlp", "mlp": dataclasses.asdict(config), "description": config.describe(),
+                "emit": "so", "command": cmd, "tool_version": info.version,
+                "module_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "build_seconds": round(time.perf_counter() - start, 3)}
+        (tmp / cache.META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        try:
+            os.rename(tmp, final)  # atomic publish
+        except OSError:
+            if not (final / cache.META_FILE).is_file():
+                raise
+            # Another process published the same library first; use theirs.
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    with _builds_lock:
+        _builds += 1
+    log.info(f"swin_opt: built {config.describe()} in {meta['build_seconds']:.1f} s")

@@ -1,0 +1,300 @@
+"""The MLP of Swin blocks through compiled kernels (swin_opt.mlp,
+swin_opt.torch.mlp): the ``swin_opt::mlp`` operator against torch's float64
+MLP, one library for every row count, and swap_attention's MLP patches in
+timm and torchvision models (eager, torch.compile, training, ``mlp=False``,
+restore, an activation the kernel does not compute).
+
+Tolerance of the operator: ``1e-5 * max(1, max|reference|)``, the GEMM
+tests' (test_matmul.py: float32 products of up to 3072 terms, GELU's erf
+polynomial within 4.2e-7); of whole models: test_torch.py's 1e-4 relative.
+Kernel builds (a second or two each): the four Swin-T widths, one small odd
+configuration, and the tiny models' two widths (32 and 64 channels).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+
+from swin_opt import cache_entries
+from swin_opt import mlp as mlp_kernels
+from swin_opt import torch as st
+from swin_opt.testing import sharpen_weights
+
+pytestmark = pytest.mark.aot
+
+TOLERANCE = 1e-5
+RTOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def ops(torch):
+    from swin_opt.torch import mlp
+
+    mlp.register()
+    return mlp
+
+
+def _reference(torch, x, w1, b1, w2, b2, residual=None):
+    """The MLP in float64, as torch computes it (nn.GELU's erf form)."""
+    F = torch.nn.functional
+    d = [None if t is None else t.double() for t in (x, w1, b1, w2, b2, residual)]
+    y = F.linear(F.gelu(F.linear(d[0], d[1], d[2])), d[3], d[4])
+    return y if residual is None else y + d[5]
+
+
+def _check(torch, got, want):
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    error = (got.double() - want).abs().max().item()
+    allowed = TOLERANCE * max(1.0, want.abs().max().item())
+    assert error <= allowed, f"max |error| {error:.3g} > {allowed:.3g}"
+
+
+def _layers(torch, channels, hidden, out, seed, bias=True):
+    gen = torch.Generator().manual_seed(seed)
+    w1 = torch.randn(hidden, channels, generator=gen) / channels ** 0.5
+    w2 = torch.randn(out, hidden, generator=gen) / hidden ** 0.5
+    b1 = torch.randn(hidden, generator=gen) if bias else None
+    b2 = torch.randn(out, generator=gen) if bias else None
+    return w1, b1, w2, b2, gen
+
+
+# --------------------------------------------------------------------------- #
+# The operator
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("channels", [96, 192, 384, 768])
+def test_op_at_swin_t_widths(torch, ops, kernel_cache, channels):
+    """Swin-T's MLPs (hidden = 4C) at an odd row count, with and without the
+    residual."""
+    w1, b1, w2, b2, gen = _layers(torch, channels, 4 * channels, channels, channels)
+    key = ops.mlp_key(channels, 4 * channels, channels, cache_dir=kernel_cache)
+    x = torch.randn(53, channels, generator=gen)
+    residual = torch.randn(53, channels, generator=gen)
+    with torch.no_grad():
+        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, None, key),
+               _reference(torch, x, w1, b1, w2, b2))
+        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, residual, key),
+               _reference(torch, x, w1, b1, w2, b2, residual))
+
+
+def test_op_one_library_for_every_row_count(torch, ops, tmp_path):
+    """An odd configuration (C 13, hidden 37, out 11: partial panels, K not a
+    multiple of anything), rows around the kernel's tiles, leading axes of any
+    shape, a layer without bias: one build, one cache entry."""
+    before = mlp_kernels.builds()
+    w1, _, w2, b2, gen = _layers(torch, 13, 37, 11, 0)
+    key = ops.mlp_key(13, 37, 11, cache_dir=tmp_path)
+    with torch.no_grad():
+        for shape in [(1,), (2,), (7,), (8,), (9,), (31,), (2, 3, 5), (4, 49)]:
+            x = torch.randn(*shape, 13, generator=gen)
+            residual = torch.randn(*shape, 11, generator=gen)
+            _check(torch, torch.ops.swin_opt.mlp(x, w1, None, w2, b2, None, key),
+                   _reference(torch, x, w1, None, w2, b2))
+            _check(torch, torch.ops.swin_opt.mlp(x, w1, None, w2, b2, residual, key),
+                   _reference(torch, x, w1, None, w2, b2, residual))
+        empty = torch.ops.swin_opt.mlp(torch.zeros(0, 13), w1, None, w2, b2, None, key)
+    assert empty.shape == (0, 11)
+    assert mlp_kernels.builds() == before + 1
+    (entry,) = cache_entries(tmp_path)
+    assert entry.description.startswith("mlp 13->37->11 f32"), entry.description
+
+
+def test_numpy_kernel(torch, kernel_cache):
+    """swin_opt.mlp without torch's operator: packed NumPy weights, ``out`` in place."""
+    import numpy as np
+
+    from swin_opt import linear_mlir
+
+    kern = mlp_kernels.compile_mlp(13, 37, 11, cache_dir=kernel_cache)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((10, 13), dtype=np.float32)
+    w1, w2 = (rng.standard_normal(s, dtype=np.float32) / 6 for s in ((37, 13), (11, 37)))
+    b1, b2, residual = (rng.standard_normal(s, dtype=np.float32) for s in (37, 11, (10, 11)))
+    out = np.full((10, 11), np.nan, np.float32)
+    assert kern(x, kern.pack(w1), b1, kern.pack(w2), b2, residual, out=out) is out
+    want = linear_mlir.mlp_reference(x, w1, b1, w2, b2, residual)
+    assert np.abs(out - want).max() <= TOLERANCE * max(1.0, np.abs(want).max())
+    with pytest.raises(ValueError, match=r"w2_packed must have shape \[1, 37, "):
+        kern(x, kern.pack(w1), b1, w2, b2)
+
+
+def test_op_packs_updated_weights_again(torch, ops, kernel_cache):
+    """The packed copy of a weight follows its in-place updates (its version) and
+    its replacement; forget_packed_weights covers writes through .data; weights
+    without a version (inference tensors) are packed on every call."""
+    w1, b1, w2, b2, gen = _layers(torch, 13, 37, 11, 1)
+    key = ops.mlp_key(13, 37, 11, cache_dir=kernel_cache)
+    x = torch.randn(5, 13, generator=gen)
+
+    def check():
+        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, None, key),
+               _reference(torch, x, w1, b1, w2, b2))
+
+    with torch.no_grad():
+        check()
+        w1.mul_(-2.0)
+        check()
+        w2 = torch.randn(11, 37, generator=gen)
+        check()
+        w2.data.add_(1.0)  # not versioned
+        ops.forget_packed_weights()
+        check()
+    with torch.inference_mode():  # inference tensors keep no version: packed every call
+        w1 = torch.randn(37, 13, generator=gen)
+        check()
+        w1.mul_(-1.0)
+        check()
+
+
+def test_op_runs_on_torchs_thread_count(torch, ops, kernel_cache):
+    """The library's OpenMP runtime (libomp or libgomp) gets the calling thread's
+    torch thread count on each call."""
+    import ctypes
+
+    w1, b1, w2, b2, gen = _layers(torch, 13, 37, 11, 3)
+    key = ops.mlp_key(13, 37, 11, cache_dir=kernel_cache)
+    runtime = ctypes.CDLL(str(ops.kernel_for(key).library))  # its omp_* are its runtime's
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            with torch.no_grad():
+                torch.ops.swin_opt.mlp(torch.randn(9, 13, generator=gen), w1, b1, w2, b2, None,
+                                       key)
+            assert runtime.omp_get_max_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_op_refuses_wrong_shapes_and_autograd(torch, ops, kernel_cache):
+    w1, b1, w2, b2, _ = _layers(torch, 13, 37, 11, 2)
+    key = ops.mlp_key(13, 37, 11, cache_dir=kernel_cache)
+    with pytest.raises(ValueError, match="w1 must be a float32 CPU tensor of shape"):
+        torch.ops.swin_opt.mlp(torch.zeros(2, 13), w1.t(), b1, w2, b2, None, key)
+    with pytest.raises(ValueError, match="malformed MLP kernel configuration"):
+        torch.ops.swin_opt.mlp(torch.zeros(2, 13), w1, b1, w2, b2, None, "{}")
+    with pytest.raises(RuntimeError, match="has no backward"):
+        torch.ops.swin_opt.mlp(torch.zeros(2, 13, requires_grad=True), w1, b1, w2, b2, None, key)
+
+
+# --------------------------------------------------------------------------- #
+# Swapped models
+# --------------------------------------------------------------------------- #
+@pytest.fixture
+def timm_model(torch):
+    swin = pytest.importorskip("timm.models.swin_transformer")
+    torch.manual_seed(0)
+    # (no stochastic depth: training runs must compare with the original's)
+    model = swin.SwinTransformer(img_size=56, patch_size=4, window_size=7, embed_dim=32,
+                                 depths=(2, 2), num_heads=(2, 4), num_classes=10,
+                                 drop_path_rate=0.0)
+    return sharpen_weights(model).eval()
+
+
+@pytest.fixture(scope="module")
+def img(torch):
+    return torch.randn(3, 3, 56, 56, generator=torch.Generator().manual_seed(1))
+
+
+def _rel_err(got, want):
+    return ((got - want).abs().max() / want.abs().max()).item()
+
+
+def _mlp_stats(model):
+    return [s for s in st.patch_stats(model) if s["kind"] == "mlp"]
+
+
+def test_timm_model_eager_and_compiled(torch, timm_model, img, opts):
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        want = timm_model(img)
+    # the MLP matters: without it the output is far off
+    without = copy.deepcopy(timm_model)
+    for block in (b for layer in without.layers for b in layer.blocks):
+        block.mlp.fc2.weight.data.zero_()
+    with torch.inference_mode():
+        assert _rel_err(without(img), want) > 100 * RTOL
+    assert st.swap_attention(timm_model, **opts) == 4
+    stats = _mlp_stats(timm_model)
+    assert [s["name"] for s in stats] == [f"layers.{i}.blocks.{j}.mlp" for i in (0, 1)
+                                          for j in (0, 1)]
+    assert all(s["framework"] == "timm" and s["method"] == "forward" for s in stats)
+    with torch.inference_mode():
+        assert _rel_err(timm_model(img), want) <= RTOL
+    compiled = torch.compile(timm_model, fullgraph=True)
+    with torch.inference_mode():
+        assert _rel_err(compiled(img), want) <= RTOL
+    stats = _mlp_stats(timm_model)
+    assert all(s["kernel_calls"] == 2 and s["fallback_calls"] == 0 for s in stats), stats
+    torch._dynamo.reset()
+
+
+def test_timm_training_falls_back(torch, timm_model, img, opts):
+    """Under autograd the MLPs run torch's code (the kernel has no backward), say
+    why, and train as the original; fallback=False makes it an error."""
+    ref_model = copy.deepcopy(timm_model).train()
+    st.swap_attention(timm_model, **opts)
+    timm_model.train()
+    ref_model(img).square().sum().backward()
+    timm_model(img).square().sum().backward()
+    for s in _mlp_stats(timm_model):
+        assert s["kernel_calls"] == 0 and s["fallback_calls"] == 1, s
+        (reason,) = s["fallback_reasons"]
+        assert reason.startswith("autograd: the MLP kernel has no backward"), reason
+    for (name, p), q in zip(ref_model.named_parameters(), timm_model.parameters()):
+        assert _rel_err(q.grad, p.grad) <= RTOL, name
+    with torch.no_grad():  # train mode without autograd, dropout 0: the kernel
+        timm_model(img)
+    assert all(s["kernel_calls"] == 1 for s in _mlp_stats(timm_model))
+    st.swap_attention(timm_model, fallback=False, **opts)
+    with pytest.raises(st.KernelUnavailable, match="mlp .*no backward"):
+        timm_model(img)
+
+
+def test_mlp_false_and_restore(torch, timm_model, img, opts):
+    mlps = [b.mlp for layer in timm_model.layers for b in layer.blocks]
+    assert st.swap_attention(timm_model, mlp=False, **opts) == 4
+    assert _mlp_stats(timm_model) == [] and st.unpatched(timm_model) == []
+    assert not any("forward" in vars(m) for m in mlps)
+    assert st.swap_attention(timm_model, **opts) == 4
+    assert all("forward" in vars(m) for m in mlps)
+    assert st.swap_attention(timm_model, mlp=False, **opts) == 4  # undoes the MLP patches
+    assert not any("forward" in vars(m) for m in mlps)
+    st.swap_attention(timm_model, **opts)
+    assert st.restore_attention(timm_model) == 4  # attention layers; the MLPs go too
+    assert st.patch_stats(timm_model) == [] and not any("forward" in vars(m) for m in mlps)
+
+
+def test_tanh_gelu_is_left_unpatched(torch, timm_model, img, opts):
+    block = timm_model.layers[1].blocks[0]
+    block.mlp.act = torch.nn.GELU(approximate="tanh")
+    with torch.inference_mode():
+        want = timm_model(img)
+    with pytest.warns(UserWarning, match="not patching timm .*Mlp .*tanh"):
+        st.swap_attention(timm_model, **opts)
+    (left,) = st.unpatched(timm_model)
+    assert left["name"] == "layers.1.blocks.0.mlp" and "'tanh'" in left["reason"], left
+    assert "forward" not in vars(block.mlp) and len(_mlp_stats(timm_model)) == 3
+    with torch.inference_mode():
+        assert _rel_err(timm_model(img), want) <= RTOL
+
+
+def test_torchvision_model(torch, opts):
+    tv_swin = pytest.importorskip("torchvision.models.swin_transformer")
+    torch.manual_seed(0)
+    model = tv_swin.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2],
+                                    num_heads=[2, 4], window_size=[7, 7], num_classes=10)
+    sharpen_weights(model)
+    x = torch.randn(2, 3, 56, 56, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        want = model(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert st.swap_attention(model, **opts) == 4
+    with torch.inference_mode():
+        assert _rel_err(model(x), want) <= RTOL
+    stats = _mlp_stats(model)
+    assert [s["name"] for s in stats] == [f"features.{i}.{j}.mlp" for i in (1, 3) for j in (0, 1)]
+    assert all(s["framework"] == "torchvision" and s["kernel_calls"] == 1 for s in stats), stats
