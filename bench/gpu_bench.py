@@ -2,7 +2,7 @@
 """GPU benchmark of the fused window-attention kernel (swin-aot --target=nvptx).
 
     python3 bench/gpu_bench.py [--dtype f16|bf16|f32] [--kernel warps|rows|both]
-                               [--repeat 20] [--chip sm_90] [--record]
+                               [--repeat 20] [--chip sm_90] [--record] [--model]
 
 First measures the device's copy bandwidth (cuMemcpyDtoD of 1 GiB: read +
 write), the yardstick of a kernel that is memory-bound at these sizes. Then,
@@ -15,7 +15,15 @@ ratio against torch.nn.functional.scaled_dot_product_attention with the bias
 (and shift mask) passed as a float attention mask. Bounded to a few minutes;
 exits with a clear message where no GPU is present. ``--record`` only
 compiles every kernel it would run, for every dtype (no GPU needed; see
-scripts/device/record.py).
+scripts/device/record.py), the model's too where torch and timm import.
+
+``--model``: the model-level figures instead: timm's swin_tiny_patch4_window7_224
+(random weights) at batch 128, inference (``torch.inference_mode``, eager)
+under float16 and bfloat16 autocast, the original model against the same
+model swapped (``swin_opt.torch.swap_attention``: the GPU kernels run by the
+operators' CUDA implementations): ms per forward (CUDA events, median),
+images/s, the speed-up, the largest difference of the logits, and the
+swapped model's kernel and fallback calls.
 """
 
 import argparse
@@ -70,6 +78,96 @@ def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
     return float(np.median(times))
 
 
+MODEL = "swin_tiny_patch4_window7_224"
+MODEL_BATCH = 128
+MODEL_DTYPES = ("f16", "bf16")
+
+
+def _model(torch_dtype=None):
+    """swin_tiny with random weights (eval), or None without torch and timm."""
+    try:
+        import timm
+        import torch
+    except ImportError:
+        return None
+    torch.manual_seed(0)
+    model = timm.create_model(MODEL, pretrained=False).eval()
+    return model if torch_dtype is None else model.to(torch_dtype)
+
+
+def record_model_kernels(chip):
+    """Build the GPU kernels the swapped model needs under each autocast dtype, here,
+    without a GPU: the model runs once on the CPU in that dtype (autocast's)."""
+    try:
+        import torch
+        from swin_opt import torch as st
+    except ImportError:
+        print("gpu_bench: no torch: the model's kernels are not recorded")
+        return
+    for dtype in MODEL_DTYPES:
+        model = _model({"f16": torch.float16, "bf16": torch.bfloat16}[dtype])
+        if model is None:
+            print("gpu_bench: no timm: the model's kernels are not recorded")
+            return
+        st.swap_attention(model)
+        st.warmup(model, (1, 3, 224, 224), chip=chip, progress=False)
+
+
+def model_figures(repeat):
+    """The ``--model`` table (see the module docstring)."""
+    import torch
+    from swin_opt import torch as st
+
+    if not torch.cuda.is_available():
+        print("gpu_bench: torch sees no CUDA device; nothing to measure.")
+        return 0
+    model = _model()
+    if model is None:
+        print("gpu_bench: --model needs timm")
+        return 0
+    model = model.cuda()
+    x = torch.randn(MODEL_BATCH, 3, 224, 224, device="cuda")
+
+    def time_ms(dtype):
+        def forward():
+            with torch.inference_mode(), torch.autocast("cuda", dtype=dtype):
+                return model(x)
+        for _ in range(3):
+            out = forward()
+        torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(repeat):
+            start.record()
+            forward()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        return float(np.median(times)), out.float()
+
+    print(f"device: {torch.cuda.get_device_name()}; {MODEL}, batch {MODEL_BATCH}, inference, "
+          "eager")
+    print(f"{'autocast':9} {'original ms':>12} {'swapped ms':>11} {'img/s orig':>11} "
+          f"{'img/s swap':>11} {'speed-up':>9} {'max |diff|':>11} {'kernel/fallback calls':>22}")
+    for name in MODEL_DTYPES:
+        dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[name]
+        st.restore_attention(model)
+        original_ms, want = time_ms(dtype)
+        st.swap_attention(model)
+        swapped_ms, got = time_ms(dtype)
+        stats = st.patch_stats(model)
+        calls = (f"{sum(s['kernel_calls'] for s in stats)}/"
+                 f"{sum(s['fallback_calls'] for s in stats)}")
+        reasons = sorted({r for s in stats for r in s["fallback_reasons"]})
+        print(f"{name:9} {original_ms:12.2f} {swapped_ms:11.2f} "
+              f"{MODEL_BATCH * 1e3 / original_ms:11.0f} {MODEL_BATCH * 1e3 / swapped_ms:11.0f} "
+              f"{original_ms / swapped_ms:8.2f}x {(got - want).abs().max().item():11.3g} "
+              f"{calls:>22}")
+        for reason in reasons:
+            print(f"  fallback: {reason}")
+    return 0
+
+
 def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which):
     return cuda.compile_gpu(window, heads, d, resolution=resolution,
                             shift=(shift, shift) if shift else None, dtype=dtype, chip=chip,
@@ -84,6 +182,8 @@ def main():
     parser.add_argument("--chip", default="sm_90")
     parser.add_argument("--record", action="store_true",
                         help="compile the kernels of every dtype, run nothing")
+    parser.add_argument("--model", action="store_true",
+                        help=f"the model-level figures ({MODEL}, batch {MODEL_BATCH})")
     args = parser.parse_args()
     kernels = ["warps", "rows"] if args.kernel == "both" else [args.kernel]
     if args.record:
@@ -91,7 +191,10 @@ def main():
             for _, _, heads, window, d, resolution, shift in CONFIGS:
                 for which in kernels:
                     compile_kernel(window, heads, d, resolution, shift, dtype, args.chip, which)
+        record_model_kernels(args.chip)
         return 0
+    if args.model:
+        return model_figures(args.repeat)
     name = cuda.available()
     if name is None:
         print("gpu_bench: no CUDA driver or GPU on this machine; nothing to measure.")

@@ -30,7 +30,7 @@ from . import build
 from .gpu_kernel import CudaError, GpuKernel, driver_library
 
 __all__ = ["CudaError", "Driver", "GpuKernel", "available", "compile_gpu", "torch_call",
-           "torch_call_packed"]
+           "torch_call_packed", "torch_arguments", "torch_launch"]
 
 
 class Driver:
@@ -129,17 +129,18 @@ def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, chip: str =
                          **options)
 
 
-def _torch_run(kernel: GpuKernel, given: dict, out):
-    """Check CUDA torch tensors against the kernel's ABI (dtype, shape, device,
-    contiguity), allocate ``out`` when None, and run on torch's current stream."""
+def torch_arguments(kernel: GpuKernel, given: dict, out=None):
+    """The tensors of a call by argument name (``out`` allocated with
+    ``torch.empty`` on the inputs' device when None) and its count, checked
+    against the kernel's ABI: dtype, shape, one device, contiguity. The device
+    type is not checked here (:func:`torch_call` does; the CUDA operators of
+    :mod:`swin_opt.torch.ops` pass CUDA tensors by construction)."""
     import torch
 
     dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
     abi = kernel.abi
     first = abi.role("input")[0].name
     like = given[first]
-    if not isinstance(like, torch.Tensor) or not like.is_cuda:
-        raise TypeError(f"{first} must be a CUDA torch tensor")
     for name, t in given.items():
         if t is not None and name not in abi:
             raise ValueError(f"{name} is not an argument of this kernel")
@@ -154,7 +155,7 @@ def _torch_run(kernel: GpuKernel, given: dict, out):
     tensors[out_arg.name] = out
     for name, t in tensors.items():
         want = dtypes[abi[name].dtype]
-        if not isinstance(t, torch.Tensor) or not t.is_cuda:
+        if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a CUDA torch tensor")
         if t.device != like.device or t.dtype != want:
             raise ValueError(f"{name} must be on {like.device} with dtype {want}")
@@ -163,9 +164,34 @@ def _torch_run(kernel: GpuKernel, given: dict, out):
                              f"got {tuple(t.shape)}")
         if not t.is_contiguous():
             raise ValueError(f"{name} must be contiguous")
-    stream = torch.cuda.current_stream(like.device).cuda_stream
-    kernel._run({name: t.data_ptr() for name, t in tensors.items()}, count, stream)
-    return out
+    return tensors, count
+
+
+def torch_launch(kernel: GpuKernel, tensors: dict, count: int) -> None:
+    """Launch on torch's current stream of the tensors' device, with that device
+    current: the host runtime loads its module into the current CUDA context
+    (one per device), and the stream belongs to that context."""
+    import torch
+
+    device = next(iter(tensors.values())).device
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device).cuda_stream
+        kernel._run({name: t.data_ptr() for name, t in tensors.items()}, count, stream)
+
+
+def _torch_run(kernel: GpuKernel, given: dict, out):
+    """Check CUDA torch tensors against the kernel's ABI (dtype, shape, device,
+    contiguity), allocate ``out`` when None, and run on torch's current stream."""
+    import torch
+
+    first = kernel.abi.role("input")[0].name
+    for name, t in dict(given, out=out).items():
+        if (t is None and name == first) or (
+                t is not None and not (isinstance(t, torch.Tensor) and t.is_cuda)):
+            raise TypeError(f"{name} must be a CUDA torch tensor")
+    tensors, count = torch_arguments(kernel, given, out)
+    torch_launch(kernel, tensors, count)
+    return tensors[kernel.abi.role("output")[0].name]
 
 
 def torch_call(kernel: GpuKernel, q, k, v, table, *, out=None, pad_qkv=None):

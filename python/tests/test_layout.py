@@ -47,6 +47,7 @@ LAYERS = [
     "swin_opt.torch.fallback",
     "swin_opt.torch.tensors",
     "swin_opt.torch.masks",
+    "swin_opt.torch.attention_math",
     "swin_opt.torch.ops",
     "swin_opt.torch.projections",
     "swin_opt.torch.patching",

@@ -1,7 +1,8 @@
 #!/bin/bash
 # On a GPU machine without LLVM/MLIR 22 (the lent device machine): the GPU
-# tests, the GPU benchmark and the CPU kernels built for its CPU, from the
-# swin-aot outputs that scripts/device/record.py recorded into STORE.
+# tests (the kernels', then PyTorch on CUDA), the GPU benchmark, the model-level
+# figures and the CPU kernels built for its CPU, from the swin-aot outputs
+# that scripts/device/record.py recorded into STORE.
 #
 #   scripts/device/check.sh STORE [OUT]     (OUT: where the logs go)
 set -u
@@ -16,10 +17,16 @@ export AOT_REPLAY_STORE=$store SWIN_AOT=$PWD/scripts/device/aot-replay.py \
 echo "== GPU tests"
 timeout -k 5 200 python3 -m pytest -q -rs -p no:cacheprovider python/tests/test_gpu.py 2>&1 |
   tee "$out/gpu-tests.log" | tail -30
+echo "== PyTorch on CUDA: the operators' CUDA implementations, swapped models"
+# (not the checks against this CPU's "native" kernels: those recorded are the recording machine's)
+timeout -k 5 300 python3 -m pytest -q -rs -p no:cacheprovider -k "not cpu_kernel" \
+  python/tests/test_torch_cuda.py 2>&1 | tee "$out/torch-cuda-tests.log" | tail -30
 for dtype in f16 bf16 f32; do
   echo "== GPU benchmark, $dtype"
   timeout -k 5 100 python3 bench/gpu_bench.py --dtype $dtype 2>&1 | tee "$out/gpu-bench-$dtype.log"
 done
+echo "== swin_tiny, batch 128, inference: original against swapped (f16, bf16 autocast)"
+timeout -k 5 200 python3 bench/gpu_bench.py --model 2>&1 | tee "$out/gpu-bench-model.log"
 echo "== CPU kernels built for this CPU"
 c++ -O3 -march=native -pthread bench/fma_peak.cpp -o /tmp/fma_peak && /tmp/fma_peak --threads "$(nproc)"
 echo

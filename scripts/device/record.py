@@ -4,12 +4,16 @@
     python3 scripts/device/record.py STORE [--cpu sapphirerapids]
 
 Runs python/tests/test_gpu.py with a stand-in GPU (its kernels compile, its
-driver calls fail: only the compiles matter), then compiles bench/gpu_bench.py's
-kernels and bench/cross_cpu.py's for --cpu, all through aot-replay.py, which
-keeps swin-aot's outputs in STORE for the machine without LLVM to replay.
-The GPU tests run with the torch venv's Python ($SWIN_VENV, default
-build/venv) where it exists: without torch, the kernels of the torch tests
-are not recorded (they fail there as not recorded).
+driver calls fail: only the compiles matter), records the kernels of
+python/tests/test_torch_cuda.py's GPU tests (``--record``: its operator
+configurations, and its swapped models run once on the CPU), then compiles
+bench/gpu_bench.py's kernels (its model's too) and bench/cross_cpu.py's for
+--cpu, all through aot-replay.py, which keeps swin-aot's outputs in STORE for
+the machine without LLVM to replay. The GPU kernels are recorded for --chip
+(the lent machine's H200: sm_90). The GPU tests and gpu_bench.py run with the
+torch venv's Python ($SWIN_VENV, default build/venv) where it exists: without
+torch (and timm), the kernels of the torch tests and of the model are not
+recorded (they fail there as not recorded).
 """
 
 import argparse
@@ -44,6 +48,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("store", type=Path)
     parser.add_argument("--cpu", default="sapphirerapids")
+    parser.add_argument("--chip", default="sm_90", help="the GPU of the machine that replays")
     parser.add_argument("--swin-aot", type=Path, default=ROOT / "build" / "bin" / "swin-aot")
     venv = Path(os.environ.get("SWIN_VENV", ROOT / "build" / "venv")) / "bin" / "python"
     parser.add_argument("--python", type=Path, default=venv if venv.is_file() else sys.executable,
@@ -59,9 +64,17 @@ def main():
         subprocess.run([str(args.python), "-m", "pytest", "-q", "-p", "record_gpu_plugin",
                         "-p", "no:cacheprovider", str(ROOT / "python" / "tests" / "test_gpu.py")],
                        env=env, stdout=subprocess.DEVNULL, check=False)
-        for script in (["bench/gpu_bench.py", "--record"],
-                       ["bench/cross_cpu.py", "--record", "--cpu", args.cpu]):
-            subprocess.run([sys.executable, str(ROOT / script[0]), *script[1:]], env=env,
+        torch_tests = subprocess.run([str(args.python),
+                                      str(ROOT / "python" / "tests" / "test_torch_cuda.py"),
+                                      "--record", "--chip", args.chip], env=env, check=False)
+        if torch_tests.returncode != 0:
+            print("record: the kernels of test_torch_cuda.py's GPU tests are not recorded "
+                  f"(no torch or timm for {args.python}?)")
+        for python, script in ((args.python, ["bench/gpu_bench.py", "--record", "--chip",
+                                              args.chip]),
+                               (sys.executable, ["bench/cross_cpu.py", "--record", "--cpu",
+                                                 args.cpu])):
+            subprocess.run([str(python), str(ROOT / script[0]), *script[1:]], env=env,
                            check=True)
     print(f"recorded {sum(1 for _ in args.store.iterdir()) - 1} kernels in {args.store}")
 

@@ -8,7 +8,8 @@
  * generated part is data.
  *
  * The runtime uses the CUDA driver API only: it loads the image once per
- * process (into the current context, or device 0's primary one), checks
+ * CUDA context, into the one current at the call (device 0's primary one
+ * where none is), so that a process may launch on several devices; checks
  * the arguments (as the CPU entry points do: NULL buffers, the count, an
  * output that overlaps another buffer, by the same arithmetic on device
  * addresses), builds the memref descriptors the kernel takes from the
@@ -22,8 +23,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Limits of what a kernel's parameter table may hold. */
-enum { SWIN_RT_MAX_ARGUMENTS = 8, SWIN_RT_MAX_PARAMS = 8, SWIN_RT_MAX_RANK = 5 };
+/* Limits of what a kernel's parameter table may hold, and of the CUDA
+ * contexts (one per device, for PyTorch) it may be loaded into. */
+enum {
+  SWIN_RT_MAX_ARGUMENTS = 8,
+  SWIN_RT_MAX_PARAMS = 8,
+  SWIN_RT_MAX_RANK = 5,
+  SWIN_RT_MAX_CONTEXTS = 64
+};
 
 /* A memref parameter of the kernel: a view of a C argument. */
 struct swin_rt_param {
@@ -87,17 +94,26 @@ struct swin_rt_kernel {
   int64_t items_per_block;
 };
 
-/* Per-kernel state: the loaded function and the last error. */
-struct swin_rt_state {
-  pthread_mutex_t lock;
-  int loaded;
-  CUresult load_status;
+/* The kernel loaded into one CUDA context: a function (and the zeros)
+ * of one context cannot be used from another, i.e. on another device. */
+struct swin_rt_module {
+  CUcontext context;
+  CUresult status;
   CUfunction function;
   CUdeviceptr zeros;
+};
+
+/* Per-kernel state: the contexts it was loaded into and the last error.
+ * A context is assumed to live as long as the process (the primary
+ * contexts PyTorch and the runtime API use do). */
+struct swin_rt_state {
+  pthread_mutex_t lock;
+  int num_modules;
+  struct swin_rt_module modules[SWIN_RT_MAX_CONTEXTS];
   char error[256];
 };
 
-#define SWIN_RT_STATE_INIT {PTHREAD_MUTEX_INITIALIZER, 0, CUDA_SUCCESS, 0, 0, {0}}
+#define SWIN_RT_STATE_INIT {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {0}}
 
 static int swin_rt_fail(const struct swin_rt_kernel *kernel,
                         struct swin_rt_state *state, CUresult status,
@@ -131,38 +147,65 @@ static int swin_rt_overlap(CUdeviceptr x, uint64_t m, CUdeviceptr y,
   return x < y ? y - x < m : x - y < n;
 }
 
-/* Loads the module into the current context, or device 0's primary one,
- * once; a failure is remembered and reported by every later call. */
-static CUresult swin_rt_load(const struct swin_rt_kernel *kernel,
-                             struct swin_rt_state *state) {
-  pthread_mutex_lock(&state->lock);
-  if (!state->loaded) {
-    CUresult s = cuInit(0);
-    CUcontext context = 0;
-    CUmodule module;
+/* The current context, or device 0's primary one made current where none
+ * is (a process that has not used CUDA yet). */
+static CUresult swin_rt_context(CUcontext *context) {
+  CUdevice device;
+  CUresult s = cuCtxGetCurrent(context);
+  if (s == CUDA_ERROR_NOT_INITIALIZED) {
+    s = cuInit(0);
     if (s == CUDA_SUCCESS)
-      s = cuCtxGetCurrent(&context);
-    if (s == CUDA_SUCCESS && !context) {
-      CUdevice device;
-      s = cuDeviceGet(&device, 0);
-      if (s == CUDA_SUCCESS)
-        s = cuDevicePrimaryCtxRetain(&context, device);
-      if (s == CUDA_SUCCESS)
-        s = cuCtxSetCurrent(context);
-    }
-    if (s == CUDA_SUCCESS)
-      s = cuModuleLoadData(&module, kernel->image);
-    if (s == CUDA_SUCCESS)
-      s = cuModuleGetFunction(&state->function, module, kernel->symbol);
-    if (s == CUDA_SUCCESS && kernel->zero_bytes > 0)
-      s = cuMemAlloc(&state->zeros, (size_t)kernel->zero_bytes);
-    if (s == CUDA_SUCCESS && kernel->zero_bytes > 0)
-      s = cuMemsetD8(state->zeros, 0, (size_t)kernel->zero_bytes);
-    state->load_status = s;
-    state->loaded = 1;
+      s = cuCtxGetCurrent(context);
   }
+  if (s != CUDA_SUCCESS || *context)
+    return s;
+  s = cuDeviceGet(&device, 0);
+  if (s == CUDA_SUCCESS)
+    s = cuDevicePrimaryCtxRetain(context, device);
+  if (s == CUDA_SUCCESS)
+    s = cuCtxSetCurrent(*context);
+  return s;
+}
+
+/* Loads the module into `module->context`; the status is kept. */
+static void swin_rt_load_into(const struct swin_rt_kernel *kernel,
+                              struct swin_rt_module *module) {
+  CUmodule loaded;
+  CUresult s = cuModuleLoadData(&loaded, kernel->image);
+  if (s == CUDA_SUCCESS)
+    s = cuModuleGetFunction(&module->function, loaded, kernel->symbol);
+  if (s == CUDA_SUCCESS && kernel->zero_bytes > 0)
+    s = cuMemAlloc(&module->zeros, (size_t)kernel->zero_bytes);
+  if (s == CUDA_SUCCESS && kernel->zero_bytes > 0)
+    s = cuMemsetD8(module->zeros, 0, (size_t)kernel->zero_bytes);
+  module->status = s;
+}
+
+/* The kernel in the current context, loaded there at the first call from
+ * it; a failure is remembered and reported by every later call from that
+ * context. */
+static CUresult swin_rt_load(const struct swin_rt_kernel *kernel,
+                             struct swin_rt_state *state,
+                             const struct swin_rt_module **loaded) {
+  struct swin_rt_module *module = 0;
+  CUcontext context = 0;
+  CUresult s = swin_rt_context(&context);
+  int i;
+  if (s != CUDA_SUCCESS)
+    return s;
+  pthread_mutex_lock(&state->lock);
+  for (i = 0; i < state->num_modules && !module; ++i)
+    if (state->modules[i].context == context)
+      module = &state->modules[i];
+  if (!module && state->num_modules < SWIN_RT_MAX_CONTEXTS) {
+    module = &state->modules[state->num_modules++];
+    module->context = context;
+    swin_rt_load_into(kernel, module);
+  }
+  s = module ? module->status : CUDA_ERROR_NOT_SUPPORTED;
   pthread_mutex_unlock(&state->lock);
-  return state->load_status;
+  *loaded = module;
+  return s;
 }
 
 /* Checks the arguments, loads the kernel and launches it over `count`
@@ -171,6 +214,7 @@ static CUresult swin_rt_load(const struct swin_rt_kernel *kernel,
 static int swin_rt_launch(const struct swin_rt_kernel *kernel,
                           struct swin_rt_state *state, CUdeviceptr *arguments,
                           int64_t count, CUstream stream) {
+  const struct swin_rt_module *module;
   CUdeviceptr pointers[SWIN_RT_MAX_PARAMS];
   int64_t descriptors[SWIN_RT_MAX_PARAMS][1 + 2 * SWIN_RT_MAX_RANK];
   void *params[SWIN_RT_MAX_PARAMS * (3 + 2 * SWIN_RT_MAX_RANK)];
@@ -221,12 +265,12 @@ static int swin_rt_launch(const struct swin_rt_kernel *kernel,
   }
   if (count == 0)
     return 0;
-  s = swin_rt_load(kernel, state);
+  s = swin_rt_load(kernel, state, &module);
   if (s != CUDA_SUCCESS)
     return swin_rt_fail(kernel, state, s, "loading the kernel");
   for (i = 0; i < kernel->num_arguments; ++i)
     if ((kernel->argument_checks[i] & SWIN_RT_ZEROS_IF_NULL) && !arguments[i])
-      arguments[i] = state->zeros;
+      arguments[i] = module->zeros;
 
   /* A memref descriptor is passed expanded: allocated and aligned pointers,
    * offset, sizes, strides. */
@@ -244,7 +288,7 @@ static int swin_rt_launch(const struct swin_rt_kernel *kernel,
     for (j = 0; j < 1 + 2 * param->rank; ++j)
       params[num_params++] = &descriptor[j];
   }
-  s = cuLaunchKernel(state->function, (unsigned)grid, 1, 1, kernel->block_size,
+  s = cuLaunchKernel(module->function, (unsigned)grid, 1, 1, kernel->block_size,
                      1, 1, 0, stream, params, 0);
   if (s != CUDA_SUCCESS)
     return swin_rt_fail(kernel, state, s, "cuLaunchKernel");

@@ -60,7 +60,9 @@ kernel on ``s_h q/|q|`` and ``k/|k|`` with the table their ``cpb_mlp`` gives
 Patched modules fall back to their original forward (or raise, with
 ``fallback=False``) whenever the kernel does not apply: training mode,
 autograd (run under :func:`torch.no_grad` / :func:`torch.inference_mode`;
-the kernels have no backward), non-CPU tensors, dtypes other than
+the kernels have no backward), devices other than the CPU and CUDA (on a
+CUDA device the GPU kernels run, and SwinV2's cosine attention, not built
+for the GPU yet, falls back: see :mod:`.ops`), dtypes other than
 float32/float16/bfloat16, ``torch.jit.script`` / ``torch.jit.trace``, a mask
 that is not a Swin shift mask, requested attention probabilities or head
 masks (transformers).  Each reason is warned about once per process
@@ -103,8 +105,9 @@ kernels and torch's operators never compete for the cores.
 Modules, each importing only those listed before it: :mod:`.tracing`
 (trace-time constants), :mod:`.fallback` (why a call does not use its
 kernel), :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
-mask identification), :mod:`.ops` (the custom operators, the process's
-kernels), :mod:`.projections` (the projections and q/k/v preparation the
+mask identification), :mod:`.attention_math` (the operators' computation in
+torch: the CUDA backward and fallback), :mod:`.ops` (the custom operators and
+their CUDA implementations, the process's kernels), :mod:`.projections` (the projections and q/k/v preparation the
 adapters share), :mod:`.patching` (the patch base), :mod:`.windows`
 (window-layout calls), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
 :mod:`.transformers_patches` (one per framework), :mod:`.mlp` (the MLP

@@ -36,13 +36,15 @@ warned_reasons: set = set()
 _lock = threading.Lock()
 
 
-def warn_fallback(reason: str, module: str) -> None:
-    """Warn that ``module`` (its framework and name) runs its original forward for
-    ``reason``, unless this process has warned about that reason already."""
+def warn_fallback(reason: str, module: str, runs: str = "runs its original forward") -> None:
+    """Warn that ``module`` (its framework and name) runs its original forward (or
+    what ``runs`` says: a CUDA operator without a GPU kernel computes with torch's
+    operators) for ``reason``, unless this process has warned about that reason
+    already."""
     with _lock:
         if reason in warned_reasons:
             return
         warned_reasons.add(reason)
-    warnings.warn(f"swin_opt: {module} runs its original forward: {reason} (said once per "
+    warnings.warn(f"swin_opt: {module} {runs}: {reason} (said once per "
                   "reason; swin_opt.torch.patch_stats(model) counts every such call)",
                   FallbackWarning, stacklevel=3)

@@ -94,10 +94,13 @@ class _MaskMatcher:
                 if ref() is mask and version is not None and version == _version(mask) \
                         and win == window:
                     return result
+            host = None  # the stored masks are on the CPU (a model may have moved since)
             for (shape, dtype, win), entries in self._by_content.items():
                 if shape == tuple(mask.shape) and dtype == mask.dtype and win == window:
                     for stored, result in entries:
-                        if torch.equal(stored, mask):
+                        if host is None:
+                            host = mask.detach().to("cpu")
+                        if torch.equal(stored, host):
                             self._remember(mask, window, result)
                             return result
         result = match_shift_mask(mask, window)

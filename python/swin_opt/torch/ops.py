@@ -56,6 +56,34 @@ This module also keeps the process's state of kernels: those loaded
 (:func:`kernel_for`, :func:`loaded`), and :func:`recording`, in which the
 patches record the configurations they need instead of building them
 (:mod:`.warmup`).
+
+On a CUDA device
+----------------
+Each operator also has a CUDA implementation (:data:`CUDA_IMPLEMENTATIONS`,
+registered with the operators).  The forward runs the configuration's GPU
+kernel (``swin-aot --target=nvptx``, config :func:`gpu_key`) for the chip of
+the tensors' device (:func:`cuda_chip`: ``sm_XY`` of its compute
+capability), built once per configuration and chip and cached like every
+kernel (on disk, and in this process by :func:`kernel_for`), on the CUDA
+tensors in place (:func:`swin_opt.cuda.torch_arguments`,
+:func:`swin_opt.cuda.torch_launch`): on torch's current stream of that
+device, the device made current (the host runtime loads its module once per
+device's context), the output from ``torch.empty``.  Nothing on that path
+waits for the device or allocates outside torch, so the calls can be captured
+in CUDA graphs once a first call has loaded the kernel on the device.  The
+layouts are the CPU's; float16 and bfloat16 run the tensor-core warp kernel,
+float32 the row kernel; the table and ``pad_qkv`` are converted to q's dtype
+(the GPU kernels take them in the element type; under autocast the patches
+hand a float32 table).  Where there is no GPU kernel for the configuration
+(SwinV2's cosine attention is not built for the GPU yet; ``swin-aot`` or the
+CUDA toolkit missing; a configuration ``swin-aot`` refuses) the operator
+computes the same with torch's operators on the device
+(:mod:`.attention_math`) and warns once per reason; the patches find that out
+before calling (:func:`resolve_spec` with the chip) and run the module's
+original forward instead.  The backward has no GPU kernel yet: the
+gradients are torch's operators on the device (:func:`.attention_math.backward`:
+the attention recomputed from q, k, v, the table and the mask, in float32;
+the table's gradient summed per row in a fixed order, deterministic).
 """
 
 from __future__ import annotations
@@ -69,10 +97,12 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from .. import build, log
+from .. import cuda as _cuda
 from .. import reference as _ref
 from ..config import make_config
 from ..errors import CompileError, SwinAotNotFoundError
-from .fallback import Fallback
+from . import attention_math as _attention_math
+from .fallback import Fallback, warn_fallback
 from .tensors import compile_kernel, require_torch
 from .tracing import apply_trace_constants, trace_constant
 
@@ -112,6 +142,8 @@ class KernelSpec(NamedTuple):
     table_rows: int = 0
     channels: int = 0
     cosine: bool = False
+    #: the key of the kernel built for it: ``key``, or its GPU kernel's (:func:`gpu_key`)
+    build_key: str = ""
 
 
 # --------------------------------------------------------------------------- #
@@ -181,6 +213,8 @@ def kernel_for(key: str):
 
 # Recording (warmup): the keys seen while recording, built later all at once.
 _recording: Optional[Dict[str, None]] = None
+#: The chip of a :func:`recording` of GPU kernels on the CPU, else None.
+_recording_chip: Optional[str] = None
 #: > 0 while a recording patch runs its original forward: the modules nested in
 #: it (timm's WindowAttention in a block) are not run by the swapped model.
 _muted = 0
@@ -204,23 +238,32 @@ class _Recorder(dict):
 
 
 @contextlib.contextmanager
-def recording(on_key=None):
+def recording(on_key=None, chip: Optional[str] = None):
     """Within the block, patched modules record the kernel configurations they need
     (and run their original forward) instead of building kernels; ``on_key(key)`` is
     called for each new one as it is met.  Yields the list of recorded config
-    strings (filled when the block exits)."""
-    global _recording
+    strings (filled when the block exits).  ``chip`` (``"sm_90"``): calls on CPU
+    tensors record the GPU kernels of that chip, those a CUDA device of it would
+    need (:func:`.patching.kernel_target`), so that they are built without it."""
+    global _recording, _recording_chip
     keys: List[str] = []
     with _lock:
         if _recording is not None:
             raise RuntimeError("swin_opt: warmup is already recording in this process")
         _recording = _Recorder(on_key)
+        _recording_chip = chip
     try:
         yield keys
     finally:
         with _lock:
             keys.extend(_recording)
             _recording = None
+            _recording_chip = None
+
+
+def recording_chip() -> Optional[str]:
+    """The ``chip`` of the :func:`recording` under way, else None."""
+    return _recording_chip
 
 
 @contextlib.contextmanager
@@ -235,21 +278,29 @@ def muted():
         _muted -= 1
 
 
+#: What a kernel build may fail with (the patches then fall back).
+BUILD_ERRORS = (CompileError, SwinAotNotFoundError, NotImplementedError, ValueError, OSError)
+
+
 @trace_constant
-def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> KernelSpec:
+def resolve_spec(window, heads, head_dim, scale, dtype, config, options,
+                 chip=None) -> KernelSpec:
     """The :class:`KernelSpec` of a kernel configuration; builds the kernel (once per
     process) unless :func:`swin_opt.torch.warmup` is recording.
 
     ``config`` and ``options`` are sorted ``(name, value)`` tuples (the
-    configuration and :func:`swap_attention`'s compile options).  Never
-    raises: a configuration without a kernel gives a spec with ``error`` set.
-    A :func:`~.tracing.trace_constant`: dynamo runs it at trace time only.
+    configuration and :func:`swap_attention`'s compile options).  ``chip``
+    (``"sm_90"``): the call is on a CUDA device of that chip, and the kernel
+    built is the configuration's GPU kernel (:func:`gpu_key`), not the CPU's.
+    Never raises: a configuration without a kernel gives a spec with
+    ``error`` set.  A :func:`~.tracing.trace_constant`: dynamo runs it at
+    trace time only.
     """
-    memo = (window, heads, head_dim, scale, dtype, config, options)
+    memo = (window, heads, head_dim, scale, dtype, config, options, chip)
     spec = _specs.get(memo)
     if spec is not None and not (spec.pending and _recording is None):
         if spec.pending and _recording is not None and not _muted:
-            _recording.setdefault(spec.key, None)
+            _recording.setdefault(spec.build_key, None)
         return spec
     kwargs = dict(config)
     kwargs.update(options)
@@ -261,25 +312,25 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options) -> Kern
     except (ValueError, TypeError, NotImplementedError) as exc:
         return _remember(memo, _error_spec(f"no kernel: {exc}"))
     key = kernel_key(window, heads, head_dim, **kwargs)
+    build_key = key if chip is None else gpu_key(key, chip)
     pending = False
     error = None
-    if _recording is not None and key not in _kernels:
+    if _recording is not None and build_key not in _kernels:
         if not _muted:
-            _recording.setdefault(key, None)
+            _recording.setdefault(build_key, None)
         pending = True
     else:
         try:
-            _kernel_first_use(key)
-        except (CompileError, SwinAotNotFoundError, NotImplementedError,
-                ValueError, OSError) as exc:
-            error = f"no kernel: {exc}"  # the patches fall back, and warn once
+            _kernel_first_use(build_key)
+        except BUILD_ERRORS as exc:  # the patches fall back, and warn once
+            error = f"no kernel: {exc}" if chip is None else f"no GPU kernel for {chip}: {exc}"
     spec = KernelSpec(key=key, window=cfg.window, shift=cfg.shift, resolution=cfg.resolution,
                       layout=cfg.layout, packed_qkv=cfg.packed_qkv,
                       windows_per_image=cfg.windows_per_image, dtype=cfg.dtype, error=error,
                       pending=pending, heads=cfg.heads, head_dim=cfg.head_dim, scale=cfg.scale,
                       padding=cfg.padding, padded_resolution=cfg.padded_resolution,
                       tokens_per_window=cfg.tokens_per_window, table_rows=cfg.table_rows,
-                      channels=cfg.channels, cosine=cfg.cosine)
+                      channels=cfg.channels, cosine=cfg.cosine, build_key=build_key)
     return _remember(memo, spec)
 
 
@@ -456,6 +507,154 @@ def _logit_scale(t):
     return t.detach().reshape(-1).float().contiguous()
 
 
+# --------------------------------------------------------------------------- #
+# The operators' CUDA implementations (module docstring: "On a CUDA device")
+# --------------------------------------------------------------------------- #
+#: The options of a config string that its GPU kernel's key drops or replaces.
+_REPLACED_FOR_GPU = ("cpu", "parallel", "grad", "target", "chip")
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_key(key: str, chip: str) -> str:
+    """The config string of the GPU kernel (``swin-aot --target=nvptx --chip=chip``)
+    of the configuration ``key`` names: what the CUDA implementations run, built
+    and cached as every kernel is (:func:`kernel_for`: on disk and in this
+    process). The GPU takes the warp kernel for float16/bfloat16 and the row
+    kernel for float32 (``swin-aot``'s choice)."""
+    spec = json.loads(key)
+    options = {k: v for k, v in spec["options"].items() if k not in _REPLACED_FOR_GPU}
+    if options.get("kernel") == "tiles":
+        del options["kernel"]  # the CPU's kernel
+    spec["options"] = dict(options, target="nvptx", chip=chip)
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+_chips: Dict[Optional[int], str] = {}
+
+
+@trace_constant
+def cuda_chip(index: Optional[int]) -> str:
+    """``sm_XY`` of CUDA device ``index`` (None: the current one), from its compute
+    capability: the chip its GPU kernels are built for. A
+    :func:`~.tracing.trace_constant`, asked once per device."""
+    chip = _chips.get(index)
+    if chip is None:
+        major, minor = torch.cuda.get_device_capability(index)
+        chip = _chips.setdefault(index, f"sm_{major}{minor}")
+    return chip
+
+
+#: GPU kernel key -> why it has no kernel (not built again on every call)
+_gpu_failed: Dict[str, str] = {}
+
+
+def gpu_kernel(config: str, device) -> Tuple[Optional[Any], Optional[str]]:
+    """``(GpuKernel, None)`` for the operator configuration ``config`` on the CUDA
+    ``device``, or ``(None, why)`` when it has none (a build failure is
+    remembered: it is not attempted again in this process)."""
+    chip = cuda_chip(device.index)
+    key = gpu_key(config, chip)
+    why = _gpu_failed.get(key)
+    if why is not None:
+        return None, why
+    try:
+        return kernel_for(key), None
+    except BUILD_ERRORS as exc:
+        with _lock:
+            why = _gpu_failed.setdefault(key, f"no GPU kernel for {chip}: {exc}")
+        return None, why
+
+
+def _aligned_16(t):
+    """``t`` contiguous and 16-byte aligned (the GPU kernels move rows in 16-byte
+    vectors); a copy only where it is not (a view at an odd offset)."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _cuda_pad_rows(pad_qkv, like):
+    """``pad_qkv`` in ``like``'s dtype on its device, or None for zeros (the
+    runtime's own). The patches make all-zero rows on the CPU for a projection
+    without bias: they are read here, on the host, rather than copied over."""
+    if pad_qkv is None or (pad_qkv.device.type == "cpu" and not bool(pad_qkv.any())):
+        return None
+    return _aligned_16(pad_qkv.to(device=like.device, dtype=like.dtype))
+
+
+def _cuda_forward(op: str, config: str, inputs: dict, table, pad_qkv, logit_scale=None):
+    """A forward operator on CUDA tensors ``inputs`` (q, k, v or qkv by name)."""
+    first = next(iter(inputs.values()))
+    kern, why = gpu_kernel(config, first.device)
+    if kern is None:
+        warn_fallback(why, f"operator swin_opt::{op} on {first.device}",
+                      runs="computes with torch's operators")
+        cfg = _attention_math.config_of(config)
+        if cfg.packed_qkv:
+            return _attention_math.packed_forward(cfg, inputs["qkv"], table, pad_qkv,
+                                                  logit_scale)
+        return _attention_math.forward(cfg, inputs["q"], inputs["k"], inputs["v"], table,
+                                       pad_qkv, logit_scale)
+    given = {name: _aligned_16(t) for name, t in inputs.items()}
+    if table is not None:
+        given["table"] = table.to(first.dtype).contiguous()
+    given["pad_qkv"] = _cuda_pad_rows(pad_qkv, first)
+    if logit_scale is not None:  # a GPU cosine kernel: the raw [heads] parameter, float32
+        given["logit_scale"] = logit_scale.detach().reshape(-1).float().contiguous()
+    tensors, count = _cuda.torch_arguments(kern, given)
+    _cuda.torch_launch(kern, tensors, count)
+    return tensors[kern.abi.role("output")[0].name]
+
+
+def _cuda_window_attention(q, k, v, table, pad_qkv, config):
+    return _cuda_forward("window_attention", config, {"q": q, "k": k, "v": v}, table, pad_qkv)
+
+
+def _cuda_window_attention_packed(qkv, table, pad_qkv, config):
+    return _cuda_forward("window_attention_packed", config, {"qkv": qkv}, table, pad_qkv)
+
+
+def _cuda_window_attention_cosine(q, k, v, table, logit_scale, pad_qkv, config):
+    return _cuda_forward("window_attention_cosine", config, {"q": q, "k": k, "v": v}, table,
+                         pad_qkv, logit_scale)
+
+
+def _cuda_window_attention_packed_cosine(qkv, table, logit_scale, pad_qkv, config):
+    return _cuda_forward("window_attention_packed_cosine", config, {"qkv": qkv}, table,
+                         pad_qkv, logit_scale)
+
+
+def _cuda_window_attention_backward(q, k, v, table, out, dout, config):
+    """No GPU backward kernel yet: torch's operators, the attention recomputed."""
+    return _attention_math.backward(_attention_math.config_of(config), q, k, v, table, dout)
+
+
+def _cuda_window_attention_packed_backward(qkv, table, out, dout, config):
+    return _attention_math.packed_backward(_attention_math.config_of(config), qkv, table, dout)
+
+
+def _cuda_linear(x, weight, bias):
+    return torch.nn.functional.linear(x, weight, bias)  # oneDNN is the CPU's
+
+
+#: operator name -> its CUDA implementation
+CUDA_IMPLEMENTATIONS = {
+    "window_attention": _cuda_window_attention,
+    "window_attention_packed": _cuda_window_attention_packed,
+    "window_attention_cosine": _cuda_window_attention_cosine,
+    "window_attention_packed_cosine": _cuda_window_attention_packed_cosine,
+    "window_attention_backward": _cuda_window_attention_backward,
+    "window_attention_packed_backward": _cuda_window_attention_packed_backward,
+    "linear": _cuda_linear,
+}
+
+
+def _register_cuda() -> None:
+    """Register the CUDA implementations (once the operators are defined; a
+    CPU-only torch takes them too)."""
+    for name, fn in CUDA_IMPLEMENTATIONS.items():
+        torch.library.register_kernel(f"swin_opt::{name}", "cuda", fn)
+
+
 def register() -> None:
     """Define the ``swin_opt::`` operators (once per process; needs torch)."""
     global _registered
@@ -556,5 +755,6 @@ def register() -> None:
             setup, backward = _no_grad_error(name)
             op.register_autograd(backward, setup_context=setup)
 
+        _register_cuda()
         apply_trace_constants()
         _registered = True

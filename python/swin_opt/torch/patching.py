@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Dict
+from typing import Any, Dict, NamedTuple
 
 from . import ops
 from .fallback import Fallback, KernelUnavailable, warn_fallback
@@ -20,7 +20,8 @@ try:
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["Patch", "PatchOptions", "is_swinv2", "attention_dropout"]
+__all__ = ["Patch", "PatchOptions", "GpuDtype", "kernel_target", "is_swinv2",
+           "attention_dropout"]
 
 
 class _StandIn:
@@ -29,6 +30,38 @@ class _StandIn:
 
 class _Recording(Fallback):
     """:func:`swin_opt.torch.warmup` is recording configurations; run the original."""
+
+
+class GpuDtype(NamedTuple):
+    """What a call on a CUDA device builds its kernel for (:func:`kernel_target`):
+    the kernel's dtype name and the device's chip (``"sm_90"``)."""
+
+    dtype: str
+    chip: str
+
+
+def kernel_target(device, dtype):
+    """What the kernel of a call on ``device`` with inputs of ``dtype`` is built
+    for, or :class:`Fallback`: the dtype name (``"float16"``) on the CPU, a
+    :class:`GpuDtype` on a CUDA device (the GPU kernel of the device's chip, run
+    by the operators' CUDA implementations, :mod:`.ops`).  Under CUDA
+    autocast the q/k/v projections give autocast's dtype, which the kernel is
+    then built for.  Other devices fall back."""
+    if device.type == "cuda":
+        if torch.is_autocast_enabled("cuda") and dtype in (torch.float32, torch.float16,
+                                                           torch.bfloat16):
+            dtype = torch.get_autocast_dtype("cuda")
+        name = dtype_name(dtype)
+        if name is None:
+            raise Fallback(f"dtype {dtype}")
+        return GpuDtype(name, ops.cuda_chip(device.index))
+    if device.type != "cpu":
+        raise Fallback(f"device {device}")
+    name = dtype_name(dtype)
+    if name is None:
+        raise Fallback(f"dtype {dtype}")
+    chip = ops.recording_chip()  # GPU kernels recorded on the CPU (warmup(chip=...))
+    return name if chip is None else GpuDtype(name, chip)
 
 
 @dataclasses.dataclass
@@ -87,26 +120,33 @@ class Patch:
 
     def kernel(self, window, heads, head_dim, scale, dtype, **config):
         """The kernel for this configuration, as an :class:`ops.KernelCall` (called like a
-        :class:`swin_opt.Kernel`, through the ``swin_opt::`` custom ops), or Fallback."""
+        :class:`swin_opt.Kernel`, through the ``swin_opt::`` custom ops), or Fallback.
+        ``dtype``: what :meth:`common_checks` returned (a :class:`GpuDtype` on a CUDA
+        device: the GPU kernel is built, and its absence is the Fallback)."""
         default = head_dim ** -0.5
         if scale is not None and abs(float(scale) - default) <= 1e-7 * default:
             scale = None  # the kernel's default; no need for a separate build
+        chip = None
+        if isinstance(dtype, GpuDtype):
+            dtype, chip = dtype.dtype, dtype.chip
         spec = ops.resolve_spec(
             tuple(int(w) for w in window), int(heads), int(head_dim),
             None if scale is None else float(scale), dtype, _items(config),
-            _items(self.options.compile_options))
+            _items(self.options.compile_options), chip)
         if spec.error is not None:
             raise Fallback(spec.error)
         if spec.pending:
             raise _Recording("recording kernel configurations")
         return ops.KernelCall(spec)
 
-    def common_checks(self, module, x) -> str:
-        """Return the dtype name for the kernel or raise Fallback.
+    def common_checks(self, module, x):
+        """Return what the kernel is built for (:func:`kernel_target`: the dtype name,
+        or a :class:`GpuDtype` on a CUDA device) or raise Fallback.
 
         Only Python and tensor metadata: dynamo traces this (``torch.compile``
         keeps the kernel).  Scripting and ``torch.jit.trace`` use the original
-        forward."""
+        forward.  Training on a CUDA device keeps the GPU forward in every dtype
+        (the backward is torch's there, :mod:`.ops`)."""
         if torch.jit.is_scripting() or torch.jit.is_tracing():
             raise Fallback("scripting/tracing")
         if torch.compiler.is_compiling() and not torch.compiler.is_dynamo_compiling():
@@ -120,17 +160,12 @@ class Patch:
             if is_swinv2(module) or is_swinv2(getattr(module, "attn", None)) or \
                     is_swinv2(getattr(module, "attention", None)):
                 raise Fallback("training SwinV2 (its cosine attention has no backward kernel)")
-            if x.dtype != torch.float32:
+            if x.dtype != torch.float32 and x.device.type == "cpu":
                 raise Fallback(f"training in {x.dtype} (the backward kernels are float32)")
             if module.training and attention_dropout(module) > 0:
                 raise Fallback("attention dropout > 0 in training mode (the kernels have "
                                "no dropout)")
-        if x.device.type != "cpu":
-            raise Fallback(f"device {x.device}")
-        name = dtype_name(x.dtype)
-        if name is None:
-            raise Fallback(f"dtype {x.dtype}")
-        return name
+        return kernel_target(x.device, x.dtype)
 
     def table(self, table, window, heads, index, dtype):
         """The bias table as a contiguous tensor of ``dtype``, after checking the index once."""

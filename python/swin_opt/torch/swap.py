@@ -210,7 +210,9 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     touched) and keep reading their own parameters on every call, so later
     weight updates are honoured.  Kernels are compiled lazily, per
     configuration (window, heads, head_dim, scale, resolution, shift, dtype),
-    on first use and cached.
+    on first use and cached.  Each call runs on its tensors' device: CPU
+    kernels on the CPU, the GPU kernels of the device's chip on a CUDA device
+    (swap before or after ``model.cuda()``; see :mod:`.ops`).
 
     Parameters
     ----------
@@ -231,7 +233,9 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         see :mod:`.mlp`); ``False``: keep torch's (and undo an earlier swap's
         MLP patches).
     compile_options:
-        ``cpu``, ``parallel``, ``cache_dir``, ``target`` for :func:`swin_opt.compile`.
+        ``cpu``, ``parallel``, ``cache_dir``, ``target`` for :func:`swin_opt.compile`
+        (``cpu`` and ``parallel`` apply to the CPU kernels; ``target`` must be
+        ``"cpu"``: the tensors' device chooses between CPU and GPU kernels).
 
     Returns the number of attention layers patched (a timm block and its
     ``WindowAttention`` count once; MLPs are not counted: :func:`patch_stats`
@@ -250,10 +254,10 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         raise TypeError(f"unknown option(s) {sorted(unknown)}; compile options are "
                         f"{list(_COMPILE_OPTIONS)}")
     if compile_options.get("target", "cpu") != "cpu":
-        # compile(target="nvptx") gives device-pointer GPU kernels; the patches
-        # call CPU kernels on CPU tensors.
-        raise ValueError(f"swap_attention runs CPU kernels: target must be 'cpu', got "
-                         f"{compile_options['target']!r}")
+        # each call's device chooses: CPU kernels for CPU tensors, the GPU
+        # kernels of the device's chip for CUDA tensors
+        raise ValueError(f"swap_attention: the tensors' device chooses the kernels (CPU or "
+                         f"CUDA): target must be 'cpu', got {compile_options['target']!r}")
     if frameworks is None:
         frameworks = _FRAMEWORKS
     elif isinstance(frameworks, str):

@@ -114,7 +114,7 @@ def _first_item(example):
 
 
 def warmup(model, example, *, workers: Optional[int] = None,
-           progress: Optional[bool] = None) -> int:
+           progress: Optional[bool] = None, chip: Optional[str] = None) -> int:
     """Build every kernel a swapped ``model`` needs for inputs like ``example``, concurrently.
 
     ``example``: an input tensor, a tuple/list of positional inputs, a dict of
@@ -126,18 +126,21 @@ def warmup(model, example, *, workers: Optional[int] = None,
     (default: CPU count) ``swin-aot`` processes at once.  Returns the number
     of kernels built or loaded from the disk cache.  Run it once per input
     size (kernels are per feature-map size); calls after it find every
-    kernel ready.
+    kernel ready.  ``chip`` (``"sm_90"``): the GPU kernels of that chip instead,
+    built without it, with the model on the CPU in the dtype the GPU will run
+    (under CUDA autocast: the autocast dtype), e.g. on a build host.
     """
     require_torch()
     if isinstance(example, (tuple, list)) and example and all(
             isinstance(d, int) and not isinstance(d, bool) for d in example):
         param = next(iter(model.parameters()), None)
         dtype = param.dtype if param is not None and param.is_floating_point() else None
-        example = torch.randn((1,) + tuple(example)[1:], dtype=dtype)
+        example = torch.randn((1,) + tuple(example)[1:], dtype=dtype,
+                              device=None if param is None else param.device)
     example = _first_item(example)
     builder = _Builder(workers, progress)
     try:
-        with ops.recording(on_key=builder.submit):
+        with ops.recording(on_key=builder.submit, chip=chip):
             with torch.inference_mode():
                 if isinstance(example, dict):
                     model(**example)

@@ -93,14 +93,15 @@ class _VirtualMatcher:
 
     def match(self, mask, window):
         key = (tuple(mask.shape), mask.dtype, tuple(window))
+        host = mask.detach().to("cpu")  # the stored masks are on the CPU
         with self._lock:
             for stored, result in self._entries.get(key, ()):
-                if torch.equal(stored, mask):
+                if torch.equal(stored, host):
                     return result
         result = _match_virtual(mask, window)
         with self._lock:
             entries = self._entries.setdefault(key, [])
-            entries.append((mask.detach().to("cpu").clone(), result))
+            entries.append((host.clone(), result))
             del entries[:-8]
             while len(self._entries) > self._limit:
                 self._entries.popitem(last=False)

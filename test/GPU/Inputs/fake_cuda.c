@@ -1,15 +1,19 @@
 /* A stand-in for the CUDA driver, for testing swin-aot's host runtime on a
  * machine without a GPU: every call succeeds, and cuLaunchKernel prints the
  * grid, the block and the parameters it was given, so that a test can
- * check the descriptors the runtime builds from its parameter table. */
+ * check the descriptors the runtime builds from its parameter table.
+ * Contexts are numbers: none is current at first, device d's primary one
+ * is d + 1, and loading a module says into which. */
 #include <cuda.h>
+#include <stdint.h>
 #include <stdio.h>
 
 static int launches;
+static CUcontext current;
 
 CUresult cuInit(unsigned int flags) { (void)flags; return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext *context) {
-  *context = (CUcontext)0;
+  *context = current;
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
@@ -17,11 +21,13 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
-  (void)device;
-  *context = (CUcontext)1;
+  *context = (CUcontext)(uintptr_t)(device + 1);
   return CUDA_SUCCESS;
 }
-CUresult cuCtxSetCurrent(CUcontext context) { (void)context; return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext context) {
+  current = context;
+  return CUDA_SUCCESS;
+}
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   (void)image;
   *module = (CUmodule)1;
@@ -30,8 +36,8 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
 CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
                              const char *name) {
   (void)module;
-  printf("function %s\n", name);
-  *function = (CUfunction)1;
+  printf("function %s in context %d\n", name, (int)(uintptr_t)current);
+  *function = (CUfunction)current;
   return CUDA_SUCCESS;
 }
 CUresult cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
@@ -56,9 +62,11 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, unsigned shared,
                         CUstream stream, void **params, void **extra) {
   int i, j, k = 0;
-  (void)f, (void)shared, (void)stream, (void)extra;
-  printf("launch %d grid %u,%u,%u block %u,%u,%u\n", ++launches, gx, gy, gz,
-         bx, by, bz);
+  (void)shared, (void)stream, (void)extra;
+  printf("launch %d grid %u,%u,%u block %u,%u,%u", ++launches, gx, gy, gz, bx,
+         by, bz);
+  /* The function of another context than the current one cannot run. */
+  printf("%s\n", f == (CUfunction)current ? "" : " from another context");
   for (i = 0; i < fake_num_params; ++i) {
     printf("  param %d: 0x%llx 0x%llx", i,
            *(unsigned long long *)params[k], *(unsigned long long *)params[k + 1]);

@@ -1,0 +1,876 @@
+"""PyTorch on CUDA: the ``swin_opt::`` operators' CUDA implementations
+(swin_opt.torch.ops) and swapped models on a GPU.
+
+Without a GPU (every machine this project is built on) these tests exercise:
+
+* the registration: every ``swin_opt::`` operator has a CUDA kernel in the
+  dispatcher's table;
+* the patches' decision (``patching.kernel_target``) on devices that need no
+  tensor: a CUDA device gives the GPU kernel of its chip (``sm_XY`` of its
+  compute capability), under CUDA autocast in autocast's dtype; other devices
+  fall back; a swapped module called with a stand-in CUDA input asks for the
+  GPU kernel (also in training, in every dtype);
+* the configuration -> GPU kernel path: the Swin-T stage-1 configurations
+  built for the chip string the operator picks on an H200 (sm_90): swin-aot,
+  the host runtime built with cc, the PTX assembled by ptxas; nothing runs.
+  Where there is no GPU kernel (cosine attention, no swin-aot, no toolkit) the
+  patch gets a fallback with its reason, never an error;
+* the CUDA implementation itself on CPU tensors standing in for CUDA ones,
+  with the chip and the launch replaced (``swin_opt.cuda.torch_launch``):
+  the kernel it picks, the tensors it hands over (in place, the table and
+  padding rows in q's dtype, the output from ``torch.empty``) and the count;
+  ``torch_launch`` with torch's device guard and stream replaced: the device
+  made current, the pointers and the stream handle given to the runtime.
+  Not exercised here: the driver, a real device's stream, the numbers the
+  GPU computes (lit's GPU/runtime*.test run the host runtime on a stand-in
+  driver);
+* a swapped timm model through that whole path, the launch simulated by
+  computing the kernel's configuration with torch into the output it is
+  handed (in a process of its own): eval in float32 and bfloat16, training
+  (autograd through the CUDA backward), ``torch.compile(fullgraph=True)``;
+* the torch computation of the CUDA backward and of the operators' fallback
+  (swin_opt.torch.attention_math) against the CPU kernels, forward and
+  gradients, for every layout, and its backward against autograd of its
+  forward: CPU tensors, the same torch code the GPU runs.
+
+With a GPU (``requires_gpu``; scripts/device/check.sh runs them on the lent
+machine, from kernels recorded here by ``python3 test_torch_cuda.py --record``,
+see scripts/device/record.py): the operators' numbers against the float64
+reference for float16, bfloat16 and float32 in the window, token (shifted,
+padded both ways) and packed layouts; their gradients; a swapped timm model
+(swapped then moved, moved then swapped; float32 and both autocast dtypes)
+against the original, also in training (gradients), under
+``torch.compile(fullgraph=True)`` and in a captured CUDA graph; CPU and GPU
+calls of one model in turn; a second device when there is one; SwinV2 falling
+back with its reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+from swin_opt import cuda
+from swin_opt import reference as ref
+from swin_opt.testing import sharpen_weights
+
+torch = pytest.importorskip("torch")
+
+from swin_opt import torch as st  # noqa: E402
+from swin_opt.torch import attention_math, ops  # noqa: E402
+from swin_opt.torch.fallback import Fallback, FallbackWarning  # noqa: E402
+from swin_opt.torch.patching import GpuDtype, kernel_target  # noqa: E402
+
+ops.register()
+
+_GPU = torch.cuda.is_available() and cuda.available() is not None
+requires_gpu = pytest.mark.skipif(not _GPU, reason="no CUDA GPU for torch on this machine")
+
+#: The chip the GPU tests' kernels are recorded for (scripts/device: an H200).
+RECORDED_CHIP = "sm_90"
+#: The CPU the GPU tests that also run CPU kernels build them for: one whose
+#: kernels recorded here run on the GPU machine (a "native" one would be this
+#: machine's). The checks of the native CPU kernels have "cpu_kernel" in their
+#: names: scripts/device/check.sh leaves them out.
+PORTABLE_CPU = "x86-64-v3"
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16,
+                "bfloat16": torch.bfloat16}
+
+# The operator configurations the GPU tests run (also recorded for them).
+OP_CASES = {
+    "windows-shifted": dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14),
+                            shift=(3, 3)),
+    "windows-8x8": dict(window=(8, 8), heads=4, head_dim=64),
+    "tokens-shift-then-pad": dict(window=(7, 7), heads=3, head_dim=32, resolution=(17, 23),
+                                  shift=(3, 3), layout="tokens", padding="shift_then_pad"),
+    "tokens-pad-then-shift": dict(window=(7, 7), heads=3, head_dim=32, resolution=(17, 23),
+                                  shift=(3, 3), layout="tokens", padding="pad_then_shift"),
+    "packed": dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14), shift=(3, 3),
+                   layout="tokens", packed_qkv=True),
+}
+
+
+def op_key(case: dict, dtype: str, cache_dir=None) -> str:
+    """The operator's config string of an OP_CASES entry (its kernels built in
+    ``cache_dir``: the swin-aot command, which aot-replay.py keys on, is the same)."""
+    opts = {k: v for k, v in case.items() if k not in ("window", "heads", "head_dim")}
+    return ops.kernel_key(case["window"], case["heads"], case["head_dim"], dtype=dtype,
+                          cache_dir=cache_dir, **opts)
+
+
+def op_inputs(cfg, dtype, device="cpu", batch=2, seed=0, requires_grad=False):
+    """Random inputs of an operator of ``cfg``: ``(inputs, table, pad_qkv)``, inputs
+    being ``[q, k, v]`` or ``[qkv]`` in its layout."""
+    g = torch.Generator().manual_seed(seed)
+    n, c = cfg.tokens_per_window, cfg.channels
+
+    def rand(*shape):
+        t = torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
+        return t.requires_grad_(requires_grad)
+
+    table = rand(cfg.table_rows, cfg.heads)
+    if cfg.layout == "tokens":
+        tokens = int(np.prod(cfg.resolution))
+        pad = None if cfg.padded_resolution == tuple(cfg.resolution) else \
+            torch.randn(3, c, generator=g).to(device)
+        if cfg.packed_qkv:
+            return [rand(batch, tokens, 3, cfg.heads, cfg.head_dim)], table, pad
+        return [rand(batch, tokens, c) for _ in range(3)], table, pad
+    windows = batch * (cfg.windows_per_image or 1)
+    return [rand(windows, cfg.heads, n, cfg.head_dim) for _ in range(3)], table, None
+
+
+def call_op(key, inputs, table, pad):
+    """The forward operator of ``key`` on ``inputs`` (``[q, k, v]`` or ``[qkv]``)."""
+    if len(inputs) == 1:
+        return torch.ops.swin_opt.window_attention_packed(inputs[0], table, pad, key)
+    return torch.ops.swin_opt.window_attention(*inputs, table, pad, key)
+
+
+def reference_output(cfg, inputs, table, pad):
+    """The float64 reference (swin_opt.reference) of an operator call."""
+    f64 = [t.detach().double().cpu().numpy() for t in inputs]
+    t64 = table.detach().double().cpu().numpy()
+    if cfg.layout != "tokens":
+        mask = ref.shift_mask(cfg.padded_resolution, cfg.window, cfg.shift) \
+            if cfg.resolution is not None and any(cfg.shift) else None
+        return ref.window_attention(*f64, bias=ref.lookup(t64, cfg.window), mask=mask)
+    if cfg.packed_qkv:
+        f64 = [a.reshape(a.shape[0], a.shape[1], -1) for a in np.split(f64[0], 3, axis=2)]
+    return ref.swin_block_attention_tokens(
+        *f64, t64, resolution=cfg.resolution, window=cfg.window, shift=cfg.shift,
+        padding=cfg.padding,  # the kernels take the padding rows in q's dtype
+        pad_qkv=None if pad is None else pad.to(inputs[0].dtype).double().cpu().numpy())
+
+
+def rel_err(got, want) -> float:
+    got = got.detach().double().cpu().numpy() if isinstance(got, torch.Tensor) else got
+    return float(np.abs(got - want).max() / max(1.0, np.abs(want).max()))
+
+
+@contextlib.contextmanager
+def no_fallback():
+    """FallbackWarning as an error: the call must not compute with torch's operators."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        yield
+
+
+@pytest.fixture
+def chip(monkeypatch):
+    """Every CUDA device is an sm_90 (what the operators would ask an H200)."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
+    monkeypatch.setattr(ops, "_chips", {})
+    return "sm_90"
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Replaces the GPU launch of the CUDA implementations: records (kernel,
+    tensors, count) instead."""
+    calls = []
+    monkeypatch.setattr(cuda, "torch_launch", lambda k, t, c: calls.append((k, t, c)))
+    return calls
+
+
+# --------------------------------------------------------------------------- #
+# Registration and the patches' decision (no swin-aot, no GPU)
+# --------------------------------------------------------------------------- #
+def test_every_operator_has_a_cuda_kernel():
+    names = [n for n in torch._C._dispatch_get_all_op_names() if n.startswith("swin_opt::")]
+    assert {f"swin_opt::{n}" for n in ops.CUDA_IMPLEMENTATIONS} <= set(names)
+    for name in names:
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"), name
+
+
+def test_kernel_target_on_each_device(monkeypatch):
+    asked = []
+    monkeypatch.setattr(ops, "cuda_chip", lambda index: asked.append(index) or "sm_90")
+    assert kernel_target(torch.device("cpu"), torch.float32) == "float32"
+    assert kernel_target(torch.device("cuda", 1), torch.float16) == GpuDtype("float16", "sm_90")
+    assert asked == [1]
+    assert kernel_target(torch.device("cuda"), torch.bfloat16) == GpuDtype("bfloat16", "sm_90")
+    for device, dtype, why in ((torch.device("meta"), torch.float32, "device meta"),
+                               (torch.device("cuda"), torch.float64, "dtype torch.float64"),
+                               (torch.device("cpu"), torch.float64, "dtype torch.float64")):
+        with pytest.raises(Fallback, match=why):
+            kernel_target(device, dtype)
+    # CUDA autocast: the projections give autocast's dtype, the kernel's
+    monkeypatch.setattr(torch, "is_autocast_enabled", lambda device_type=None:
+                        device_type == "cuda")
+    monkeypatch.setattr(torch, "get_autocast_dtype", lambda device_type: torch.bfloat16)
+    assert kernel_target(torch.device("cuda"), torch.float32) == GpuDtype("bfloat16", "sm_90")
+    assert kernel_target(torch.device("cpu"), torch.float32) == "float32"
+
+
+def test_recording_for_a_chip_records_gpu_kernels_on_the_cpu():
+    with ops.recording(chip="sm_80"):
+        assert kernel_target(torch.device("cpu"), torch.float16) == GpuDtype("float16", "sm_80")
+    assert kernel_target(torch.device("cpu"), torch.float16) == "float16"
+
+
+@pytest.fixture
+def timm_block():
+    swin = pytest.importorskip("timm.models.swin_transformer")
+    torch.manual_seed(0)
+    block = swin.SwinTransformerBlock(dim=96, input_resolution=(56, 56), num_heads=3,
+                                      window_size=7, shift_size=3)
+    return block.eval()
+
+
+def test_patched_module_takes_cuda_inputs(monkeypatch, timm_block):
+    """The patch's checks on a stand-in CUDA input (only its device, dtype and
+    requires_grad are read): no more "device cuda" fallback; training on a CUDA
+    device keeps the kernel in every dtype (the backward is torch's there)."""
+    monkeypatch.setattr(ops, "cuda_chip", lambda index: "sm_90")
+    st.swap_attention(timm_block)
+    patch = timm_block._attn.patch
+    x = types.SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.float16,
+                              requires_grad=False)
+    assert patch.common_checks(timm_block, x) == GpuDtype("float16", "sm_90")
+    timm_block.train()
+    assert patch.common_checks(timm_block, x) == GpuDtype("float16", "sm_90")
+    cpu = types.SimpleNamespace(device=torch.device("cpu"), dtype=torch.float16,
+                                requires_grad=False)
+    with pytest.raises(Fallback, match="training in torch.float16"):
+        patch.common_checks(timm_block, cpu)
+
+
+# --------------------------------------------------------------------------- #
+# The configuration -> GPU kernel path (swin-aot, cc, ptxas; nothing runs)
+# --------------------------------------------------------------------------- #
+SWIN_T_STAGE1 = dict(layout="tokens", resolution=(56, 56), shift=(3, 3), packed_qkv=True)
+
+
+@pytest.mark.aot
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_swin_t_stage1_gpu_kernel_builds_for_the_device_chip(opts, chip, timm_block, dtype):
+    """What a swapped Swin-T stage-1 block asks for on an H200: its configuration's
+    sm_90 kernel, built once (swin-aot, the runtime with cc), its PTX assembled by
+    ptxas; the warp kernel (tensor cores) for float16/bfloat16, rows for float32."""
+    st.swap_attention(timm_block, **opts)
+    target = GpuDtype(dtype, ops.cuda_chip(0))
+    assert target.chip == "sm_90"
+    kern = timm_block._attn.patch.kernel((7, 7), 3, 32, None, target, **SWIN_T_STAGE1)
+    spec = kern.config
+    assert spec.error is None and spec.build_key == ops.gpu_key(spec.key, "sm_90")
+    assert ops.loaded(spec.build_key)
+    gpu = ops.kernel_for(spec.build_key)
+    assert isinstance(gpu, cuda.GpuKernel) and gpu.library.is_file()
+    assert (gpu.config.target, gpu.config.chip, gpu.config.dtype) == (
+        "nvptx", "sm_90", {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[dtype])
+    ptx = gpu.image.read_text()
+    assert ".target sm_90" in ptx
+    assert ("mma.sync" in ptx) == (dtype != "float32")
+    ptxas = _ptxas()
+    if ptxas is None:
+        pytest.skip("no ptxas in the CUDA toolkit")
+    import subprocess
+    proc = subprocess.run([str(ptxas), "-arch=sm_90", str(gpu.image), "-o", "/dev/null"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _ptxas():
+    from swin_opt.cuda_toolkit import PTXAS, cuda_toolkit
+
+    path = cuda_toolkit() / PTXAS
+    return path if path.is_file() else None
+
+
+def test_cosine_has_no_gpu_kernel_yet_a_fallback_with_its_reason(chip, timm_block):
+    """SwinV2's cosine form is not built for the GPU: the patch falls back (the
+    module's original forward), saying why; swin-aot is not even run."""
+    st.swap_attention(timm_block)
+    with pytest.raises(Fallback, match="no GPU kernel for sm_90: cosine"):
+        timm_block._attn.patch.kernel((7, 7), 3, 32, 1.0, GpuDtype("float16", "sm_90"),
+                                      cosine=True, **SWIN_T_STAGE1)
+
+
+@pytest.mark.aot
+@pytest.mark.parametrize("missing", ["swin-aot", "toolkit"])
+def test_missing_compiler_or_toolkit_is_a_fallback(aot_path, monkeypatch, tmp_path, timm_block,
+                                                   missing):
+    st.swap_attention(timm_block, cache_dir=tmp_path / "cache")
+    if missing == "swin-aot":
+        monkeypatch.setenv("SWIN_AOT", str(tmp_path / "no-swin-aot"))
+        why = "no GPU kernel for sm_90: SWIN_AOT="
+    else:  # swin-aot misses libdevice (or, replayed by aot-replay.py, the runtime cuda.h)
+        monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
+        why = "no GPU kernel for sm_90: (swin-aot rejected|cannot build the GPU runtime)"
+    with pytest.raises(Fallback, match=why):
+        timm_block._attn.patch.kernel((7, 7), 3, 32, None, GpuDtype("float16", "sm_90"),
+                                      **SWIN_T_STAGE1)
+
+
+# --------------------------------------------------------------------------- #
+# The CUDA implementation on stand-in tensors (the launch replaced)
+# --------------------------------------------------------------------------- #
+@pytest.mark.aot
+@pytest.mark.parametrize("case,dtype", [("windows-shifted", "float32"),
+                                        ("tokens-shift-then-pad", "float16"),
+                                        ("packed", "bfloat16")])
+def test_cuda_implementation_hands_the_kernel_its_tensors(kernel_cache, aot_path, chip,
+                                                          launches, case, dtype):
+    """The CUDA forward on CPU tensors standing in for CUDA ones: it takes the
+    configuration's sm_90 kernel and launches it once on the inputs as they lie
+    (no copy), the table and padding rows in q's dtype, an output from
+    torch.empty that it returns, and the count of windows or images."""
+    key = op_key(OP_CASES[case], dtype, kernel_cache)
+    cfg = attention_math.config_of(key)
+    inputs, table, pad = op_inputs(cfg, TORCH_DTYPES[dtype])
+    table = table.float()  # under autocast the patches hand a float32 table
+    if len(inputs) == 1:
+        out = ops._cuda_window_attention_packed(inputs[0], table, pad, key)
+    else:
+        out = ops._cuda_window_attention(*inputs, table, pad, key)
+    (kern, tensors, count), = launches
+    assert kern is ops.kernel_for(ops.gpu_key(key, "sm_90"))
+    names = ["qkv"] if len(inputs) == 1 else ["q", "k", "v"]
+    for name, t in zip(names, inputs):
+        assert tensors[name].data_ptr() == t.data_ptr()
+    assert tensors["table"].dtype == TORCH_DTYPES[dtype]
+    assert torch.equal(tensors["table"], table.to(TORCH_DTYPES[dtype]))
+    if pad is None:
+        assert "pad_qkv" not in tensors
+    else:
+        assert torch.equal(tensors["pad_qkv"], pad.to(TORCH_DTYPES[dtype]))
+    assert tensors["out"] is out and out.dtype == TORCH_DTYPES[dtype]
+    assert out.shape == attention_math.forward(cfg, *(attention_math.split_packed(inputs[0])
+                                               if len(inputs) == 1 else inputs),
+                                               table, pad).shape
+    assert count == inputs[0].shape[0]
+    assert all(t.data_ptr() % 16 == 0 for name, t in tensors.items() if name != "table")
+
+
+@pytest.mark.aot
+def test_cuda_implementation_aligns_and_skips_cpu_zero_rows(kernel_cache, aot_path, chip,
+                                                            launches):
+    """A view at an odd offset is copied (the kernels move 16-byte rows); the
+    all-zero padding rows the patches make on the CPU for a projection without
+    bias become the runtime's own zeros (NULL), not a host-to-device copy."""
+    key = op_key(OP_CASES["tokens-pad-then-shift"], "float16", kernel_cache)
+    cfg = attention_math.config_of(key)
+    (q, k, v), table, _ = op_inputs(cfg, torch.float16)
+    odd = torch.empty(q.numel() + 1, dtype=torch.float16)[1:].view(q.shape)
+    odd.copy_(q)
+    ops._cuda_window_attention(odd, k, v, table, torch.zeros(3, cfg.channels), key)
+    (_, tensors, _), = launches
+    assert tensors["q"].data_ptr() % 16 == 0 and torch.equal(tensors["q"], q)
+    assert "pad_qkv" not in tensors
+
+
+@pytest.mark.aot
+def test_torch_call_refuses_cpu_tensors(kernel_cache, aot_path):
+    """torch_call (the checks torch_arguments shares) takes CUDA tensors only."""
+    kern = cuda.compile_gpu((7, 7), 3, 32, dtype="f16", cache_dir=kernel_cache)
+    q, k, v = (torch.zeros(2, 3, 49, 32, dtype=torch.float16) for _ in range(3))
+    with pytest.raises(TypeError, match="q must be a CUDA torch tensor"):
+        cuda.torch_call(kern, q, k, v, torch.zeros(169, 3, dtype=torch.float16))
+    with pytest.raises(TypeError, match="q must be a CUDA torch tensor"):
+        cuda.torch_call(kern, None, k, v, None)
+
+
+def test_torch_launch_uses_the_device_and_its_current_stream(monkeypatch):
+    """torch_launch makes the tensors' device current (the runtime loads its
+    module into that device's context) and launches on that device's current
+    stream, with the tensors' addresses."""
+    entered, streams, runs = [], [], []
+
+    @contextlib.contextmanager
+    def device(d):
+        entered.append(d)
+        yield
+
+    def current_stream(d):
+        streams.append(d)
+        return types.SimpleNamespace(cuda_stream=0x5EED)
+
+    monkeypatch.setattr(torch.cuda, "device", device)
+    monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+    kernel = types.SimpleNamespace(_run=lambda pointers, count, stream:
+                                   runs.append((pointers, count, stream)))
+    q, out = torch.zeros(4, 8), torch.zeros(4, 8)
+    cuda.torch_launch(kernel, {"q": q, "out": out}, 4)
+    assert entered == [q.device] and streams == [q.device]
+    assert runs == [({"q": q.data_ptr(), "out": out.data_ptr()}, 4, 0x5EED)]
+
+
+def test_without_a_gpu_kernel_the_operator_computes_with_torch(chip, monkeypatch):
+    from swin_opt.torch import fallback
+
+    monkeypatch.setattr(fallback, "warned_reasons", set())
+    """The cosine operators on CUDA: no GPU kernel yet, so the same attention with
+    torch's operators on the device, said once (FallbackWarning); the build is
+    not attempted again on the next call."""
+    key = ops.kernel_key((7, 7), 2, 16, dtype="float32", cosine=True, resolution=(14, 14),
+                         shift=(3, 3))
+    cfg = attention_math.config_of(key)
+    (q, k, v), table, _ = op_inputs(cfg, torch.float32)
+    logit_scale = torch.tensor([1.5, 3.0])
+    with pytest.warns(FallbackWarning, match="computes with torch's operators: no GPU kernel "
+                                             "for sm_90: cosine"):
+        out = ops._cuda_window_attention_cosine(q, k, v, table, logit_scale, None, key)
+    want = ref.swinv2_window_attention(q.double().numpy(), k.double().numpy(),
+                                       v.double().numpy(), logit_scale.double().numpy(),
+                                       bias=ref.lookup(table.double().numpy(), (7, 7)),
+                                       mask=ref.shift_mask((14, 14), (7, 7), (3, 3)))
+    assert rel_err(out, want) < 1e-5
+    built = []
+    monkeypatch.setattr(ops, "kernel_for", lambda key: built.append(key))
+    ops._cuda_window_attention_cosine(q, k, v, table, logit_scale, None, key)
+    assert built == []
+
+
+@pytest.mark.aot
+def test_swapped_model_through_the_cuda_path_simulated_on_the_cpu(run_alone, opts, chip,
+                                                                   monkeypatch):
+    """A swapped timm model through everything a GPU run takes but the GPU, in a
+    process of its own: the CUDA implementations registered for the CPU too,
+    the patches deciding for CPU inputs as for an sm_90 device
+    (``kernel_target``), the launch computing the kernel's configuration with
+    torch (attention_math) into the output it is handed. Exercised: the patches'
+    GPU decision, the GPU kernels' builds, the CUDA forward's arguments, autograd
+    through the CUDA backward (training), ``torch.compile(fullgraph=True)``
+    tracing it all. Not: the GPU kernels' numbers, the device, the stream."""
+    if run_alone():
+        return
+    from swin_opt.torch import patching
+
+    for name, fn in ops.CUDA_IMPLEMENTATIONS.items():
+        if name != "linear":
+            torch.library.register_kernel(f"swin_opt::{name}", "cpu", fn)
+    launched = []
+
+    def launch(kern, tensors, count):
+        cfg = kern.config
+        assert (cfg.target, cfg.chip) == ("nvptx", "sm_90")
+        assert count == next(iter(tensors.values())).shape[0]
+        if cfg.packed_qkv:
+            out = attention_math.packed_forward(cfg, tensors["qkv"], tensors["table"],
+                                                tensors.get("pad_qkv"))
+        else:
+            out = attention_math.forward(cfg, tensors["q"], tensors["k"], tensors["v"],
+                                         tensors["table"], tensors.get("pad_qkv"))
+        tensors["out"].copy_(out)
+        launched.append(cfg.dtype)
+
+    monkeypatch.setattr(cuda, "torch_launch", launch)
+    decide = patching.kernel_target
+    monkeypatch.setattr(patching, "kernel_target", lambda device, dtype: GpuDtype(
+        decide(device, dtype), "sm_90"))
+    original = _timm_model()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, **opts)
+    x = _img()
+    with no_fallback():
+        for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 3e-2)):
+            with torch.inference_mode():
+                want = original.to(dtype)(x.to(dtype)).float()
+                got = model.to(dtype)(x.to(dtype)).float()
+            assert rel_err(got, want.double().numpy()) <= tol
+        assert sorted(set(launched)) == ["bf16", "f32"]
+        original.float().train()
+        model.float().train()
+        grads = []
+        for m in (original, model):
+            m(x).square().mean().backward()
+            grads.append([p.grad for p in m.parameters()])
+        for want, got in zip(*grads):
+            assert (got - want).abs().max() <= 1e-4 * max(want.abs().max().item(), 1e-3)
+        original.eval()
+        model.eval()
+        calls = len(launched)
+        with torch.inference_mode():
+            got = torch.compile(model, fullgraph=True)(x)
+            assert rel_err(got, original(x).double().numpy()) <= 1e-5
+        assert len(launched) > calls
+    assert _calls(model)[1] == 0
+
+
+# --------------------------------------------------------------------------- #
+# The torch computation of the CUDA backward and fallback, on CPU tensors
+# --------------------------------------------------------------------------- #
+MATH_CASES = dict(OP_CASES, **{
+    "windows-padded": dict(window=(7, 7), heads=2, head_dim=16, resolution=(17, 23),
+                           shift=(3, 3), padding="pad_then_shift"),
+    "3d-tokens": dict(window=(2, 3, 3), heads=2, head_dim=8, resolution=(4, 6, 6),
+                      shift=(1, 1, 1), layout="tokens"),
+})
+
+
+@pytest.mark.aot
+@pytest.mark.parametrize("case", sorted(MATH_CASES))
+def test_attention_math_matches_the_cpu_kernels(kernel_cache, aot_path, case):
+    """attention_math against the CPU kernels (float32): the forward with the
+    padding rows, the backward (padded tokens as zeros, as the backward kernels
+    take them) against the gradient kernels."""
+    key = op_key(MATH_CASES[case], "float32", kernel_cache)
+    cfg = attention_math.config_of(key)
+    inputs, table, pad = op_inputs(cfg, torch.float32)
+    unpack = attention_math.split_packed if cfg.packed_qkv else (lambda *t: t)
+    got = attention_math.forward(cfg, *unpack(*inputs), table, pad)
+    assert rel_err(got, call_op(key, inputs, table, pad).double().numpy()) < 1e-5
+    out = call_op(key, inputs, table, None)
+    dout = torch.randn_like(out)
+    if cfg.packed_qkv:
+        want = torch.ops.swin_opt.window_attention_packed_backward(inputs[0], table, out,
+                                                                  dout, key)
+        got = attention_math.packed_backward(cfg, inputs[0], table, dout)
+    else:
+        want = torch.ops.swin_opt.window_attention_backward(*inputs, table, out, dout, key)
+        got = attention_math.backward(cfg, *inputs, table, dout)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and rel_err(g, w.double().numpy()) < 1e-4
+
+
+@pytest.mark.aot
+def test_attention_math_cosine_matches_the_cpu_kernel(kernel_cache, aot_path):
+    key = ops.kernel_key((7, 7), 3, 32, dtype="float32", cosine=True, layout="tokens",
+                         resolution=(14, 14), shift=(3, 3), packed_qkv=True,
+                         cache_dir=kernel_cache)
+    cfg = attention_math.config_of(key)
+    (qkv,), table, _ = op_inputs(cfg, torch.float32)
+    logit_scale = torch.tensor([0.5, 2.0, 4.0])
+    want = torch.ops.swin_opt.window_attention_packed_cosine(qkv, table, logit_scale, None,
+                                                             key)
+    got = attention_math.packed_forward(cfg, qkv, table, None, logit_scale)
+    assert rel_err(got, want.double().numpy()) < 1e-5
+
+
+@pytest.mark.parametrize("case", ["windows-shifted", "tokens-shift-then-pad", "packed",
+                                  "3d-tokens"])
+def test_attention_math_backward_is_the_gradient_of_its_forward(case):
+    """No kernels: the closed-form backward against autograd through the forward."""
+    cfg = attention_math.config_of(op_key(MATH_CASES[case], "float32"))
+    inputs, table, _ = op_inputs(cfg, torch.float32, requires_grad=True)
+    if cfg.packed_qkv:
+        out = attention_math.packed_forward(cfg, inputs[0], table)
+    else:
+        out = attention_math.forward(cfg, *inputs, table)
+    dout = torch.randn_like(out)
+    want = torch.autograd.grad(out, [*inputs, table], dout)
+    with torch.no_grad():
+        if cfg.packed_qkv:
+            got = attention_math.packed_backward(cfg, inputs[0], table, dout)
+        else:
+            got = attention_math.backward(cfg, *inputs, table, dout)
+    for g, w in zip(got, want):
+        assert rel_err(g, w.double().numpy()) < 1e-4
+
+
+# --------------------------------------------------------------------------- #
+# On a GPU (skipped without one)
+# --------------------------------------------------------------------------- #
+#: Tolerances against the float64 reference, relative to max(1, max|ref|), on
+#: inputs already in the dtype: test_gpu.py's, with room for the table rounded.
+TOLERANCE = {"float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2}
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("case", sorted(OP_CASES))
+def test_gpu_operators_match_the_reference(kernel_cache, aot_path, case, dtype):
+    key = op_key(OP_CASES[case], dtype, kernel_cache)
+    cfg = attention_math.config_of(key)
+    inputs, table, pad = op_inputs(cfg, TORCH_DTYPES[dtype], device="cuda")
+    with no_fallback():
+        out = call_op(key, inputs, table, pad)
+    assert ops.loaded(ops.gpu_key(key, ops.cuda_chip(0)))
+    assert out.device.type == "cuda" and out.dtype == TORCH_DTYPES[dtype]
+    assert rel_err(out, reference_output(cfg, inputs, table, pad)) <= TOLERANCE[dtype]
+
+
+def _reference_grads(cfg, inputs, table, dout):
+    f64 = [t.detach().double().cpu().numpy() for t in inputs]
+    t64 = table.detach().double().cpu().numpy()
+    d64 = dout.double().cpu().numpy()
+    if cfg.layout != "tokens":
+        mask = ref.shift_mask(cfg.padded_resolution, cfg.window, cfg.shift) \
+            if cfg.resolution is not None and any(cfg.shift) else None
+        return ref.window_attention_backward(*f64, t64, d64, cfg.window, mask=mask)
+    packed = cfg.packed_qkv
+    if packed:
+        f64 = [a.reshape(a.shape[0], a.shape[1], -1) for a in np.split(f64[0], 3, axis=2)]
+    dq, dk, dv, dtable = ref.swin_block_attention_tokens_backward(
+        *f64, t64, d64, resolution=cfg.resolution, window=cfg.window, shift=cfg.shift,
+        padding=cfg.padding)
+    if packed:
+        return np.stack([dq, dk, dv], axis=2).reshape(inputs[0].shape), dtable
+    return dq, dk, dv, dtable
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("case", ["windows-shifted", "tokens-shift-then-pad", "packed"])
+def test_gpu_operator_gradients_match_the_reference(kernel_cache, aot_path, case, dtype):
+    """Autograd through a CUDA operator: our forward, torch's backward (recomputed)."""
+    key = op_key(OP_CASES[case], dtype, kernel_cache)
+    cfg = attention_math.config_of(key)
+    inputs, table, _ = op_inputs(cfg, TORCH_DTYPES[dtype], device="cuda", requires_grad=True)
+    with no_fallback():
+        out = call_op(key, inputs, table, None)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [*inputs, table], dout)
+    tol = {"float32": 1e-4, "bfloat16": 5e-2}[dtype]
+    for got, want in zip(grads, _reference_grads(cfg, inputs, table, dout)):
+        assert rel_err(got, want) <= tol
+
+
+@requires_gpu
+def test_gpu_operators_and_cpu_operators_in_turn(kernel_cache, aot_path):
+    """One configuration called with CPU and CUDA tensors: each device its kernel."""
+    key = op_key(dict(OP_CASES["windows-shifted"], cpu=PORTABLE_CPU), "float32", kernel_cache)
+    cfg = attention_math.config_of(key)
+    inputs, table, _ = op_inputs(cfg, torch.float32)
+    want = reference_output(cfg, inputs, table, None)
+    for device in ("cpu", "cuda", "cpu", "cuda"):
+        with no_fallback():
+            out = call_op(key, [t.to(device) for t in inputs], table.to(device), None)
+        assert out.device.type == device and rel_err(out, want) <= 1e-5
+
+
+def _timm_model(v2=False):
+    module = "timm.models.swin_transformer_v2" if v2 else "timm.models.swin_transformer"
+    swin = pytest.importorskip(module)
+    cls = swin.SwinTransformerV2 if v2 else swin.SwinTransformer
+    torch.manual_seed(0)
+    model = cls(img_size=56, patch_size=4, window_size=7, embed_dim=32, depths=(2, 2),
+                num_heads=(2, 4), num_classes=10)
+    return sharpen_weights(model).eval()
+
+
+def _img(batch=2, device="cpu"):
+    return torch.randn(batch, 3, 56, 56, generator=torch.Generator().manual_seed(1)).to(device)
+
+
+def _calls(model):
+    stats = st.patch_stats(model)
+    return (sum(s["kernel_calls"] for s in stats), sum(s["fallback_calls"] for s in stats),
+            sorted({r for s in stats for r in s["fallback_reasons"]}))
+
+
+#: the model tests' dtypes: the autocast dtype (None: none, float32)
+AUTOCAST = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _run(model, x, dtype):
+    autocast = AUTOCAST[dtype]
+    with torch.inference_mode(), torch.autocast("cuda", dtype=autocast or torch.float16,
+                                                enabled=autocast is not None):
+        return model(x).float()
+
+
+def assert_like_original(got, want32, torch_lowp=None):
+    """``got`` within 1e-4 of the float32 original's ``want32``; in float16/bfloat16
+    (``torch_lowp``: the original in that precision) no further from it than twice
+    torch's own error there, plus 2e-2 (test_torch.py's bfloat16 yardstick)."""
+    want = want32.double().cpu().numpy()
+    if torch_lowp is None:
+        assert rel_err(got, want) <= 1e-4
+    else:
+        assert rel_err(got, want) <= 2 * rel_err(torch_lowp, want) + 2e-2
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", sorted(AUTOCAST))
+@pytest.mark.parametrize("order", ["swap-then-move", "move-then-swap"])
+def test_gpu_swapped_model_matches_the_original(opts, order, dtype):
+    original = _timm_model().cuda()
+    model = copy.deepcopy(original).cpu()
+    if order == "swap-then-move":
+        st.swap_attention(model, **opts)
+        model = model.cuda()
+    else:
+        model = model.cuda()
+        st.swap_attention(model, **opts)
+    x = _img(device="cuda")
+    with no_fallback():
+        got = _run(model, x, dtype)
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls > 0 and fallbacks == 0, reasons
+    assert_like_original(got, _run(original, x, "float32"),
+                         None if dtype == "float32" else _run(original, x, dtype))
+
+
+@requires_gpu
+def test_gpu_warmup_builds_the_gpu_kernels(opts):
+    """warmup of a model on the GPU builds its GPU kernels: its forward then builds
+    nothing more."""
+    from swin_opt import build
+
+    model = _timm_model().cuda()
+    st.swap_attention(model, **opts)
+    st.warmup(model, (2, 3, 56, 56), progress=False)
+    before = build.builds()
+    with no_fallback():
+        _run(model, _img(device="cuda"), "float32")
+    assert build.builds() == before and _calls(model)[0] > 0
+
+
+@requires_gpu
+def test_gpu_model_moved_between_cpu_and_gpu(opts):
+    """A swapped model run on the CPU, moved to the GPU, and back: each call runs its
+    device's kernel (the shift masks, identified on the CPU, are matched again)."""
+    original = _timm_model()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, cpu=PORTABLE_CPU, **opts)
+    x = _img()
+    for device in ("cpu", "cuda", "cpu"):
+        original.to(device)
+        model.to(device)
+        want = _run(original, x.to(device), "float32")
+        with no_fallback():
+            got = _run(model, x.to(device), "float32")
+        assert torch.allclose(got.cpu(), want.cpu(), rtol=1e-4, atol=1e-4), device
+    assert _calls(model)[1] == 0
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gpu_training_gradients_match_the_original(opts, dtype):
+    """Training on the GPU: our forward, the gradients by torch's operators."""
+    original = _timm_model().cuda().train()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, **opts)
+    x = _img(device="cuda")
+
+    def grads(m, autocast):
+        m.zero_grad()
+        with torch.autocast("cuda", dtype=autocast or torch.float16,
+                            enabled=autocast is not None):
+            loss = m(x).float().square().mean()
+        loss.backward()
+        return {n: p.grad.double() for n, p in m.named_parameters()}
+
+    want32 = grads(original, None)
+    torch_lowp = grads(original, AUTOCAST[dtype]) if dtype != "float32" else None
+    got = grads(model, AUTOCAST[dtype])
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls > 0 and fallbacks == 0, reasons
+    for name, want in want32.items():  # as assert_like_original, per parameter
+        scale = max(want.abs().max().item(), 1e-3)
+        err = (got[name] - want).abs().max().item() / scale
+        if torch_lowp is None:
+            assert err <= 1e-3, name
+        else:
+            assert err <= 2 * (torch_lowp[name] - want).abs().max().item() / scale + 2e-2, name
+
+
+@requires_gpu
+def test_gpu_torch_compile_fullgraph(opts):
+    original = _timm_model().cuda()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, **opts)
+    x = _img(device="cuda")
+    compiled = torch.compile(model, fullgraph=True)
+    want32 = _run(original, x, "float32")
+    assert_like_original(_run(compiled, x, "float32"), want32)
+    assert_like_original(_run(compiled, x, "float16"), want32, _run(original, x, "float16"))
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls > 0 and fallbacks == 0, reasons
+
+
+@requires_gpu
+def test_gpu_cuda_graph_capture_and_replay(opts):
+    """The swapped model's forward captured in a CUDA graph (nothing on its path
+    waits for the device or allocates outside torch) and replayed on new input."""
+    original32 = _timm_model().cuda()
+    original = copy.deepcopy(original32).half()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, **opts)
+    static = _img(device="cuda").half()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.inference_mode():
+        for _ in range(2):  # loads the kernels on the device: not capturable
+            model(static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.inference_mode():
+        with torch.cuda.graph(graph):
+            out = model(static)
+        fresh = _img(batch=2, device="cuda").half() * 0.5 + 0.25
+        static.copy_(fresh)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_like_original(out.float(), original32(fresh.float()), original(fresh).float())
+    assert _calls(model)[1] == 0
+
+
+@requires_gpu
+@pytest.mark.skipif(not _GPU or torch.cuda.device_count() < 2, reason="one CUDA device")
+def test_gpu_second_device(opts):
+    """cuda:1: the kernel loaded into that device's context too, calls on both
+    devices in turn."""
+    original = _timm_model()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, **opts)
+    x = _img()
+    models = {d: copy.deepcopy(model).to(d) for d in ("cuda:0", "cuda:1")}
+    original = original.cuda()
+    want32, torch_lowp = (_run(original, x.cuda(), dtype) for dtype in ("float32", "float16"))
+    for device in ("cuda:1", "cuda:0", "cuda:1"):
+        with no_fallback():
+            got = _run(models[device], x.to(device), "float16")
+        assert got.device == torch.device(device)
+        assert_like_original(got, want32, torch_lowp)
+
+
+@requires_gpu
+def test_gpu_swinv2_falls_back_with_its_reason(opts):
+    """SwinV2's cosine attention has no GPU kernel yet: the modules run their
+    original forward, and say why (patch_stats; warned once per reason)."""
+    original = _timm_model(v2=True).cuda()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, **opts)
+    x = _img(device="cuda")
+    got = _run(model, x, "float16")
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert fallbacks > 0 and any("no GPU kernel" in r and "cosine" in r for r in reasons)
+    assert torch.equal(got, _run(original, x, "float16"))
+
+
+# --------------------------------------------------------------------------- #
+# Recording the GPU tests' kernels on a machine without a GPU
+# --------------------------------------------------------------------------- #
+def record_kernels(chip: str = RECORDED_CHIP) -> int:
+    """Build every kernel the tests above run on a GPU machine, without a GPU: the
+    operator configurations and the timm models' (run once on the CPU in each
+    dtype) for ``chip`` (the GPU tests) and sm_90 (the tests of the build path),
+    Swin-T stage 1's for sm_90, and the CPU kernels of the GPU tests that run
+    some (for PORTABLE_CPU). scripts/device/record.py runs it through
+    aot-replay.py."""
+    keys = set()
+    for gpu in sorted({chip, "sm_90"}):
+        for dtype in TORCH_DTYPES:
+            keys.update(ops.gpu_key(op_key(case, dtype), gpu) for case in OP_CASES.values())
+            keys.add(ops.gpu_key(ops.kernel_key((7, 7), 3, 32, dtype=dtype, **SWIN_T_STAGE1),
+                                 gpu))
+    keys.add(op_key(dict(OP_CASES["windows-shifted"], cpu=PORTABLE_CPU), "float32"))
+    for key in sorted(keys):
+        ops.kernel_for(key)
+    built = len(keys)
+    for gpu in sorted({chip, "sm_90"}):
+        for dtype in TORCH_DTYPES.values():
+            model = _timm_model().to(dtype)
+            st.swap_attention(model)
+            built += st.warmup(model, _img(batch=1).to(dtype), chip=gpu, progress=False)
+    model = _timm_model()
+    st.swap_attention(model, cpu=PORTABLE_CPU)
+    built += st.warmup(model, _img(batch=1), progress=False)
+    return built
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="record the GPU tests' kernels")
+    parser.add_argument("--record", action="store_true", required=True)
+    parser.add_argument("--chip", default=RECORDED_CHIP)
+    print(f"recorded {record_kernels(parser.parse_args().chip)} GPU kernels")
