@@ -26,6 +26,7 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SwapByteOrder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
@@ -189,10 +190,65 @@ llvm::Error mlir::rpe::optimizeModule(llvm::Module &module,
   return optimize(module, **machine, options, timing);
 }
 
+/// Appends the bytes of `constant`, numbers in (nested) arrays, to `bytes`
+/// as the host lays them out; false for any other constant.
+static bool appendArrayBytes(const llvm::Constant *constant,
+                             const llvm::DataLayout &layout,
+                             SmallVectorImpl<char> &bytes) {
+  // Its elements (i8 to i64, half to double) have no padding.
+  if (auto *data = dyn_cast<llvm::ConstantDataArray>(constant)) {
+    StringRef raw = data->getRawDataValues();
+    bytes.append(raw.begin(), raw.end());
+    return true;
+  }
+  if (isa<llvm::ConstantAggregateZero>(constant)) {
+    bytes.append(layout.getTypeAllocSize(constant->getType()), 0);
+    return true;
+  }
+  auto *array = dyn_cast<llvm::ConstantArray>(constant);
+  if (!array)
+    return false;
+  for (const llvm::Use &element : array->operands())
+    if (!appendArrayBytes(cast<llvm::Constant>(element), layout, bytes))
+      return false;
+  return true;
+}
+
+/// Makes the initializer of every global array of numbers one array of
+/// bytes, at the alignment the array had: the same bytes in the object
+/// file, but the AsmPrinter writes an i8 array at once where it writes
+/// other arrays an element at a time, through an APFloat each. For
+/// Swin-T's weights (28 M floats in arrays of 48) that was a second of
+/// code generation.
+static void emitConstantDataAsBytes(llvm::Module &module) {
+  const llvm::DataLayout &layout = module.getDataLayout();
+  // The bytes are the host's; the object file's are the target's.
+  if (layout.isLittleEndian() != llvm::sys::IsLittleEndianHost)
+    return;
+  for (llvm::GlobalVariable &global : module.globals()) {
+    if (!global.hasDefinitiveInitializer() ||
+        !isa<llvm::ArrayType>(global.getValueType()))
+      continue;
+    SmallVector<char> bytes;
+    if (!appendArrayBytes(global.getInitializer(), layout, bytes))
+      continue;
+    // A byte array ending in its only zero would be a C string, which an
+    // unnamed_addr global places in a section of mergeable strings.
+    if (!bytes.empty() && bytes.back() == 0 && llvm::count(bytes, 0) == 1)
+      continue;
+    global.setAlignment(layout.getPreferredAlign(&global));
+    global.replaceInitializer(llvm::ConstantDataArray::get(
+        module.getContext(),
+        llvm::ArrayRef(reinterpret_cast<const uint8_t *>(bytes.data()),
+                       bytes.size())));
+  }
+}
+
 /// Writes an ELF object file of `module` for `machine` to `os`.
 static llvm::Error emitObject(llvm::Module &module,
                               llvm::TargetMachine &machine,
                               llvm::raw_pwrite_stream &os) {
+  emitConstantDataAsBytes(module);
   llvm::legacy::PassManager pm;
   if (machine.addPassesToEmitFile(pm, os, nullptr,
                                   llvm::CodeGenFileType::ObjectFile))
