@@ -37,6 +37,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -763,9 +764,9 @@ static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   swin_aot::OutputFiles files;
   if (emit == Emit::Mlir)
     return writeModule(files, *module, output);
-  llvm::LLVMContext llvmContext;
+  auto llvmContext = std::make_unique<llvm::LLVMContext>();
   auto llvmModule =
-      translateToLLVMIR(*module, llvmContext, prefix, codegen, timing);
+      translateToLLVMIR(*module, *llvmContext, prefix, codegen, timing);
   if (!llvmModule)
     return llvmModule.takeError();
   // The LLVM module holds what code generation needs (the weights too).
@@ -773,6 +774,11 @@ static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   if (llvm::Error e = writeCpuCode(files, **llvmModule, emit, output, codegen,
                                    codegenThreads, threads, timing))
     return e;
+  // The process ends soon: the LLVM module and its context are left to
+  // its end, unfreed (as clang leaves its own). Freeing the constants of a
+  // whole model's weights took 0.4 s of CPU for Swin-T.
+  llvm::BuryPointer(std::move(*llvmModule));
+  llvm::BuryPointer(std::move(llvmContext));
   if (emit != Emit::Llvm) {
     if (llvm::Error e =
             files.write(besideOutput(output, "h"), [&](llvm::raw_ostream &os) {
