@@ -73,7 +73,7 @@ struct CpuCodegenOptions {
   /// generator's).
   unsigned optLevel = 3;
   /// Before optimizing, move each outermost loop of a function with
-  /// several into a function of its own (translateAndOptimize).
+  /// several into a function of its own (translateToLLVMIR).
   bool outlineLoops = false;
   /// Route the module's malloc and free through a per-thread cache of large
   /// freed blocks, so that a function called again reuses its temporaries
@@ -128,23 +128,48 @@ LogicalResult lowerToLLVMDialect(ModuleOp module, const KernelConfig &config,
                                  const CpuVectorFeatures &features,
                                  TimingScope &timing);
 
-/// Translates an LLVM-dialect module to LLVM IR named `name` and optimizes
-/// it as `options` say (CpuCodegen.cpp), each step timed in `timing`.
+/// Translates an LLVM-dialect module to LLVM IR named `name` for the
+/// `options`' CPU and prepares it for LLVM's optimizer as they say (the
+/// allocation cache, loop outlining) (CpuCodegen.cpp), each step timed in
+/// `timing`.
 llvm::Expected<std::unique_ptr<llvm::Module>>
-translateAndOptimize(ModuleOp module, llvm::LLVMContext &llvmContext,
-                     StringRef name, const CpuCodegenOptions &options,
-                     TimingScope &timing);
+translateToLLVMIR(ModuleOp module, llvm::LLVMContext &llvmContext,
+                  StringRef name, const CpuCodegenOptions &options,
+                  TimingScope &timing);
 
-/// Writes an ELF object file of `module` to `os`.
+/// Runs LLVM's optimizer on `module` at the `options`' level.
+llvm::Error optimizeModule(llvm::Module &module,
+                           const CpuCodegenOptions &options,
+                           TimingScope &timing);
+
+/// Writes an ELF object file of `module` (optimized) to `os`.
 llvm::Error emitObjectFile(llvm::Module &module,
                            const CpuCodegenOptions &options,
                            llvm::raw_pwrite_stream &os);
 
-/// Links an object file into a shared library (with lld, in-process),
+/// Optimizes `module` (from translateToLLVMIR) and writes it as one ELF
+/// object file per path, each step timed in `timing`. One path: the whole
+/// module, on the calling thread. Several: the module's functions are split
+/// into as many partitions of about equal size, each optimized and compiled
+/// on a thread of its own in an LLVMContext of its own; partition 0, which
+/// keeps every global variable (the weights), is `module` itself, on the
+/// calling thread. The locals that partitions share become hidden symbols
+/// prefixed with the module's name. `module` is left as partition 0.
+llvm::Error emitObjectFiles(llvm::Module &module,
+                            const CpuCodegenOptions &options,
+                            ArrayRef<std::string> objectPaths,
+                            TimingScope &timing);
+
+/// Links object files into a shared library (with lld, in-process),
 /// against libm and the threads' runtime library.
-llvm::Error linkSharedLibrary(llvm::StringRef objectPath,
+llvm::Error linkSharedLibrary(ArrayRef<std::string> objectPaths,
                               llvm::StringRef libraryPath,
                               ThreadRuntime runtime);
+
+/// Links object files into one relocatable object file (`ld.lld -r`,
+/// in-process).
+llvm::Error linkRelocatableObject(ArrayRef<std::string> objectPaths,
+                                  llvm::StringRef outputPath);
 
 //===--- The C header (Header.cpp) --------------------------------------===//
 
