@@ -15,7 +15,6 @@ machine-readable description beside every header (``<output>.json``, see
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import threading
 import shutil
@@ -287,13 +286,7 @@ def _build(info: ToolInfo, cfg: KernelConfig, emit: str, table_bytes: Optional[b
         meta = {"config": dataclasses.asdict(cfg), "emit": emit, "command": cmd,
                 "tool_version": info.version,
                 "build_seconds": round(time.perf_counter() - start, 3)}
-        (tmp / cache.META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        try:
-            os.rename(tmp, final)  # atomic publish
-        except OSError:
-            if not (final / cache.META_FILE).is_file():
-                raise
-            # Another process published the same kernel first; use theirs.
+        cache.publish(tmp, final, meta)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -157,6 +157,19 @@ def prune_cache(directory: Optional[os.PathLike] = None, *, older_than_days: Opt
     return removed
 
 
+def publish(staging: Path, final: Path, meta: dict) -> None:
+    """Writes ``meta`` into ``staging`` (a directory built beside ``final``)
+    and renames it to ``final``, atomically: a reader sees the whole entry or
+    none. When another process published the same entry first, theirs is
+    kept (``staging`` is left for the caller to remove)."""
+    (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    try:
+        os.rename(staging, final)
+    except OSError:
+        if not (final / META_FILE).is_file():
+            raise
+
+
 def touch(path: Path) -> None:
     """Mark a cache entry as used (its metadata's mtime) for :func:`prune_cache`."""
     try:

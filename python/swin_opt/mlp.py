@@ -35,7 +35,6 @@ import ctypes
 import dataclasses
 import functools
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -314,13 +313,7 @@ def _build(info, config: MlpConfig, text: str, root: Path, final: Path) -> None:
                 "emit": "so", "command": cmd, "tool_version": info.version,
                 "module_sha256": hashlib.sha256(text.encode()).hexdigest(),
                 "build_seconds": round(time.perf_counter() - start, 3)}
-        (tmp / cache.META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        try:
-            os.rename(tmp, final)  # atomic publish
-        except OSError:
-            if not (final / cache.META_FILE).is_file():
-                raise
-            # Another process published the same library first; use theirs.
+        cache.publish(tmp, final, meta)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
