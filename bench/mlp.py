@@ -24,9 +24,8 @@ reference (1e-4 relative; the run fails otherwise):
   ``torch.compile`` (inductor; three more compiles, minutes on 2 cores).
 
 ``--threads`` (default 2) sets torch's threads and, before torch is imported,
-``OMP_NUM_THREADS`` (unless set): the kernels' OpenMP runtime (LLVM's libomp
-as ``swin-aot`` links modules today; GNU libgomp, torch's, once modules move
-to it) takes its team size from it.
+``OMP_NUM_THREADS`` (unless set): the kernels run on GNU libgomp, torch's
+own OpenMP runtime, whose team size it sets.
 
 Needs torch and timm, and ``swin-aot`` (``$SWIN_AOT`` or ``build/bin/swin-aot``).
 """

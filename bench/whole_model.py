@@ -79,7 +79,8 @@ TITLES = {
     "aot": "swin-aot whole module",
 }
 #: Pause after each timed call, longer than the OpenMP runtimes' spin-wait
-#: (libomp's KMP_BLOCKTIME is 200 ms).
+#: (libgomp's GOMP_SPINCOUNT, libomp's KMP_BLOCKTIME: 200 ms; IREE and
+#: OpenVINO have their own pools).
 PAUSE_S = 0.25
 
 IREE_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -450,7 +451,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if "eager" not in args.paths:
         args.paths.insert(0, "eager")  # the reference of the x eager column
 
-    # Before any OpenMP runtime starts (torch's libgomp, the libraries' libomp).
+    # Before any OpenMP runtime starts (libgomp: torch's and the libraries').
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     report = measure(args)
 

@@ -1,10 +1,10 @@
 //===- KernelEnums.h - the choices of the kernel builders -------*- C++ -*-===//
 //
 // The enums of KernelEnums.td (KernelStrategy, KernelTarget,
-// GpuBinaryFormat, ElementKind, Layout, Target, ArgumentRole) with their
-// generated stringifyX and symbolizeX, defined in lib/Rpe (MLIRRpe), which
-// every other library links; and enumOptionValues, which gives a
-// command-line option of such an enum exactly those spellings.
+// GpuBinaryFormat, OpenMPRuntime, ElementKind, Layout, Target, ArgumentRole)
+// with their generated stringifyX and symbolizeX, defined in lib/Rpe
+// (MLIRRpe), which every other library links; and enumOptionValues, which
+// gives a command-line option of such an enum exactly those spellings.
 //
 //===----------------------------------------------------------------------===//
 

@@ -62,6 +62,17 @@ def Rpe_GpuBinaryFormat : Rpe_Enum<"GpuBinaryFormat",
       I32EnumCase<"None", 3, "none">
     ]>;
 
+// Spelt `thread-runtime=` by rpe-cpu-pipeline.
+def Rpe_OpenMPRuntime : Rpe_Enum<"OpenMPRuntime",
+    "the OpenMP runtime that runs rpe-cpu-pipeline's parallel loops", [
+      // GNU libgomp, the runtime PyTorch's pool is: GOMP_parallel calls
+      // (rpe-parallel-to-gomp).
+      I32EnumCase<"Gnu", 0, "gomp">,
+      // LLVM's libomp, through upstream's OpenMP dialect
+      // (convert-scf-to-openmp).
+      I32EnumCase<"Llvm", 1, "omp">
+    ]>;
+
 //===----------------------------------------------------------------------===//
 // swin-aot: the configuration (Rpe/Aot/KernelConfig.h) and the C ABI
 // (Rpe/Aot/KernelAbi.h); the JSON description spells them as here.

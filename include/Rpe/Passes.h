@@ -78,6 +78,13 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Run the (window, head) items in parallel through "
                      "OpenMP"),
       llvm::cl::init(true)};
+  PassOptions::Option<OpenMPRuntime> threadRuntime{
+      *this, "thread-runtime",
+      llvm::cl::desc("The OpenMP runtime that runs the parallel loops: omp "
+                     "(LLVM's libomp, convert-scf-to-openmp) or gomp (GNU "
+                     "libgomp, PyTorch's pool: rpe-parallel-to-gomp)"),
+      llvm::cl::init(OpenMPRuntime::Llvm),
+      enumOptionValues(symbolizeOpenMPRuntime)};
   PassOptions::Option<bool> matmul{
       *this, "matmul",
       llvm::cl::desc("Compile linalg contractions (linear layers) as "

@@ -283,6 +283,79 @@ def RpeItemRange : Pass<"rpe-item-range", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def RpeParallelToGomp : Pass<"rpe-parallel-to-gomp", "::mlir::ModuleOp"> {
+  let summary = "Run parallel loops on the GNU OpenMP runtime's team "
+                "(GOMP_parallel)";
+  let description = [{
+    Upstream's `convert-scf-to-openmp` runs parallel loops on LLVM's OpenMP
+    runtime (libomp, `__kmpc_fork_call`). Inside PyTorch that is a second
+    thread pool beside torch's (GNU libgomp): the two spin against each
+    other on the same cores. This pass runs them on the calling thread's
+    GNU OpenMP team instead, as swin-aot's kernel entry points do
+    (`rpe-item-range`), which in a PyTorch process is torch's own intra-op
+    pool.
+
+    Each outermost `scf.parallel` of a `func.func` becomes a call of
+    `GOMP_parallel(worker, &frame, 0, 0)`: `frame`, on the caller's stack,
+    is a struct of the values the loop's body uses from outside (memrefs
+    and indices as their LLVM types, through
+    `builtin.unrealized_conversion_cast`s that the conversions to LLVM
+    resolve); `worker`, a private function of the loop's body, loads them
+    and runs the iterations of its thread's share: the iteration space,
+    linearized, in `omp_get_num_threads()` contiguous shares, the
+    `omp_get_thread_num()`-th. Constants (ops without operands or memory
+    effects, such as `memref.get_global`) are cloned into the worker rather
+    than passed. An iteration that allocates on the stack gets a
+    `memref.alloca_scope` of its own. Parallel loops nested in the body stay
+    and run sequentially on their thread; a loop with reductions is an
+    error.
+
+    The worker is named after the function, the loop's number in it and
+    what its location says of where the loop came from: the op that became
+    the loop (a name location, `rpe.matmul` as `matmul`) and the line of the
+    source, e.g. `@forward.par6.matmul.line413`, so that a profile names
+    the op. Run it after the loops are parallel loops (forall-to-parallel)
+    and before memrefs go to LLVM. The rewrite:
+    `lib/Transforms/ParallelToGomp.cpp`.
+
+    Example:
+
+    ```mlir
+    func.func @f(%out: memref<8xf32>) {
+      scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+        memref.store %x, %out[%i] : memref<8xf32>
+      }
+    }
+    // becomes
+    func.func @f(%out: memref<8xf32>) {
+      %frame = llvm.alloca ... x !llvm.struct<(struct<(ptr, ptr, i64, ...)>)>
+      // store %out's descriptor into %frame
+      %worker = func.constant @f.par0 : (!llvm.ptr) -> ()
+      call @GOMP_parallel(%worker, %frame, %c0_i32, %c0_i32)
+    }
+    func.func private @f.par0(%frame: !llvm.ptr) {
+      // %out from %frame, this thread's [%begin, %end) of [0, 8)
+      cf.br ^header(%begin : index)
+    ^header(%i: index):
+      %more = arith.cmpi ult, %i, %end : index
+      cf.cond_br %more, ^iteration, ^exit
+    ^iteration:
+      memref.store %x, %out[%i] : memref<8xf32>
+      ...
+      cf.br ^header(%next : index)
+    ^exit:
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def RpeExpandMemrefCopy : Pass<"rpe-expand-memref-copy"> {
   let summary = "Rewrite memref.copy as linalg.copy";
   let description = [{

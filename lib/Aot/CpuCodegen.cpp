@@ -18,21 +18,22 @@
 #include "lld/Common/Driver.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
-#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SwapByteOrder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
-#include "llvm/Transforms/IPO/LoopExtractor.h"
 #include "llvm/Transforms/Utils/Cloning.h"
+#include "llvm/Transforms/Utils/CodeExtractor.h"
 
 #include <optional>
 #include <thread>
@@ -114,27 +115,28 @@ void mlir::rpe::setCpuPipelineTarget(CpuPipelineOptions &options,
 /// does the code generator: minutes for Swin-T, where a function per loop
 /// nest takes seconds. A loop nest is what a linalg op or an rpe kernel
 /// becomes, and nothing crosses from one to the next that a call does not
-/// carry: its buffers are the call's arguments.
-static void outlineLoops(llvm::Module &module, llvm::TargetMachine *machine) {
-  llvm::SmallPtrSet<llvm::Function *, 16> existing;
+/// carry: its buffers are the call's arguments. A function of one loop nest
+/// (the worker of a parallel loop, rpe-parallel-to-gomp) stays whole, where
+/// LLVM's LoopExtractor would move its inner loops out (a matmul's
+/// reduction loop, then called once per tile).
+static void outlineLoops(llvm::Module &module) {
+  SmallVector<llvm::Function *> functions;
   for (llvm::Function &function : module)
-    existing.insert(&function);
-  llvm::LoopAnalysisManager loops;
-  llvm::FunctionAnalysisManager functions;
-  llvm::CGSCCAnalysisManager sccs;
-  llvm::ModuleAnalysisManager modules;
-  llvm::PassBuilder builder(machine);
-  builder.registerModuleAnalyses(modules);
-  builder.registerCGSCCAnalyses(sccs);
-  builder.registerFunctionAnalyses(functions);
-  builder.registerLoopAnalyses(loops);
-  builder.crossRegisterProxies(loops, functions, sccs, modules);
-  llvm::ModulePassManager passes;
-  passes.addPass(llvm::LoopExtractorPass());
-  passes.run(module, modules);
-  for (llvm::Function &function : module)
-    if (!existing.contains(&function))
-      function.addFnAttr(llvm::Attribute::NoInline);
+    if (!function.isDeclaration())
+      functions.push_back(&function);
+  for (llvm::Function *function : functions) {
+    llvm::DominatorTree dominators(*function);
+    llvm::LoopInfo loops(dominators);
+    if (loops.empty() || std::next(loops.begin()) == loops.end())
+      continue;
+    SmallVector<llvm::Loop *> outermost(loops.begin(), loops.end());
+    llvm::CodeExtractorAnalysisCache cache(*function);
+    for (llvm::Loop *loop : outermost) {
+      llvm::CodeExtractor extractor(loop->getBlocks(), &dominators);
+      if (llvm::Function *outlined = extractor.extractCodeRegion(cache))
+        outlined->addFnAttr(llvm::Attribute::NoInline);
+    }
+  }
 }
 
 llvm::Expected<std::unique_ptr<llvm::Module>>
@@ -170,7 +172,7 @@ mlir::rpe::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &llvmContext,
     cacheLargeAllocations(*llvmModule);
   if (options.outlineLoops) {
     TimingScope outlining = timing.nest("Loop outlining");
-    outlineLoops(*llvmModule, machine->get());
+    outlineLoops(*llvmModule);
   }
   return llvmModule;
 }

@@ -54,6 +54,23 @@ static std::string formatShape(ArrayRef<int64_t> shape) {
          "]";
 }
 
+/// Who runs a module's parallel loops, for the header's comment.
+static StringRef moduleThreadsComment(ThreadRuntime runtime) {
+  switch (runtime) {
+  case ThreadRuntime::None:
+    return " * Runs on the calling thread.\n";
+  case ThreadRuntime::GnuOpenMP:
+    // As the kernels' (Header.cpp): in PyTorch, torch's own pool.
+    return " * Parallel loops run on the calling thread's OpenMP team (GNU\n"
+           " * libgomp, the runtime PyTorch uses): OMP_NUM_THREADS or\n"
+           " * omp_set_num_threads sets its size.\n";
+  case ThreadRuntime::LlvmOpenMP:
+    return " * Parallel loops run on OpenMP threads (LLVM libomp); "
+           "OMP_NUM_THREADS\n * sets their number.\n";
+  }
+  llvm_unreachable("unknown thread runtime");
+}
+
 /// The declaration of MLIR's C interface of `function`: a pointer to its
 /// result's descriptor first (to a struct of them for several), then a
 /// pointer to each argument's (inputs and buffers).
@@ -110,11 +127,7 @@ void mlir::rpe::emitModuleHeader(const ModuleAbi &abi, ThreadRuntime threads,
      << " * memref it reads or writes in place) has MLIR's C interface "
         "only.\n"
      << " *\n"
-     << (threads == ThreadRuntime::None
-             ? " * Runs on the calling thread.\n"
-             : " * Parallel loops run on OpenMP threads (LLVM libomp); "
-               "OMP_NUM_THREADS\n * sets their number.\n")
-     << " */\n"
+     << moduleThreadsComment(threads) << " */\n"
      << "#ifndef " << upper << "_H\n#define " << upper << "_H\n\n"
      << "#include <stdint.h>\n\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"

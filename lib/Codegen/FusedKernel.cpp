@@ -66,7 +66,10 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
         "the tiles kernel runs on the CPU; the GPU takes rows or warps");
   KernelGeometry geometry(op, options.vectorWidth, options.scoreBlockBytes);
   rewriter.setInsertionPoint(op);
-  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  // Located at the op, under its name: the item loop's outlined body (a
+  // profile's symbol) says which op it computes.
+  ImplicitLocOpBuilder b(
+      NameLoc::get(op->getName().getIdentifier(), op.getLoc()), rewriter);
   if (failed(emitKernel(b, op, geometry, options)))
     return failure();
   rewriter.eraseOp(op);

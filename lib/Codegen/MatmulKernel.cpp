@@ -374,7 +374,10 @@ LogicalResult mlir::rpe::emitMatmulKernel(RewriterBase &rewriter, MatmulOp op,
   if (op->getNumResults() != 0)
     return op.emitOpError("must be bufferized before its kernel is emitted");
   rewriter.setInsertionPoint(op);
-  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  // Located at the op, under its name: the item loop's outlined body (a
+  // profile's symbol) says which op it computes.
+  ImplicitLocOpBuilder b(
+      NameLoc::get(op->getName().getIdentifier(), op.getLoc()), rewriter);
   if (failed(MatmulKernel(b, op, vectorWidth).emit()))
     return failure();
   rewriter.eraseOp(op);

@@ -287,7 +287,10 @@ struct LowerWindowAttention : public OpRewritePattern<WindowAttentionOp> {
 
   LogicalResult matchAndRewrite(WindowAttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    // Under the op's name: the (window, head) loop's outlined body says
+    // which op it computes.
+    ImplicitLocOpBuilder b(
+        NameLoc::get(op->getName().getIdentifier(), op.getLoc()), rewriter);
     int64_t heads = op.getNumHeads(), n = op.getNumTokens(),
             d = op.getHeadDim();
     RankedTensorType resultType = op.getResult().getType();

@@ -125,9 +125,10 @@ static void addRowPasses(OpPassManager &pm, bool parallel) {
 }
 
 /// Memrefs go to LLVM before the sequential loops go to control flow:
-/// convert-scf-to-openmp wraps each parallel iteration in a
-/// memref.alloca_scope, whose region must stay a single block, and the
-/// memref lowering inlines it (with stacksave/stackrestore).
+/// convert-scf-to-openmp (and rpe-parallel-to-gomp, where an iteration
+/// allocates) wraps each parallel iteration in a memref.alloca_scope, whose
+/// region must stay a single block, and the memref lowering inlines it
+/// (with stacksave/stackrestore).
 static void addMemrefsAndLoopsToLLVMPasses(OpPassManager &pm) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
@@ -178,7 +179,12 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   else
     pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
-  if (openMP)
+  // The parallel loops on GNU libgomp's team (GOMP_parallel: in PyTorch,
+  // torch's pool), or through the OpenMP dialect on LLVM's libomp.
+  bool gnuOpenMP = options.threadRuntime == OpenMPRuntime::Gnu;
+  if (openMP && gnuOpenMP)
+    pm.addPass(createRpeParallelToGomp());
+  else if (openMP)
     pm.addPass(createConvertSCFToOpenMPPass());
 
   addMemrefsAndLoopsToLLVMPasses(pm);
@@ -205,8 +211,12 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
-  // OpenMP's dialect translates to LLVM IR as it is.
-  pm.addPass(createRpeCheckLowered(RpeCheckLoweredOptions{{"llvm", "omp"}}));
+  // OpenMP's dialect translates to LLVM IR as it is; GOMP_parallel is a
+  // call.
+  SmallVector<std::string> lowered = {"llvm"};
+  if (!gnuOpenMP)
+    lowered.push_back("omp");
+  pm.addPass(createRpeCheckLowered(RpeCheckLoweredOptions{lowered}));
 }
 
 llvm::Expected<NvptxTarget>

@@ -180,6 +180,10 @@ LogicalResult RowTiler::tile(RewriterBase &rewriter, TilingInterface root,
       scf::tileConsumerAndFuseProducersUsingSCF(rewriter, root, options);
   if (failed(result))
     return failure();
+  // The loop is named after the op it computes: its outlined body (a
+  // profile's symbol) says which.
+  for (LoopLikeOpInterface loop : result->loops)
+    loop->setLoc(NameLoc::get(root->getName().getIdentifier(), loop->getLoc()));
   for (OpResult value : root->getResults())
     rewriter.replaceAllUsesWith(value, result->replacements.lookup(value));
   llvm::append_range(tiledOps, result->tiledAndFusedOps);

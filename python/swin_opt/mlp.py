@@ -18,15 +18,16 @@ packed in the kernel's panels (:meth:`MlpKernel.pack`, once per weight
 version in :mod:`swin_opt.torch.mlp`), which costs a copy of the weights
 when they change instead of on every call.
 
-The library's parallel loops run on OpenMP threads of whichever runtime
-``swin-aot`` links modules with: LLVM's libomp today, GNU libgomp (torch's)
-once modules move to it. Nothing here depends on which, and a call keeps
-either in step with its caller (:class:`_OpenMP`): the calling thread's
-team size is set to the ``threads`` the caller passes (the torch operator
-passes ``torch.get_num_threads()``: with libgomp that is what torch set
-already), and libomp's idle threads sleep at once instead of spinning for
-200 ms (``kmp_set_blocktime(0)``; libgomp has no such call) on the cores
-torch's own pool runs the rest of the model on.
+The library's parallel loops run on the calling thread's GNU libgomp team
+(``swin-aot --input`` lowers them with ``rpe-parallel-to-gomp``): in a
+PyTorch process torch's own pool, one set of threads. A call keeps the
+team in step with its caller (:class:`_OpenMP`): its size is set to the
+``threads`` the caller passes (the torch operator passes
+``torch.get_num_threads()``, what torch set already). A library built with
+``thread-runtime=omp`` calls LLVM's libomp instead; then its idle threads
+are also told to sleep at once instead of spinning for 200 ms
+(``kmp_set_blocktime(0)``) on the cores torch's pool runs the rest of the
+model on.
 """
 
 from __future__ import annotations

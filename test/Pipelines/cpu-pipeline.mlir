@@ -5,6 +5,8 @@
 // RUN: swin-opt %s --rpe-cpu-pipeline=parallel=false | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=SEQ
 // RUN: swin-opt %s --rpe-cpu-pipeline=fuse=false | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=UNFUSED
 // RUN: swin-opt %s --rpe-cpu-pipeline=vector-width=16 | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVM
+// RUN: swin-opt %s --rpe-cpu-pipeline=thread-runtime=gomp | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=GOMP
+// RUN: swin-opt %s --rpe-cpu-pipeline="thread-runtime=gomp fuse=false" | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=GOMP-UNFUSED
 
 // MLIR-NOT: {{[^.a-z_](affine|arith|bufferization|cf|func|index|linalg|math|memref|rpe|scf|tensor|ub|vector)\.[a-z_]+}}
 // MLIR: llvm.func @attention_f32
@@ -16,6 +18,16 @@
 // LLVM-LABEL: define {{.*}} @attention_3d_f16(
 
 // SEQ-NOT: __kmpc_fork_call
+
+// thread-runtime=gomp: the (window, head) loop runs on GNU libgomp's team
+// (rpe-parallel-to-gomp), its body a function named after the op that
+// became the loop.
+// GOMP-NOT: __kmpc
+// GOMP-LABEL: define {{.*}} @attention_f32(
+// GOMP: call void @GOMP_parallel(ptr @attention_f32.par0.fused_window_attention.line{{[0-9]+}},
+// GOMP-NOT: __kmpc
+// GOMP-UNFUSED-LABEL: define {{.*}} @attention_f32(
+// GOMP-UNFUSED: call void @GOMP_parallel(ptr @attention_f32.par0.window_attention.line{{[0-9]+}},
 
 // The fused kernel computes exp in registers; the unfused path calls libm.
 // LLVM-NOT: call {{.*}} @llvm.exp.

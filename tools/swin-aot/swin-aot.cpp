@@ -676,8 +676,10 @@ static std::string getDefaultPrefix(StringRef input) {
 }
 
 /// The options of rpe-cpu-pipeline for a module: the CPU's, as a kernel's
-/// (setCpuPipelineTarget), and --no-parallel, then --pipeline-options on
-/// top of them.
+/// (setCpuPipelineTarget), --no-parallel, and the GNU OpenMP runtime for
+/// its parallel loops, as the kernels' (the runtime PyTorch's pool is, and
+/// the one the wheel's libraries link), then --pipeline-options on top of
+/// them.
 static llvm::Expected<std::unique_ptr<CpuPipelineOptions>>
 readModulePipelineOptions(const CpuVectorFeatures &features) {
   auto error = [](const llvm::Twine &message) {
@@ -687,6 +689,7 @@ readModulePipelineOptions(const CpuVectorFeatures &features) {
   auto options = std::make_unique<CpuPipelineOptions>();
   options->parallel = !noParallelOpt;
   options->profile = profileOpt;
+  options->threadRuntime = OpenMPRuntime::Gnu;
   // Any function of the module may compute in bf16.
   setCpuPipelineTarget(*options, features, /*vectorWidth=*/0, /*bf16=*/true);
   std::string parseErrors;
@@ -763,8 +766,11 @@ static llvm::Error runModule(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   if (!readOptions)
     return readOptions.takeError();
   std::unique_ptr<CpuPipelineOptions> options = std::move(*readOptions);
-  ThreadRuntime threads =
-      options->parallel ? ThreadRuntime::LlvmOpenMP : ThreadRuntime::None;
+  ThreadRuntime threads = ThreadRuntime::None;
+  if (options->parallel)
+    threads = options->threadRuntime == OpenMPRuntime::Gnu
+                  ? ThreadRuntime::GnuOpenMP
+                  : ThreadRuntime::LlvmOpenMP;
   codegen.linkProfileRuntime = options->profile;
   TimingScope pipeline = timing.nest("rpe-cpu-pipeline");
   if (failed(lowerModuleToLLVMDialect(*module, *abi, *options, pipeline)))

@@ -31,15 +31,18 @@ namespace mlir::rpe {
 // ElementKind, Layout, Target and KernelStrategy, with their spellings in
 // options and in the ABI description: Rpe/KernelEnums.td.
 
-/// Which threads run a CPU kernel's (window, head) items.
+/// Which threads run a CPU kernel's (window, head) items, or a module's
+/// parallel loops.
 enum class ThreadRuntime {
   /// The calling thread only.
   None,
   /// The GNU OpenMP runtime's team (libgomp, the pool PyTorch runs on):
-  /// the entry point gives each thread a range of items (rpe-item-range).
+  /// the entry point gives each thread a range of items (rpe-item-range);
+  /// a module's loops call GOMP_parallel (rpe-parallel-to-gomp).
   GnuOpenMP,
   /// LLVM's OpenMP runtime (libomp) through upstream's OpenMP lowering:
-  /// the unfused reference lowering, whose loops are not one item loop.
+  /// the unfused reference lowering, whose loops are not one item loop (and
+  /// a module compiled with thread-runtime=omp).
   LlvmOpenMP,
 };
 
