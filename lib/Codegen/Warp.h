@@ -28,6 +28,8 @@ namespace mlir::rpe::detail {
 inline constexpr int64_t kWarpSize = 32;
 /// Rows move between memories in chunks of this many bytes per lane.
 inline constexpr int64_t kChunkBytes = 16;
+/// Static shared memory a block may use without opting in to more.
+inline constexpr int64_t kSharedBytesPerBlock = 48 * 1024;
 
 /// A lane's elements of one mma.sync operand or accumulator.
 using Fragment = SmallVector<Value, 8>;
@@ -121,6 +123,17 @@ public:
     if (emulated)
       attr = DenseElementsAttr::get(cast<ShapedType>(laneType(element)), attr);
     return arith::ConstantOp::create(b, cast<TypedAttr>(attr));
+  }
+
+  /// A uniform value as a lane value: the value itself on the GPU, where
+  /// each lane holds its copy; a splat on the host.
+  Value broadcast(Value uniform) { return emulated ? lanes(uniform) : uniform; }
+
+  /// memref[index] at a uniform index, as a lane value: on the GPU each
+  /// lane loads it (a broadcast from shared memory), on the host one scalar
+  /// load.
+  Value loadUniform(Value memref, Value index) {
+    return broadcast(memref::LoadOp::create(b, memref, index));
   }
 
   /// memref[index] in every lane (index uniform or per lane); lanes whose

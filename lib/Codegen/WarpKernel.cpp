@@ -55,8 +55,6 @@ using namespace mlir;
 using namespace mlir::rpe;
 using namespace mlir::rpe::detail;
 
-/// Static shared memory a block may use without opting in to more.
-static constexpr int64_t kSharedBytesPerBlock = 48 * 1024;
 /// Several (window, head) items per block for small windows: a block of
 /// one warp would cap an SM at 32 resident warps.
 static constexpr int64_t kMaxWarpsPerBlock = 4;
@@ -228,40 +226,17 @@ LogicalResult WarpKernel::emit(KernelTarget target, bool hoistScratch) {
     return success();
   }
 
-  // On the GPU the buffers are module globals in the workgroup address
-  // space (CUDA's static __shared__ arrays), 16-byte aligned for the rows'
-  // vector accesses; kernel outlining copies them into the kernel's module.
-  // (Launch attributions would only be aligned to their element type.)
-  auto workgroup =
-      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  auto module = op->getParentOfType<ModuleOp>();
-  SymbolTable symbols(module);
-  SmallVector<memref::GlobalOp> globals;
-  for (const Buffer &buffer : buffers) {
-    auto type = MemRefType::get({warps * buffer.elements}, buffer.element,
-                                MemRefLayoutAttrInterface(), workgroup);
-    OpBuilder::InsertionGuard guard(b);
-    if (globals.empty())
-      b.setInsertionPointToStart(module.getBody());
-    else
-      b.setInsertionPointAfter(globals.back());
-    auto global = memref::GlobalOp::create(
-        b, (Twine("__rpe_shared_") + buffer.name).str(),
-        b.getStringAttr("private"), type, /*initial_value=*/Attribute(),
-        /*constant=*/false, b.getI64IntegerAttr(kChunkBytes));
-    symbols.insert(global); // renamed if the name is taken
-    globals.push_back(global);
-  }
+  // On the GPU the buffers are the block's shared memory, 16-byte aligned
+  // for the rows' vector accesses.
+  SmallVector<SharedBuffer> shared;
+  for (const Buffer &buffer : buffers)
+    shared.push_back(
+        {buffer.name, warps * buffer.elements, buffer.element, kChunkBytes});
+  SmallVector<memref::GlobalOp> globals = createSharedBuffers(shared);
   std::optional<WarpScratch> scratch;
   emitItemLaunch(
       warps, kWarpSize,
-      [&](Value slot) {
-        SmallVector<Value, 6> memrefs;
-        for (memref::GlobalOp global : globals)
-          memrefs.push_back(memref::GetGlobalOp::create(b, global.getType(),
-                                                        global.getSymName()));
-        scratch = scratchAt(memrefs, slot);
-      },
+      [&](Value slot) { scratch = scratchAt(getSharedBuffers(globals), slot); },
       [&](Value item, Value) {
         Warp warp(b, /*emulated=*/false);
         emitWarpItem(warp, item, *scratch);
