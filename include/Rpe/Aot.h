@@ -195,31 +195,50 @@ void emitModuleHeader(const ModuleAbi &abi, ThreadRuntime threads,
 
 //===--- GPU: kernel and host runtime -----------------------------------===//
 
-/// A GPU kernel and what its launcher needs to know.
+/// A GPU kernel and what its launcher needs to know: one image, the
+/// launches of each entry point.
 struct GpuKernel {
-  /// PTX text, cubin or fatbin.
+  /// PTX text, cubin or fatbin, with every kernel function.
   std::string image;
-  /// The kernel's symbol in the image.
-  std::string symbol;
-  /// A memref parameter of the kernel: a static view of a buffer argument
-  /// of the C entry point.
+  /// A memref parameter of a kernel function: a static view of a buffer
+  /// argument of the C entry point, or of the entry point's scratch.
   struct Param {
-    /// The index of the argument in the ABI (KernelAbi::arguments).
+    /// The index of the argument in the ABI (KernelAbi::arguments), or
+    /// kScratch.
     unsigned argument;
     int64_t offset;
-    /// kDynamicExtent is the count.
+    /// kDynamicExtent is the count; kItemsExtent the (window, head) items.
     llvm::SmallVector<int64_t> shape, strides;
   };
-  /// The memref parameters, in the kernel's order.
-  llvm::SmallVector<Param> params;
-  /// Threads per block.
-  int64_t blockSize = 0;
-  /// (window, head) items per block: the grid is ceil(items / this).
-  int64_t itemsPerBlock = 1;
+  static constexpr unsigned kScratch = ~0u;
+  static constexpr int64_t kItemsExtent = -2;
+  /// One launch of a kernel function.
+  struct Launch {
+    /// The kernel function's symbol in the image.
+    std::string symbol;
+    /// The memref parameters, in the kernel's order.
+    llvm::SmallVector<Param> params;
+    /// Threads per block.
+    int64_t blockSize = 0;
+    /// (window, head) items per block: the grid is ceil(items / this); 0:
+    /// a grid of `grid` blocks, whatever the count.
+    int64_t itemsPerBlock = 1;
+    int64_t grid = 0;
+  };
+  /// What an entry point queues on its stream: its launches, in order, and
+  /// the device scratch they share (bytes per (window, head) item; 0:
+  /// none), allocated on the stream before them and freed after.
+  struct EntryPoint {
+    Direction direction;
+    llvm::SmallVector<Launch> launches;
+    int64_t scratchBytesPerItem = 0;
+  };
+  /// The forward, then (--grad) the backward.
+  llvm::SmallVector<EntryPoint> entryPoints;
 };
 
 /// Compiles the module of buildKernelModule into a GPU kernel serialized as
-/// `format` (not None) (GpuKernel.cpp).
+/// `format` (not None): every kernel function in one image (GpuKernel.cpp).
 llvm::Expected<GpuKernel> compileGpuKernel(ModuleOp module,
                                            const KernelConfig &config,
                                            GpuBinaryFormat format);

@@ -26,8 +26,10 @@ using FusedKernelOptions = RpeLowerFusedAttentionOptions;
 
 /// Replaces the bufferized `op` (a fused attention or its gradient) by its
 /// kernel, built where the op is. Fails, with an error on the op, when the
-/// options ask for a kernel the op cannot have. The gradient has one
-/// kernel, the CPU tiles form: `strategy` chooses among the forward's.
+/// options ask for a kernel the op cannot have. The gradient has two: the
+/// CPU tiles form and the GPU's warp program (for the GPU, and on the host
+/// with `strategy` warps, emulated); `strategy` otherwise chooses among the
+/// forward's.
 LogicalResult emitFusedKernel(RewriterBase &rewriter,
                               FusedAttentionOpInterface op,
                               const FusedKernelOptions &options);

@@ -169,8 +169,12 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
       emulated by 32-lane vectors, which is how its numbers are tested
       without a GPU (`WarpKernel.cpp`).
 
-    The gradient op gets the CPU's backward kernel whatever `kernel` says
-    (`BackwardKernel.cpp`). The item loop of every host kernel, over
+    The gradient op gets the CPU's backward kernel (`BackwardKernel.cpp`),
+    or with `target=gpu` (whatever `kernel` says) and with `kernel=warps`
+    on the host, emulated, the GPU's (`GpuBackwardKernel.cpp`): a warp per
+    (window, head) whose table gradient goes to a partial per item, then a
+    second launch (on the host, loops) that sums the partials in a fixed
+    order, without atomics. The item loop of every host kernel, over
     (window, head), is marked `rpe.item_loop` for `rpe-item-range`.
 
     `kernel=warps` falls back to `rows` for ops it does not take (operands
@@ -178,8 +182,9 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     an explicit mask, a window whose keys and values exceed 48 KiB of
     shared memory) and for every op when `sm` is below 80 (no m16n8k16
     tiles: sm_75). Refused, with an error on the op: an op that is not
-    bufferized, cosine attention with `warps`, the gradient with
-    `target=gpu`, on the GPU a window of more than 1024 tokens (`rows`),
+    bufferized, cosine attention with `warps`, the GPU's gradient of a
+    window whose q, k, v and dout exceed 48 KiB of shared memory, on the
+    GPU a window of more than 1024 tokens (`rows`),
     a shifted map of too many windows to label (`tiles`), a `key-block` or
     `warps-per-block` that the op's window cannot have; and
     at the pass's operation, before any IR changes, an option out of range

@@ -523,8 +523,9 @@ def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
     dtable[t, h] = sum over windows and (i, j) with idx(i, j) = t of dS[i, j]
     ```
 
-    `dtable` is overwritten with the sum over every window of the operands.
-    The mask is a constant and has no gradient. In the token layout the
+    `dtable` is overwritten with the sum over every window of the operands,
+    in the table's type or in f32 (a sum of many terms, kept in f32 where
+    the table is f16 or bf16). The mask is a constant and has no gradient. In the token layout the
     shift, padding and partition are addressing, and so is their adjoint:
     every image token is one window token, whose gradient row it receives;
     padded tokens are zeros (no padding values) and get no gradient. With
@@ -534,7 +535,9 @@ def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
     P is recomputed from q, k and the table (a window's scores fit in
     cache), so the forward saves nothing but its output. The op is on
     buffers only: it is built by `swin-aot --grad` and lowered by
-    `rpe-lower-fused-attention` (CPU tiles kernel).
+    `rpe-lower-fused-attention`: the CPU tiles kernel (f32), or with
+    `strategy=warps` (and on the GPU) the warp program of the GPU backward,
+    which sums the table's gradient without atomics in a fixed order.
 
     Example:
 

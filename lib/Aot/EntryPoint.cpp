@@ -41,19 +41,27 @@ using namespace mlir::rpe;
 int64_t mlir::rpe::getCountLimit(const KernelConfig &config,
                                  Direction direction) {
   int64_t limit = getKernelAbi(config, direction).getMaxCount();
-  if (config.fuse)
-    return limit;
-  // The unfused lowering allocates, per window, the scores [heads, N, N]
-  // in f32 and the windows of q, k, v [heads, N, head_dim].
+  // Temporaries of f32 per unit of the count, each extent a factor.
+  auto temporary = [&](ArrayRef<int64_t> factors) {
+    int64_t bytesPerCount = 4;
+    for (int64_t factor : factors)
+      if (llvm::MulOverflow(bytesPerCount, factor, bytesPerCount))
+        return int64_t(0);
+    return std::numeric_limits<int64_t>::max() / bytesPerCount;
+  };
   int64_t n = config.numTokens();
   int64_t windowsPerCount =
       config.hasTokenLayout() ? config.windowsPerImage() : 1;
-  int64_t bytesPerCount = 4;
-  for (int64_t factor :
-       {windowsPerCount, config.heads, n, std::max(n, config.headDim)})
-    if (llvm::MulOverflow(bytesPerCount, factor, bytesPerCount))
-      return 0;
-  return std::min(limit, std::numeric_limits<int64_t>::max() / bytesPerCount);
+  // The unfused lowering allocates, per window, the scores [heads, N, N]
+  // in f32 and the windows of q, k, v [heads, N, head_dim].
+  if (!config.fuse)
+    limit = std::min(limit, temporary({windowsPerCount, config.heads, n,
+                                       std::max(n, config.headDim)}));
+  // The GPU's backward: the items' partial table gradients [items, T].
+  if (direction == Direction::Backward && config.hasWarpGradient())
+    limit = std::min(limit, temporary({windowsPerCount, config.heads,
+                                       config.numTableRows()}));
+  return limit;
 }
 
 namespace {

@@ -184,10 +184,18 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
        << (config.isPadded() ? "Padding tokens count as zeros (no pad_qkv): "
                                "their gradient is\n * not computed. "
                              : "")
-       << "Returns 0; 1 for invalid arguments (as the forward's;\n * no "
-          "gradient may overlap another buffer), 2 when the threads'\n * "
-          "partial table gradients cannot be allocated; nothing is written\n"
-          " * then. */\n"
+       << (config.isGpu()
+               ? "dtable is f32. Returns 0; 1 for invalid arguments (as the "
+                 "forward's;\n * no gradient may overlap another buffer), "
+                 "nothing queued then; CUDA's\n * error otherwise. A warp "
+                 "per (window, head), then a reduction of the\n * table's "
+                 "gradient in a fixed order (no atomics: the same bits on "
+                 "every\n * run); its partial sums are allocated and freed "
+                 "on `stream`. */\n"
+               : "dtable is f32. Returns 0; 1 for invalid arguments (as the "
+                 "forward's;\n * no gradient may overlap another buffer), 2 "
+                 "when the threads'\n * partial table gradients cannot be "
+                 "allocated; nothing is written\n * then. */\n")
        << backward.cDeclaration() << ";\n";
   }
   if (config.isGpu())

@@ -6,13 +6,14 @@
 //   cosine:         logit_scale follows the table in each of them
 //   nvptx:          the same on CUdeviceptr, plus CUstream stream
 //
-// and with --grad (CPU, f32; padding tokens are zeros):
+// and with --grad (padding tokens are zeros; dtable is f32):
 //
 //   windows layout: int NAME_backward(q, k, v, table, out, dout,
 //                                     dq, dk, dv, dtable, int64_t num_windows)
 //   token layout:   the same on maps, int64_t batch
 //   packed qkv:     int NAME_backward(qkv, table, out, dout, dqkv, dtable,
 //                                     int64_t batch)
+//   nvptx:          the same on CUdeviceptr, plus CUstream stream
 //
 // The kernel function of the rpe module takes the buffers it reads in the
 // order q, k, v (or qkv), [table], [pad_qkv], out: a baked table and the
@@ -95,7 +96,9 @@ KernelAbi mlir::rpe::getKernelAbi(const KernelConfig &config,
   if (backward) {
     buffer("dout", ArgumentRole::OutputGradient, outShape);
     inputs("d", ArgumentRole::InputGradient);
-    buffer("dtable", ArgumentRole::TableGradient, {config.numTableRows(), h});
+    // A sum over every window: f32 whatever the element type.
+    buffer("dtable", ArgumentRole::TableGradient, {config.numTableRows(), h})
+        .element = ElementKind::F32;
     for (AbiArgument &argument : abi.arguments)
       argument.written = argument.role == ArgumentRole::InputGradient ||
                          argument.role == ArgumentRole::TableGradient;

@@ -160,13 +160,13 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
         "a GPU block",
         config.numTokens()));
   if (config.grad) {
-    // The gradient kernel is the CPU tiles form on f32 operands.
-    if (config.isGpu())
-      return configError("--grad: the backward kernel is CPU-only; "
-                         "--target=nvptx has none");
-    if (config.elementKind != ElementKind::F32)
-      return configError("--grad needs --dtype=f32, got " +
-                         stringifyElementKind(config.elementKind));
+    // The CPU tiles gradient takes f32 operands; the GPU's warp program
+    // (also emulated on the CPU) f32, f16 and bf16.
+    if (config.elementKind != ElementKind::F32 && !config.hasWarpGradient())
+      return configError("--grad needs --dtype=f32 on the CPU, got " +
+                         stringifyElementKind(config.elementKind) +
+                         " (--kernel=warps runs the GPU's backward, which "
+                         "takes f16 and bf16)");
     if (!config.fuse)
       return configError("--grad has no unfused form; drop --unfused");
     if (config.cosine)

@@ -382,7 +382,10 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
   if (config.grad) {
     b.setInsertionPointToEnd(module->getBody());
     buildBackwardKernel(b, *module, config);
-    buildTableGradientSum(b, *module, config);
+    // The CPU entry point's threads sum their partial table gradients with
+    // it; the GPU's kernel sums its own.
+    if (!config.isGpu())
+      buildTableGradientSum(b, *module, config);
   }
   return module;
 }

@@ -2,7 +2,8 @@
 //
 // The one entry point of lib/Codegen: picks the emitter that the options
 // and the op call for (the warp kernel falls back to rows for the ops and
-// the chips it does not take) and replaces the op by its kernel.
+// the chips it does not take; the gradient has the CPU's tiles kernel and
+// the GPU's warp program) and replaces the op by its kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,8 +20,15 @@ static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
                                 FusedAttentionOpInterface op,
                                 const KernelGeometry &g,
                                 const FusedKernelOptions &options) {
-  if (isa<FusedWindowAttentionGradOp>(op))
+  // The gradient: the GPU's warp program (emulated on the host for
+  // strategy=warps), else the CPU tiles kernel.
+  if (isa<FusedWindowAttentionGradOp>(op)) {
+    if (options.target == KernelTarget::Gpu ||
+        options.strategy == KernelStrategy::Warps)
+      return emitGpuBackwardKernel(b, op, g, options.target,
+                                   options.hoistScratch);
     return emitBackwardKernel(b, op, g);
+  }
   if (options.strategy == KernelStrategy::Tiles)
     return emitTilesKernel(b, op, g, options);
   std::optional<WarpTileShape> warpShape;
@@ -57,11 +65,7 @@ LogicalResult mlir::rpe::emitFusedKernel(RewriterBase &rewriter,
   if (op->getNumResults() != 0)
     return op.emitOpError("must be bufferized before its kernel is emitted");
   bool gpu = options.target == KernelTarget::Gpu;
-  bool gradient = isa<FusedWindowAttentionGradOp>(op);
-  if (gradient && gpu)
-    return op.emitOpError("has a CPU kernel only; it cannot be lowered for "
-                          "the GPU");
-  if (!gradient && options.strategy == KernelStrategy::Tiles && gpu)
+  if (options.strategy == KernelStrategy::Tiles && gpu)
     return op.emitOpError(
         "the tiles kernel runs on the CPU; the GPU takes rows or warps");
   KernelGeometry geometry(op, options.vectorWidth, options.scoreBlockBytes);

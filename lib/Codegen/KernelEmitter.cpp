@@ -400,6 +400,39 @@ void KernelEmitter::emitItemLaunch(int64_t itemsPerBlock,
   gpu::TerminatorOp::create(b);
 }
 
+SmallVector<memref::GlobalOp>
+KernelEmitter::createSharedBuffers(ArrayRef<SharedBuffer> buffers) {
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto module = op->getParentOfType<ModuleOp>();
+  SymbolTable symbols(module);
+  SmallVector<memref::GlobalOp> globals;
+  for (const SharedBuffer &buffer : buffers) {
+    auto type = MemRefType::get({buffer.elements}, buffer.element,
+                                MemRefLayoutAttrInterface(), workgroup);
+    OpBuilder::InsertionGuard guard(b);
+    if (globals.empty())
+      b.setInsertionPointToStart(module.getBody());
+    else
+      b.setInsertionPointAfter(globals.back());
+    auto global = memref::GlobalOp::create(
+        b, (Twine("__rpe_shared_") + buffer.name).str(),
+        b.getStringAttr("private"), type, /*initial_value=*/Attribute(),
+        /*constant=*/false, b.getI64IntegerAttr(buffer.alignment));
+    symbols.insert(global); // renamed if the name is taken
+    globals.push_back(global);
+  }
+  return globals;
+}
+
+SmallVector<Value>
+KernelEmitter::getSharedBuffers(ArrayRef<memref::GlobalOp> globals) {
+  return llvm::map_to_vector(globals, [&](memref::GlobalOp global) -> Value {
+    return memref::GetGlobalOp::create(b, global.getType(),
+                                       global.getSymName());
+  });
+}
+
 /// A constant i32 table as a private global of the module (one per
 /// distinct table, found again by its contents), read by memref.get_global.
 Value KernelEmitter::constantTable(StringRef prefix,

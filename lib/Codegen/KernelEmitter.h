@@ -229,6 +229,24 @@ protected:
                       function_ref<void(Value)> inBlock,
                       function_ref<void(Value, Value)> body);
 
+  /// A buffer of a GPU block's shared memory: `elements` of `element`,
+  /// aligned to `alignment` bytes.
+  struct SharedBuffer {
+    StringRef name;
+    int64_t elements;
+    Type element;
+    int64_t alignment;
+  };
+  /// The buffers as private globals of the module in the workgroup address
+  /// space (CUDA's static __shared__ arrays), `__rpe_shared_<name>` (renamed
+  /// if taken), in order at the start of the module; kernel outlining copies
+  /// them into the kernel's module. (Launch attributions would only be
+  /// aligned to their element type.)
+  SmallVector<memref::GlobalOp>
+  createSharedBuffers(ArrayRef<SharedBuffer> buffers);
+  /// The buffers of createSharedBuffers, read where a kernel's body starts.
+  SmallVector<Value> getSharedBuffers(ArrayRef<memref::GlobalOp> globals);
+
   //===--- operands and their rows --------------------------------------===//
   /// A token's head_dim channels: element e at `memref[offset + e]`.
   struct Row {

@@ -7,6 +7,9 @@
 //                       PairedBf16.cpp, AVX512-BF16 dot product) tiles
 //   BackwardKernel.cpp  the CPU gradient, on the same tile steps
 //                       (TileSteps.h)
+//   GpuBackwardKernel.cpp  the GPU gradient: a warp per (window, head),
+//                       the table's gradient reduced without atomics; on
+//                       the host, warps emulated by vectors
 //   RowsKernel.cpp      one online softmax per query row: the GPU's
 //                       fallback, nested parallel loops on the host
 //   WarpKernel.cpp      a warp per (window, head) on tensor-core tiles; on
@@ -32,6 +35,17 @@ LogicalResult emitTilesKernel(ImplicitLocOpBuilder &b,
 LogicalResult emitBackwardKernel(ImplicitLocOpBuilder &b,
                                  FusedAttentionOpInterface op,
                                  const KernelGeometry &g);
+
+/// The GPU kernel of an rpe.fused_window_attention_grad op
+/// (GpuBackwardKernel.cpp): two gpu.launch on the GPU (the items, then the
+/// reduction of the table's gradient); on the host, an item loop of
+/// emulated warps (its scratch hoisted where `hoistScratch`) and the
+/// reduction's loops. Fails, with an error on the op, when its window does
+/// not fit a block's shared memory.
+LogicalResult emitGpuBackwardKernel(ImplicitLocOpBuilder &b,
+                                    FusedAttentionOpInterface op,
+                                    const KernelGeometry &g,
+                                    KernelTarget target, bool hoistScratch);
 
 /// The row-parallel kernel (RowsKernel.cpp): nested scf.parallel loops on
 /// the host, one gpu.launch on the GPU.

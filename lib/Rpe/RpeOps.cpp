@@ -848,9 +848,8 @@ LogicalResult FusedWindowAttentionGradOp::verify() {
   std::pair<Value, Value> gradients[] = {{getDout(), getOut()},
                                          {getDquery(), getQuery()},
                                          {getDkey(), getKey()},
-                                         {getDvalue(), getValue()},
-                                         {getDtable(), getTable()}};
-  StringRef names[] = {"dout", "dquery", "dkey", "dvalue", "dtable"};
+                                         {getDvalue(), getValue()}};
+  StringRef names[] = {"dout", "dquery", "dkey", "dvalue"};
   for (auto [pair, name] : llvm::zip(gradients, names)) {
     auto [gradient, primal] = pair;
     if (gradient.getType() != primal.getType())
@@ -858,6 +857,14 @@ LogicalResult FusedWindowAttentionGradOp::verify() {
                            << primal.getType() << ", got "
                            << gradient.getType();
   }
+  // A sum over every window: it may be kept in f32 whatever the table's
+  // element type.
+  auto tableType = cast<MemRefType>(getTable().getType());
+  auto dtableType = cast<MemRefType>(getDtable().getType());
+  if (dtableType != tableType &&
+      dtableType != tableType.clone(Float32Type::get(getContext())))
+    return emitOpError() << "expects dtable of type " << tableType
+                         << " or of its shape in f32, got " << dtableType;
   // Packed: one dqkv map, as q, k, v are one map.
   if (getPackedQkv() &&
       (getDquery() != getDkey() || getDquery() != getDvalue()))

@@ -132,8 +132,11 @@ def compile(  # noqa: A001 - the public name is part of the API
         parameter, float32); ``table`` is SwinV2's final bias (``16 *
         sigmoid`` of the CPB MLP).  CPU only.
     grad:
-        Also compile the gradient (``swin-aot --grad``; CPU, float32): see
-        :meth:`Kernel.backward`.
+        Also compile the gradient (``swin-aot --grad``): see
+        :meth:`Kernel.backward` and, for ``target="nvptx"``,
+        :meth:`swin_opt.cuda.GpuKernel.backward`. The CPU's takes float32;
+        the GPU's (also on the CPU with ``kernel="warps"``, emulated)
+        float32, float16 and bfloat16. ``dtable`` is float32.
     emit:
         ``swin-aot --emit``; see above for what is returned.
     cache_dir:

@@ -70,7 +70,8 @@ class KernelConfig:
     kernel: Optional[str] = None
     #: ``swin-aot --chip`` (``target="nvptx"`` only).
     chip: Optional[str] = None
-    #: ``swin-aot --grad``: also the gradient's entry point (:meth:`Kernel.backward`).
+    #: ``swin-aot --grad``: also the gradient's entry point (:meth:`Kernel.backward`,
+    #: :meth:`swin_opt.cuda.GpuKernel.backward`).
     grad: bool = False
     #: ``swin-aot --cosine``: SwinV2's scaled cosine attention; the kernel
     #: takes the raw per-head ``logit_scale`` after the table.
@@ -232,9 +233,11 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
     if kernel is not None and kernel not in ("tiles", "warps", "rows"):
         raise ValueError(f"kernel must be 'tiles', 'warps' or 'rows', got {kernel!r}")
     dtype = normalize_dtype(dtype)
-    if grad and (target != "cpu" or dtype != "f32" or cosine):
-        raise ValueError("grad=True (the backward kernel) needs target='cpu', float32 and "
-                         "no cosine attention")
+    if grad and cosine:
+        raise ValueError("grad=True: the cosine attention has no backward kernel yet")
+    if grad and target == "cpu" and dtype != "f32" and kernel != "warps":
+        raise ValueError("grad=True on the CPU needs float32, or kernel='warps' (the GPU's "
+                         "backward, emulated), which takes float16 and bfloat16 too")
     return KernelConfig(window=win, heads=heads, head_dim=head_dim, scale=scale, resolution=res,
                         shift=sft, padding=pad, layout=layout, dtype=dtype,
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),

@@ -9,7 +9,8 @@ C compiler (:func:`swin_opt.build.build_runtime`) and returns a
 :class:`GpuKernel` (:mod:`swin_opt.gpu_kernel`) that runs on device buffers.
 :class:`Driver` is a minimal ctypes binding of ``libcuda`` (allocation,
 copies, events) so that the tests and the GPU benchmark need nothing but
-NumPy; :func:`torch_call` runs a kernel on CUDA torch tensors.
+NumPy; :func:`torch_call` runs a kernel on CUDA torch tensors, :func:`torch_call_backward` its
+gradient (``grad=True``: the GPU's deterministic backward).
 
 Only running needs a GPU: importing this module, compiling kernels and
 building their runtime work without a driver (the runtime links against the
@@ -29,8 +30,9 @@ import numpy as np
 from . import build
 from .gpu_kernel import CudaError, GpuKernel, driver_library
 
-__all__ = ["CudaError", "Driver", "GpuKernel", "available", "compile_gpu", "torch_call",
-           "torch_call_packed", "torch_arguments", "torch_launch"]
+__all__ = ["CudaError", "Driver", "GpuKernel", "available", "compile_gpu", "torch_arguments",
+           "torch_call", "torch_call_backward", "torch_call_backward_packed", "torch_call_packed",
+           "torch_launch"]
 
 
 class Driver:
@@ -129,30 +131,32 @@ def compile_gpu(window: Sequence[int], heads: int, head_dim: int, *, chip: str =
                          **options)
 
 
-def torch_arguments(kernel: GpuKernel, given: dict, out=None):
-    """The tensors of a call by argument name (``out`` allocated with
-    ``torch.empty`` on the inputs' device when None) and its count, checked
-    against the kernel's ABI: dtype, shape, one device, contiguity. The device
-    type is not checked here (:func:`torch_call` does; the CUDA operators of
-    :mod:`swin_opt.torch.ops` pass CUDA tensors by construction)."""
+def torch_arguments(kernel: GpuKernel, given: dict, abi=None):
+    """The tensors of a call of entry point ``abi`` (default: the forward's) by
+    argument name, and its count, checked against its ABI: dtype, shape, one
+    device, contiguity. The buffers it writes that are None or missing in
+    ``given`` are allocated with ``torch.empty`` on the inputs' device. The
+    device type is not checked here (:func:`torch_call` does; the CUDA
+    operators of :mod:`swin_opt.torch.ops` pass CUDA tensors by construction)."""
     import torch
 
     dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-    abi = kernel.abi
+    abi = abi or kernel.abi
     first = abi.role("input")[0].name
     like = given[first]
     for name, t in given.items():
         if t is not None and name not in abi:
             raise ValueError(f"{name} is not an argument of this kernel")
-        if t is None and name in abi and not abi[name].nullable:
+        if (t is None and name in abi and not abi[name].nullable
+                and abi[name].role not in abi.written_roles):
             raise TypeError(f"{name} must be a CUDA torch tensor")
     count = abi.count_of(first, like.shape)
     shapes = abi.shapes(count)
-    out_arg = abi.role("output")[0]
-    if out is None:
-        out = torch.empty(shapes[out_arg.name], device=like.device, dtype=dtypes[out_arg.dtype])
     tensors = {name: t for name, t in given.items() if t is not None}
-    tensors[out_arg.name] = out
+    for arg in abi.arguments:
+        if arg.role in abi.written_roles and tensors.get(arg.name) is None:
+            tensors[arg.name] = torch.empty(shapes[arg.name], device=like.device,
+                                            dtype=dtypes[arg.dtype])
     for name, t in tensors.items():
         want = dtypes[abi[name].dtype]
         if not isinstance(t, torch.Tensor):
@@ -167,31 +171,34 @@ def torch_arguments(kernel: GpuKernel, given: dict, out=None):
     return tensors, count
 
 
-def torch_launch(kernel: GpuKernel, tensors: dict, count: int) -> None:
-    """Launch on torch's current stream of the tensors' device, with that device
-    current: the host runtime loads its module into the current CUDA context
-    (one per device), and the stream belongs to that context."""
+def torch_launch(kernel: GpuKernel, tensors: dict, count: int, abi=None) -> None:
+    """Launch entry point ``abi`` (default: the forward) on torch's current stream
+    of the tensors' device, with that device current: the host runtime loads its
+    module into the current CUDA context (one per device), and the stream
+    belongs to that context."""
     import torch
 
     device = next(iter(tensors.values())).device
     with torch.cuda.device(device):
         stream = torch.cuda.current_stream(device).cuda_stream
-        kernel._run({name: t.data_ptr() for name, t in tensors.items()}, count, stream)
+        kernel._run({name: t.data_ptr() for name, t in tensors.items()}, count, stream, abi)
 
 
-def _torch_run(kernel: GpuKernel, given: dict, out):
-    """Check CUDA torch tensors against the kernel's ABI (dtype, shape, device,
-    contiguity), allocate ``out`` when None, and run on torch's current stream."""
+def _torch_run(kernel: GpuKernel, given: dict, abi=None) -> list:
+    """Check CUDA torch tensors against entry point ``abi``'s ABI (default: the
+    forward's), allocate the buffers it writes that are None, and run on torch's
+    current stream. Returns the written buffers, in the ABI's order."""
     import torch
 
-    first = kernel.abi.role("input")[0].name
-    for name, t in dict(given, out=out).items():
+    abi = abi or kernel.abi
+    first = abi.role("input")[0].name
+    for name, t in given.items():
         if (t is None and name == first) or (
                 t is not None and not (isinstance(t, torch.Tensor) and t.is_cuda)):
             raise TypeError(f"{name} must be a CUDA torch tensor")
-    tensors, count = torch_arguments(kernel, given, out)
-    torch_launch(kernel, tensors, count)
-    return tensors[kernel.abi.role("output")[0].name]
+    tensors, count = torch_arguments(kernel, given, abi)
+    torch_launch(kernel, tensors, count, abi)
+    return [tensors[arg.name] for arg in abi.arguments if arg.role in abi.written_roles]
 
 
 def torch_call(kernel: GpuKernel, q, k, v, table, *, out=None, pad_qkv=None):
@@ -203,7 +210,15 @@ def torch_call(kernel: GpuKernel, q, k, v, table, *, out=None, pad_qkv=None):
     """
     if kernel.packed:
         raise TypeError("a packed-qkv kernel runs through torch_call_packed")
-    return _torch_run(kernel, dict(q=q, k=k, v=v, table=table, pad_qkv=pad_qkv), out)
+    return _torch_run(kernel, dict(q=q, k=k, v=v, table=table, pad_qkv=pad_qkv, out=out))[0]
+
+
+def _packed_view(kernel: GpuKernel, qkv):
+    """``[batch, L, 3 * C]`` as the ABI's ``[batch, L, 3, heads, head_dim]`` (the same memory)."""
+    shape = kernel.abi["qkv"].shape
+    if qkv.dim() == 3 and qkv.is_contiguous():
+        return qkv.view(qkv.shape[0], qkv.shape[1], *shape[2:])
+    return qkv
 
 
 def torch_call_packed(kernel: GpuKernel, qkv, table, *, out=None, pad_qkv=None):
@@ -212,7 +227,38 @@ def torch_call_packed(kernel: GpuKernel, qkv, table, *, out=None, pad_qkv=None):
     ``out`` is ``[batch, L, C]``."""
     if not kernel.packed:
         raise TypeError("torch_call_packed needs a kernel compiled with packed_qkv=True")
-    shape = kernel.abi["qkv"].shape
-    if qkv.dim() == 3 and qkv.is_contiguous():
-        qkv = qkv.view(qkv.shape[0], qkv.shape[1], *shape[2:])  # the same memory
-    return _torch_run(kernel, dict(qkv=qkv, table=table, pad_qkv=pad_qkv), out)
+    return _torch_run(kernel, dict(qkv=_packed_view(kernel, qkv), table=table, pad_qkv=pad_qkv,
+                                   out=out))[0]
+
+
+def torch_call_backward(kernel: GpuKernel, q, k, v, table, out, dout, *, grads=None):
+    """The gradient of a ``grad=True`` GPU kernel on CUDA torch tensors, on torch's
+    current stream: from the forward's inputs, its ``out`` and the output's gradient
+    ``dout`` (``out``'s shape), returns ``(dq, dk, dv, dtable)``: the inputs' layout and
+    dtype, and ``dtable`` ``[T, heads]`` float32, summed over every window in a fixed
+    order (the same bits on every run). ``grads`` optionally supplies the result
+    buffers by name (``dq``, ``dk``, ``dv``, ``dtable``); they must not overlap the
+    inputs. A packed-qkv kernel: :func:`torch_call_backward_packed`."""
+    if kernel.packed:
+        raise TypeError("a packed-qkv kernel's backward runs through torch_call_backward_packed")
+    given = dict(q=q, k=k, v=v, table=table, out=out, dout=dout)
+    given.update(_result_buffers(grads, ("dq", "dk", "dv", "dtable")))
+    return tuple(_torch_run(kernel, given, kernel._backward_abi()))
+
+
+def torch_call_backward_packed(kernel: GpuKernel, qkv, table, out, dout, *, grads=None):
+    """:func:`torch_call_backward` for a packed-qkv kernel: returns ``(dqkv, dtable)``,
+    ``dqkv`` in the ABI's ``[batch, L, 3, heads, head_dim]``."""
+    if not kernel.packed:
+        raise TypeError("torch_call_backward_packed needs a kernel compiled with packed_qkv=True")
+    given = dict(qkv=_packed_view(kernel, qkv), table=table, out=out, dout=dout)
+    given.update(_result_buffers(grads, ("dqkv", "dtable")))
+    return tuple(_torch_run(kernel, given, kernel._backward_abi()))
+
+
+def _result_buffers(grads, names) -> dict:
+    grads = dict(grads or {})
+    unknown = sorted(set(grads) - set(names))
+    if unknown:
+        raise TypeError(f"unknown gradient buffers {unknown}")
+    return grads

@@ -246,7 +246,9 @@ class Kernel:
         gradient ``dout`` (``out``'s shape): ``kernel.backward(q, k, v, table,
         out, dout)`` returns ``(dq, dk, dv, dtable)``; a packed-qkv kernel,
         ``kernel.backward(qkv, table, out, dout)``, returns ``(dqkv, dtable)``.
-        ``dtable`` ``[T, heads]`` sums every window. The buffers are float32,
+        ``dtable`` ``[T, heads]`` sums every window, in float32. The other
+        buffers are of the kernel's storage dtype (float32; a ``kernel="warps"``
+        kernel, the GPU's backward emulated, also float16 and bfloat16 bits),
         C-contiguous, all numpy or all CPU torch tensors; ``grads`` optionally
         supplies the result buffers by name (``dq``, ``dk``, ``dv``/``dqkv``,
         ``dtable``). Padding tokens count as zeros (no ``pad_qkv``).
@@ -268,7 +270,8 @@ class Kernel:
         for arg in abi.arguments:
             if arg.role not in abi.written_roles:
                 continue
-            buf = self._output(grads.pop(arg.name, None), shapes[arg.name], first, torch_io)
+            buf = self._output(grads.pop(arg.name, None), shapes[arg.name], first, torch_io,
+                               arg.dtype)
             bufs[arg.name] = _buffer(arg.name, buf, arg.dtype, shapes[arg.name], arg.shape_doc())
             if not torch_io and not buf.flags.writeable:
                 raise ValueError(f"{arg.name} must be writeable")
@@ -297,16 +300,18 @@ class Kernel:
         return _buffer("table", table, arg.dtype, arg.shape_for(0), "[prod(2W-1), heads]")
 
     @staticmethod
-    def _output(out, shape, like, torch_io: bool):
-        """``out``, allocated like ``like`` when None (large ones in huge pages)."""
+    def _output(out, shape, like, torch_io: bool, code: Optional[str] = None):
+        """``out``, allocated like ``like`` (of the ABI's dtype ``code`` where given) when
+        None (large ones in huge pages)."""
         if out is None:
             if torch_io:
                 import torch
 
-                out = torch.empty(shape, dtype=like.dtype)
+                dtype = _torch_dtype(code) if code else like.dtype
+                out = torch.empty(shape, dtype=dtype)
                 _advise_huge_pages(out.data_ptr(), out.numel() * out.element_size())
                 return out
-            out = np.empty(shape, dtype=like.dtype)
+            out = np.empty(shape, dtype=STORAGE[code] if code else like.dtype)
             _advise_huge_pages(out.ctypes.data, out.nbytes)
             return out
         if is_torch_tensor(out) != torch_io:

@@ -10,6 +10,12 @@ each warp emulated by 32-lane vectors), and every PTX is assembled by ptxas
 Tolerances: f32 1e-5 * max(1, max|ref|) (fp32 FMAs and libdevice's expf, an
 online softmax over <= 784 keys); f16 2e-3 and bf16 1.6e-2 on inputs rounded
 to the type (the probabilities and the output are rounded once each).
+
+The backward (``grad=True``: dq, dk, dv and the table's gradient, summed
+without atomics) is checked the same way, each gradient against
+``TOLERANCE[dtype] * max|ref|`` (dtable is f32 whatever the dtype), and run
+twice for the same bits; on the host, python/tests/test_gpu_backward.py runs
+its program with the warps emulated.
 """
 
 import numpy as np
@@ -228,3 +234,115 @@ def test_torch_cuda_output_overlap_is_refused(tmp_path):
     with pytest.raises(ValueError, match="out overlaps qkv"):
         cuda.torch_call_packed(packed, qkv, table.half(),
                                out=qkv.view(-1)[:2 * 196 * 96].view(2, 196, 96))
+
+
+GRAD_CASES = [
+    dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14), shift=(3, 3)),
+    dict(window=(7, 7), heads=3, head_dim=32),
+    dict(window=(4, 6), heads=2, head_dim=16, resolution=(8, 18), shift=(2, 3)),
+]
+
+
+def _check_gradient(got, want, dtype, what):
+    err = float(np.abs(T.to_float64(got, dtype) - want).max())
+    tol = T.TOLERANCE[dtype] * float(np.abs(want).max())
+    assert err <= tol, f"{what}: max error {err:.3g} > {tol:.3g}"
+
+
+@requires_gpu
+@pytest.mark.parametrize("case", GRAD_CASES, ids=lambda c: "x".join(map(str, c["window"])))
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_backward_windows_layout(driver, tmp_path, case, dtype):
+    """The GPU backward against the float64 reference; a second run gives the same bits."""
+    kernel = cuda.compile_gpu(dtype=dtype, grad=True, cache_dir=tmp_path, **case)
+    rng = np.random.default_rng(2)
+    window, heads, d = case["window"], case["heads"], case["head_dim"]
+    n = int(np.prod(window))
+    per_image = ref.windows_per_image(case["resolution"], window) if "resolution" in case else 1
+    windows = 2 * per_image
+    q, k, v = (_random(rng, (windows, heads, n, d), dtype) for _ in range(3))
+    table = _random(rng, (ref.table_rows(window), heads), dtype)
+    q64, k64, v64, t64 = (T.to_float64(a, dtype) for a in (q, k, v, table))
+    mask = ref.shift_mask(case["resolution"], window, case["shift"]) if "shift" in case else None
+    out = T.to_storage(ref.window_attention(q64, k64, v64, bias=ref.lookup(t64, window),
+                                            mask=mask).astype(np.float32), dtype)
+    dout = _random(rng, out.shape, dtype)
+    inputs = [driver.to_device(a) for a in (q, k, v, table, out, dout)]
+    grads = [driver.alloc(q.nbytes) for _ in range(3)] + [driver.alloc(table.size * 4)]
+    try:
+        runs = []
+        for _ in range(2):
+            kernel.backward(*inputs, *grads, windows)
+            driver.synchronize()
+            runs.append([driver.to_host(p, q.shape, q.dtype) for p in grads[:3]]
+                        + [driver.to_host(grads[3], table.shape, np.float32)])
+    finally:
+        for p in inputs + grads:
+            driver.free(p)
+    want = ref.window_attention_backward(q64, k64, v64, t64, T.to_float64(dout, dtype), window,
+                                         mask=mask)
+    for name, got, second, expected in zip(("dq", "dk", "dv", "dtable"), runs[0], runs[1], want):
+        _check_gradient(got, expected, "f32" if name == "dtable" else dtype, name)
+        assert np.array_equal(got, second), f"{name} differs between two runs"
+
+
+@requires_gpu
+@pytest.mark.parametrize("padding", ["pad_then_shift", "shift_then_pad"])
+def test_backward_tokens_layout(driver, tmp_path, padding):
+    """A padded token map, f16: padding tokens are zeros and get no gradient."""
+    cfg = dict(window=(7, 7), heads=3, head_dim=32, resolution=(17, 23), shift=(3, 3))
+    kernel = cuda.compile_gpu(layout="tokens", padding=padding, dtype="f16", grad=True,
+                              cache_dir=tmp_path, **cfg)
+    rng = np.random.default_rng(3)
+    c, tokens = 96, 17 * 23
+    q, k, v = (_random(rng, (2, tokens, c), "f16") for _ in range(3))
+    table = _random(rng, (ref.table_rows(cfg["window"]), 3), "f16")
+    q64, k64, v64, t64 = (a.astype(np.float64) for a in (q, k, v, table))
+    geometry = dict(resolution=cfg["resolution"], window=cfg["window"], shift=cfg["shift"],
+                    padding=padding)
+    out = ref.swin_block_attention_tokens(q64, k64, v64, t64, **geometry).astype(np.float16)
+    dout = _random(rng, out.shape, "f16")
+    inputs = [driver.to_device(a) for a in (q, k, v, table, out, dout)]
+    grads = [driver.alloc(q.nbytes) for _ in range(3)] + [driver.alloc(table.size * 4)]
+    try:
+        kernel.backward(*inputs, *grads, 2)
+        driver.synchronize()
+        got = [driver.to_host(p, q.shape, np.float16) for p in grads[:3]]
+        got.append(driver.to_host(grads[3], table.shape, np.float32))
+    finally:
+        for p in inputs + grads:
+            driver.free(p)
+    want = ref.swin_block_attention_tokens_backward(q64, k64, v64, t64, dout.astype(np.float64),
+                                                    **geometry)
+    for name, g, w in zip(("dq", "dk", "dv", "dtable"), got, want):
+        _check_gradient(g, w, "f32" if name == "dtable" else "f16", name)
+
+
+@requires_gpu
+def test_torch_cuda_backward_packed_qkv(tmp_path):
+    """torch_call_backward_packed on CUDA tensors, bf16: dqkv in qkv's layout, dtable f32."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    cfg = dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14), shift=(3, 3))
+    kernel = cuda.compile_gpu(layout="tokens", packed_qkv=True, dtype="bf16", grad=True,
+                              cache_dir=tmp_path, **cfg)
+    qkv = torch.randn(2, 196, 3 * 96, device="cuda", dtype=torch.bfloat16)
+    table = torch.randn(169, 3, device="cuda", dtype=torch.bfloat16)
+    q, k, v = (t.double().cpu().numpy() for t in qkv.split(96, dim=-1))
+    geometry = dict(resolution=(14, 14), window=(7, 7), shift=(3, 3))
+    t64 = table.double().cpu().numpy()
+    # The reference's forward, rounded: the backward's error alone.
+    out = torch.from_numpy(ref.swin_block_attention_tokens(q, k, v, t64, **geometry)).to(
+        device="cuda", dtype=torch.bfloat16)
+    dout = torch.randn_like(out)
+    dqkv, dtable = cuda.torch_call_backward_packed(kernel, qkv, table, out, dout)
+    again = cuda.torch_call_backward_packed(kernel, qkv, table, out, dout)
+    torch.cuda.synchronize()
+    assert dtable.dtype == torch.float32 and torch.equal(dtable, again[1])
+    want = ref.swin_block_attention_tokens_backward(q, k, v, t64, dout.double().cpu().numpy(),
+                                                    **geometry)
+    got = [t.reshape(2, 196, 96).double().cpu().numpy() for t in dqkv.unbind(2)]
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        _check_gradient(g, w, "bf16", name)
+    _check_gradient(dtable.cpu().numpy(), want[3], "f32", "dtable")

@@ -217,8 +217,10 @@ static IntegerOpt vectorWidthOpt(
     cl::cat(category));
 static cl::opt<bool> gradOpt(
     "grad",
-    cl::desc("Also write the gradient's entry point, NAME_backward (CPU, "
-             "f32): dq, dk, dv and the table's gradient from out and dout"),
+    cl::desc("Also write the gradient's entry point, NAME_backward: dq, dk, "
+             "dv and the table's gradient (f32) from out and dout. The CPU's "
+             "takes f32; the GPU's (--target=nvptx, or --kernel=warps on the "
+             "CPU, emulated) f32, f16 and bf16"),
     cl::cat(category));
 static cl::opt<bool> unfusedOpt(
     "unfused",

@@ -104,7 +104,9 @@ struct KernelConfig {
   /// Fuse the bias gather and the mask into the softmax (false: the unfused
   /// reference lowering, for comparison).
   bool fuse = true;
-  /// Also the gradient's entry point, NAME_backward (CPU, f32, fused).
+  /// Also the gradient's entry point, NAME_backward (fused): the CPU tiles
+  /// kernel (f32), or the GPU's warp program (nvptx, and on the CPU with
+  /// kernel warps, emulated; f32, f16, bf16).
   bool grad = false;
 
   bool isGpu() const { return target == Target::Nvptx; }
@@ -132,6 +134,11 @@ struct KernelConfig {
   /// The kernel that computes the attention: the configured one, else the
   /// target's default.
   KernelStrategy effectiveKernel() const;
+  /// The gradient is the GPU's warp program (GpuBackwardKernel.cpp), for
+  /// the GPU or emulated on the CPU, rather than the CPU tiles kernel.
+  bool hasWarpGradient() const {
+    return grad && (isGpu() || effectiveKernel() == KernelStrategy::Warps);
+  }
   /// The threads of a CPU kernel: the GNU OpenMP team for the fused
   /// kernels, LLVM's OpenMP for the unfused lowering, none without
   /// `parallel`.

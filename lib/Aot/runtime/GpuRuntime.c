@@ -1,11 +1,11 @@
 /*===- GpuRuntime.c - host runtime of swin-aot's GPU kernels -------------===*
  *
  * swin-aot --target=nvptx writes NAME.c: this file's text, then the data of
- * one kernel (its image, its parameter table, its launch geometry) and a
- * few lines that give the entry point of NAME.h its C signature and call
- * swin_rt_launch. Everything that is the same for every kernel is here, as
- * C that the build compiles and warning-checks (GpuRuntimeCheck.c); the
- * generated part is data.
+ * one kernel (its image; per entry point, its launches with their
+ * parameter tables and grids) and a few lines that give each entry point
+ * of NAME.h its C signature and call swin_rt_launch. Everything that is the
+ * same for every kernel is here, as C that the build compiles and
+ * warning-checks (GpuRuntimeCheck.c); the generated part is data.
  *
  * The runtime uses the CUDA driver API only: it loads the image once per
  * CUDA context, into the one current at the call (device 0's primary one
@@ -13,8 +13,11 @@
  * the arguments (as the CPU entry points do: NULL buffers, the count, an
  * output that overlaps another buffer, by the same arithmetic on device
  * addresses), builds the memref descriptors the kernel takes from the
- * device pointers, and launches it on the caller's stream. It never
- * aborts: errors return non-zero and are described by NAME_last_error().
+ * device pointers, and queues the entry point's launches on the caller's
+ * stream, in order, with the scratch they share (the backward's partial
+ * table gradients) allocated and freed on that stream: no call waits for
+ * the device. It never aborts: errors return non-zero and are described by
+ * NAME_last_error().
  *
  *===----------------------------------------------------------------------===*/
 
@@ -23,22 +26,29 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Limits of what a kernel's parameter table may hold, and of the CUDA
- * contexts (one per device, for PyTorch) it may be loaded into. */
+/* Limits of what a kernel's tables may hold, and of the CUDA contexts (one
+ * per device, for PyTorch) it may be loaded into. */
 enum {
-  SWIN_RT_MAX_ARGUMENTS = 8,
-  SWIN_RT_MAX_PARAMS = 8,
+  SWIN_RT_MAX_ARGUMENTS = 16,
+  SWIN_RT_MAX_PARAMS = 16,
   SWIN_RT_MAX_RANK = 5,
-  SWIN_RT_MAX_CONTEXTS = 64
+  SWIN_RT_MAX_LAUNCHES = 4,
+  SWIN_RT_MAX_CONTEXTS = 64,
+  SWIN_RT_ERROR_BYTES = 256
 };
 
-/* A memref parameter of the kernel: a view of a C argument. */
+/* The `argument` of a parameter that views the entry point's scratch. */
+enum { SWIN_RT_SCRATCH = -1 };
+
+/* A memref parameter of a kernel function: a view of a C argument or of
+ * the scratch. */
 struct swin_rt_param {
-  /* The C argument (an index into the entry point's device pointers). */
+  /* The C argument (an index into the entry point's device pointers), or
+   * SWIN_RT_SCRATCH. */
   int argument;
   int64_t offset;
   int rank;
-  /* -1 is the count argument's value. */
+  /* -1 is the count argument's value, -2 the (window, head) items. */
   int64_t shape[SWIN_RT_MAX_RANK];
   int64_t strides[SWIN_RT_MAX_RANK];
 };
@@ -67,10 +77,23 @@ struct swin_rt_pair {
   int written, other;
 };
 
+/* One launch of an entry point: a kernel function of the image, its
+ * parameters and its grid. */
+struct swin_rt_launch_info {
+  const char *symbol;
+  int num_params;
+  const struct swin_rt_param *params;
+  unsigned block_size;
+  /* (window, head) items per block: the grid is ceil(items / this); 0: a
+   * grid of `grid` blocks whatever the count. */
+  int64_t items_per_block;
+  unsigned grid;
+};
+
+/* One entry point. */
 struct swin_rt_kernel {
   const char *name;
   const unsigned char *image;
-  const char *symbol;
   /* The entry point's device-pointer arguments, with their names. */
   int num_arguments;
   const char *const *argument_names;
@@ -79,48 +102,53 @@ struct swin_rt_kernel {
   int num_disjoint;
   const struct swin_rt_pair *disjoint;
   int64_t zero_bytes;
-  /* The count must be at most this: its buffers' sizes in bytes fit in
-   * int64_t, so no product of the count wraps. */
+  /* The count must be at most this: its buffers' sizes in bytes (and the
+   * scratch's) fit in int64_t, so no product of the count wraps. */
   int64_t max_count;
   /* The count must be a multiple of this (whole images of windows). */
   int64_t count_multiple;
   /* Windows per unit of the count (per image in the token layout). */
   int64_t windows_per_count;
   int64_t heads;
-  int num_params;
-  const struct swin_rt_param *params;
-  unsigned block_size;
-  /* (window, head) items per block: the grid is ceil(items / this). */
-  int64_t items_per_block;
+  /* Device scratch the launches share, in bytes per (window, head) item (0:
+   * none): allocated on the stream before the first launch and freed on it
+   * after the last. */
+  int64_t scratch_bytes_per_item;
+  /* Queued in order on the caller's stream. */
+  int num_launches;
+  const struct swin_rt_launch_info *launches;
 };
 
-/* The kernel loaded into one CUDA context: a function (and the zeros)
- * of one context cannot be used from another, i.e. on another device. */
+/* An entry point's functions loaded into one CUDA context: a function (and
+ * the zeros) of one context cannot be used from another, i.e. on another
+ * device. */
 struct swin_rt_module {
   CUcontext context;
   CUresult status;
-  CUfunction function;
+  CUfunction functions[SWIN_RT_MAX_LAUNCHES];
   CUdeviceptr zeros;
 };
 
-/* Per-kernel state: the contexts it was loaded into and the last error.
- * A context is assumed to live as long as the process (the primary
- * contexts PyTorch and the runtime API use do). */
+/* Per-entry-point state: the contexts it was loaded into; the last error, in
+ * a buffer the entry points of a kernel share (NAME_last_error). A context
+ * is assumed to live as long as the process (the primary contexts PyTorch
+ * and the runtime API use do). */
 struct swin_rt_state {
   pthread_mutex_t lock;
   int num_modules;
   struct swin_rt_module modules[SWIN_RT_MAX_CONTEXTS];
-  char error[256];
+  char *error;
 };
 
-#define SWIN_RT_STATE_INIT {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {0}}
+#define SWIN_RT_STATE_INIT(error)                                              \
+  {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, error}
 
 static int swin_rt_fail(const struct swin_rt_kernel *kernel,
                         struct swin_rt_state *state, CUresult status,
                         const char *what) {
   const char *text = 0;
   cuGetErrorString(status, &text);
-  snprintf(state->error, sizeof state->error, "%s: %s: %s (CUDA error %d)",
+  snprintf(state->error, SWIN_RT_ERROR_BYTES, "%s: %s: %s (CUDA error %d)",
            kernel->name, what, text ? text : "unknown error", (int)status);
   return (int)status ? (int)status : 1;
 }
@@ -128,7 +156,7 @@ static int swin_rt_fail(const struct swin_rt_kernel *kernel,
 static int swin_rt_invalid(const struct swin_rt_kernel *kernel,
                            struct swin_rt_state *state, const char *argument,
                            const char *problem) {
-  snprintf(state->error, sizeof state->error, "%s: invalid arguments: %s%s%s",
+  snprintf(state->error, SWIN_RT_ERROR_BYTES, "%s: invalid arguments: %s%s%s",
            kernel->name, argument, argument[0] ? " " : "", problem);
   return 1;
 }
@@ -145,6 +173,14 @@ static uint64_t swin_rt_bytes(const struct swin_rt_kernel *kernel, int i,
 static int swin_rt_overlap(CUdeviceptr x, uint64_t m, CUdeviceptr y,
                            uint64_t n) {
   return x < y ? y - x < m : x - y < n;
+}
+
+/* The blocks of launch `launch` for `items` (window, head) items. */
+static int64_t swin_rt_grid(const struct swin_rt_launch_info *launch,
+                            int64_t items) {
+  if (!launch->items_per_block)
+    return launch->grid;
+  return (items + launch->items_per_block - 1) / launch->items_per_block;
 }
 
 /* The current context, or device 0's primary one made current where none
@@ -167,13 +203,16 @@ static CUresult swin_rt_context(CUcontext *context) {
   return s;
 }
 
-/* Loads the module into `module->context`; the status is kept. */
+/* Loads the image into `module->context`, with the functions of the entry
+ * point's launches; the status is kept. */
 static void swin_rt_load_into(const struct swin_rt_kernel *kernel,
                               struct swin_rt_module *module) {
   CUmodule loaded;
+  int i;
   CUresult s = cuModuleLoadData(&loaded, kernel->image);
-  if (s == CUDA_SUCCESS)
-    s = cuModuleGetFunction(&module->function, loaded, kernel->symbol);
+  for (i = 0; s == CUDA_SUCCESS && i < kernel->num_launches; ++i)
+    s = cuModuleGetFunction(&module->functions[i], loaded,
+                            kernel->launches[i].symbol);
   if (s == CUDA_SUCCESS && kernel->zero_bytes > 0)
     s = cuMemAlloc(&module->zeros, (size_t)kernel->zero_bytes);
   if (s == CUDA_SUCCESS && kernel->zero_bytes > 0)
@@ -181,9 +220,9 @@ static void swin_rt_load_into(const struct swin_rt_kernel *kernel,
   module->status = s;
 }
 
-/* The kernel in the current context, loaded there at the first call from
- * it; a failure is remembered and reported by every later call from that
- * context. */
+/* The entry point in the current context, loaded there at the first call
+ * from it; a failure is remembered and reported by every later call from
+ * that context. */
 static CUresult swin_rt_load(const struct swin_rt_kernel *kernel,
                              struct swin_rt_state *state,
                              const struct swin_rt_module **loaded) {
@@ -208,24 +247,27 @@ static CUresult swin_rt_load(const struct swin_rt_kernel *kernel,
   return s;
 }
 
-/* Checks the arguments, loads the kernel and launches it over `count`
- * windows (or images) on `stream`. `arguments` are the entry point's device
- * pointers, in the order of kernel->argument_names. */
+/* Checks the arguments, loads the kernel and queues its launches over
+ * `count` windows (or images) on `stream`. `arguments` are the entry
+ * point's device pointers, in the order of kernel->argument_names. */
 static int swin_rt_launch(const struct swin_rt_kernel *kernel,
                           struct swin_rt_state *state, CUdeviceptr *arguments,
                           int64_t count, CUstream stream) {
-  const struct swin_rt_module *module;
   CUdeviceptr pointers[SWIN_RT_MAX_PARAMS];
   int64_t descriptors[SWIN_RT_MAX_PARAMS][1 + 2 * SWIN_RT_MAX_RANK];
   void *params[SWIN_RT_MAX_PARAMS * (3 + 2 * SWIN_RT_MAX_RANK)];
-  int num_params = 0;
   int64_t windows, items, grid;
-  CUresult s;
-  int i, j;
+  CUdeviceptr scratch = 0;
+  const struct swin_rt_module *module;
+  CUresult s = CUDA_SUCCESS;
+  int i, j, l, any = 0;
 
   if (kernel->num_arguments > SWIN_RT_MAX_ARGUMENTS ||
-      kernel->num_params > SWIN_RT_MAX_PARAMS)
+      kernel->num_launches > SWIN_RT_MAX_LAUNCHES)
     return swin_rt_invalid(kernel, state, "", "(a corrupt kernel table)");
+  for (l = 0; l < kernel->num_launches; ++l)
+    if (kernel->launches[l].num_params > SWIN_RT_MAX_PARAMS)
+      return swin_rt_invalid(kernel, state, "", "(a corrupt kernel table)");
   for (i = 0; i < kernel->num_arguments; ++i) {
     int check = kernel->argument_checks[i];
     if ((check & SWIN_RT_NONNULL) && !arguments[i])
@@ -244,13 +286,17 @@ static int swin_rt_launch(const struct swin_rt_kernel *kernel,
   if (count > kernel->max_count)
     return swin_rt_invalid(kernel, state, "",
                            "the count's buffers would exceed 2^63 - 1 bytes");
-  /* At most max_count, neither the items nor the grid wrap. */
+  /* At most max_count, neither the items nor the grids nor the scratch's
+   * size wrap. */
   windows = count * kernel->windows_per_count;
   items = windows * kernel->heads;
-  grid = (items + kernel->items_per_block - 1) / kernel->items_per_block;
-  if (grid > 0x7fffffff)
-    return swin_rt_invalid(kernel, state, "",
-                           "the count exceeds a grid of 2^31 - 1 blocks");
+  for (l = 0; l < kernel->num_launches; ++l) {
+    grid = swin_rt_grid(&kernel->launches[l], items);
+    if (grid > 0x7fffffff)
+      return swin_rt_invalid(kernel, state, "",
+                             "the count exceeds a grid of 2^31 - 1 blocks");
+    any |= grid > 0;
+  }
   for (i = 0; i < kernel->num_disjoint; ++i) {
     int out = kernel->disjoint[i].written, other = kernel->disjoint[i].other;
     char problem[64];
@@ -263,7 +309,8 @@ static int swin_rt_launch(const struct swin_rt_kernel *kernel,
              kernel->argument_names[other]);
     return swin_rt_invalid(kernel, state, kernel->argument_names[out], problem);
   }
-  if (count == 0)
+  /* Nothing to queue: no item, and no launch of a fixed grid. */
+  if (!any)
     return 0;
   s = swin_rt_load(kernel, state, &module);
   if (s != CUDA_SUCCESS)
@@ -271,25 +318,45 @@ static int swin_rt_launch(const struct swin_rt_kernel *kernel,
   for (i = 0; i < kernel->num_arguments; ++i)
     if ((kernel->argument_checks[i] & SWIN_RT_ZEROS_IF_NULL) && !arguments[i])
       arguments[i] = module->zeros;
-
-  /* A memref descriptor is passed expanded: allocated and aligned pointers,
-   * offset, sizes, strides. */
-  for (i = 0; i < kernel->num_params; ++i) {
-    const struct swin_rt_param *param = &kernel->params[i];
-    int64_t *descriptor = descriptors[i];
-    pointers[i] = arguments[param->argument];
-    descriptor[0] = param->offset;
-    for (j = 0; j < param->rank; ++j) {
-      descriptor[1 + j] = param->shape[j] < 0 ? count : param->shape[j];
-      descriptor[1 + param->rank + j] = param->strides[j];
-    }
-    params[num_params++] = &pointers[i];
-    params[num_params++] = &pointers[i];
-    for (j = 0; j < 1 + 2 * param->rank; ++j)
-      params[num_params++] = &descriptor[j];
+  if (kernel->scratch_bytes_per_item > 0 && items > 0) {
+    s = cuMemAllocAsync(
+        &scratch, (size_t)items * (size_t)kernel->scratch_bytes_per_item,
+        stream);
+    if (s != CUDA_SUCCESS)
+      return swin_rt_fail(kernel, state, s, "allocating the scratch");
   }
-  s = cuLaunchKernel(module->function, (unsigned)grid, 1, 1, kernel->block_size,
-                     1, 1, 0, stream, params, 0);
+
+  for (l = 0; l < kernel->num_launches && s == CUDA_SUCCESS; ++l) {
+    const struct swin_rt_launch_info *launch = &kernel->launches[l];
+    int num_params = 0;
+    grid = swin_rt_grid(launch, items);
+    if (grid == 0)
+      continue;
+    /* A memref descriptor is passed expanded: allocated and aligned
+     * pointers, offset, sizes, strides. */
+    for (i = 0; i < launch->num_params; ++i) {
+      const struct swin_rt_param *param = &launch->params[i];
+      int64_t *descriptor = descriptors[i];
+      pointers[i] =
+          param->argument == SWIN_RT_SCRATCH ? scratch
+                                             : arguments[param->argument];
+      descriptor[0] = param->offset;
+      for (j = 0; j < param->rank; ++j) {
+        int64_t extent = param->shape[j];
+        descriptor[1 + j] = extent == -1 ? count : extent == -2 ? items : extent;
+        descriptor[1 + param->rank + j] = param->strides[j];
+      }
+      params[num_params++] = &pointers[i];
+      params[num_params++] = &pointers[i];
+      for (j = 0; j < 1 + 2 * param->rank; ++j)
+        params[num_params++] = &descriptor[j];
+    }
+    s = cuLaunchKernel(module->functions[l], (unsigned)grid, 1, 1,
+                       launch->block_size, 1, 1, 0, stream, params, 0);
+  }
+  /* Freed after the launches that use it, in the stream's order. */
+  if (scratch)
+    cuMemFreeAsync(scratch, stream);
   if (s != CUDA_SUCCESS)
     return swin_rt_fail(kernel, state, s, "cuLaunchKernel");
   return 0;

@@ -586,10 +586,21 @@ func.func @fused_packed_heads_overflow(%qkv: tensor<?x117x48xf32>, %t: tensor<77
 // -----
 
 func.func @grad_dtable_type(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>, %dt: memref<169x4xf32>) {
-  // expected-error @below {{expects dtable of type 'memref<169x3xf32>', got 'memref<169x4xf32>'}}
+  // expected-error @below {{expects dtable of type 'memref<169x3xf32>' or of its shape in f32, got 'memref<169x4xf32>'}}
   rpe.fused_window_attention_grad
       ins(%q, %q, %q, %t, %o, %o : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>)
       outs(%q, %q, %q, %dt : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x4xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+func.func @grad_dtable_f16(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>, %dt: memref<169x3xf16>) {
+  // expected-error @below {{expects dtable of type 'memref<169x3xf32>' or of its shape in f32, got 'memref<169x3xf16>'}}
+  rpe.fused_window_attention_grad
+      ins(%q, %q, %q, %t, %o, %o : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>)
+      outs(%q, %q, %q, %dt : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf16>)
       {window = array<i64: 7, 7>, scale = 0.125 : f32}
   return
 }

@@ -143,3 +143,15 @@ func.func @fused_grad(%q: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memr
       {window = array<i64: 7, 7>, scale = 0.125 : f32, image = array<i64: 14, 14>, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>, packed_qkv}
   return
 }
+
+// f16 operands and table; the table's gradient, a sum over every window,
+// in f32.
+// CHECK-LABEL: func @fused_grad_f16
+func.func @fused_grad_f16(%q: memref<?x3x49x32xf16>, %t: memref<169x3xf16>, %o: memref<?x49x96xf16>, %dt: memref<169x3xf32>) {
+  // CHECK: rpe.fused_window_attention_grad {{.*}} outs({{.*}} : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf32>)
+  rpe.fused_window_attention_grad
+      ins(%q, %q, %q, %t, %o, %o : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf16>, memref<?x49x96xf16>, memref<?x49x96xf16>)
+      outs(%q, %q, %q, %dt : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.125 : f32}
+  return
+}

@@ -1,7 +1,8 @@
 /* A stand-in for the CUDA driver, for testing swin-aot's host runtime on a
- * machine without a GPU: every call succeeds, and cuLaunchKernel prints the
- * grid, the block and the parameters it was given, so that a test can
- * check the descriptors the runtime builds from its parameter table.
+ * machine without a GPU: every call succeeds, the stream-ordered
+ * allocations print their sizes, and cuLaunchKernel prints the grid, the
+ * block and the parameters it was given, so that a test can check the
+ * descriptors the runtime builds from its parameter table.
  * Contexts are numbers: none is current at first, device d's primary one
  * is d + 1, and loading a module says into which. */
 #include <cuda.h>
@@ -43,6 +44,17 @@ CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
 CUresult cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
   printf("alloc %zu\n", bytes);
   *pointer = 0x1000;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAllocAsync(CUdeviceptr *pointer, size_t bytes, CUstream stream) {
+  (void)stream;
+  printf("alloc async %zu\n", bytes);
+  *pointer = 0x7000000;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+  (void)stream;
+  printf("free async 0x%llx\n", (unsigned long long)pointer);
   return CUDA_SUCCESS;
 }
 CUresult cuMemsetD8(CUdeviceptr pointer, unsigned char value, size_t count) {

@@ -1,0 +1,858 @@
+//===- GpuBackwardKernel.cpp - the GPU kernel of the attention's gradient -===//
+//
+// The gradient of the fused attention (rpe.fused_window_attention_grad) on
+// the GPU. One block of one warp computes one (window b, head h), N tokens
+// of d channels: it keeps the window in shared memory and recomputes the
+// forward's probabilities from q, k and the table. In base 2, as the
+// forward (log2 e folded into the scale, the table and the mask value), with
+// P(t) the table offset of token t and c = (T - 1) / 2:
+//
+//   shared: q, k, v, dout (N x d, the element type), R = table[:, h] log2 e,
+//           per token P(t) and its region label, G = 0 (T, f32)
+//   a lane per query row i (L lanes, below):       softmaxStatistics
+//     s_ij  = scale log2 e (q_i · k_j) + R[P(i) - P(j) + c]
+//             (+ mask log2 e where the labels of i and j differ)
+//     lse_i = m + log2 sum_j 2^(s_ij - m)      online: m the running max
+//     D_i   = dout_i · out_i                   D = rowsum(dout ∘ out)
+//   the same lane, for j = 0 .. N-1 in order:      gradientOfQueriesAndTable
+//     p_ij  = 2^(s_ij - lse_i)                 the forward's P
+//     dp_ij = dout_i · v_j                     dP = dout vᵀ
+//     ds_ij = p_ij (dp_ij - D_i)               dS = P ∘ (dP - D)
+//     dq_i += ds_ij k_j, then dq_i *= scale    dq = scale dS k
+//     G[P(i) - P(j) + c] += ds_ij              the table's gradient
+//   a lane per key j, for i = 0 .. N-1 in order:   gradientOfKeysAndValues
+//     p_ij, ds_ij as above (the same operations on the same operands)
+//     dv_j += p_ij dout_i                      dv = Pᵀ dout
+//     dk_j += ds_ij q_i, then dk_j *= scale    dk = scale dSᵀ q
+//   partials[b H + h, :] = G                       storeTableGradient
+//
+// and a second kernel sums the items' partials per table entry, over the
+// windows in a fixed order (reduceTableGradients):
+//
+//   dtable[t, h] = sum_b partials[b H + h, t]          (f32)
+//
+// The table's gradient without atomics, the same bits on every run: for a
+// fixed j the warp's lanes hold different rows i (one lane of each row
+// adds), and P is one-to-one, so they add to different entries of G; the
+// steps of the j loop are ordered by the warp's barrier. Each entry of G
+// thus receives its terms in one order (by rounds of rows, then by j), and
+// each entry of dtable its partials: each warp of a reduction block sums a
+// fixed range of windows in order, then the block's first warp sums the
+// warps' results in order.
+//
+// Nothing N x N is kept: the key pass recomputes s, p and ds (2d FMAs per
+// pair more than storing P and dS, whose 2 N^2 floats would take the shared
+// memory of a Swin-T block), so that a window of 144 tokens still fits the
+// 48 KiB of a block. lse and D, N floats each, carry the rows' softmax from
+// the query pass to the key pass.
+//
+// "A lane per row" is L lanes per row (or key) where d > 16: each holds
+// ceil(d / L) of the channels, and the dot products end in a butterfly of
+// L - 1 shuffles, which gives all L lanes the same bits; the row's first
+// lane writes what they share. A lane's rows and sums (6d / L floats in the
+// key pass) then fit its registers, and the loops over rows and keys are
+// kept rolled (ptxas would unroll and interleave them, and spill). Every
+// product is a lane's f32 FMA: no tensor cores yet. q, k, v and dout sit in
+// shared memory as they are (f16, bf16 or f32), in rows of an odd number of
+// 32-bit words, so that lanes reading the same word of different rows hit
+// different banks; a row the whole warp reads is a broadcast.
+//
+// The same program runs on the host with each warp emulated by a vector of
+// its 32 lanes (Warp.h): the items in the item loop (rpe-item-range gives a
+// caller's thread a range of them; the other items' partials stay zero),
+// the reduction's blocks and warps in loops, the partials in a buffer of
+// the host's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.h"
+#include "Warp.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+using namespace mlir::rpe;
+using namespace mlir::rpe::detail;
+
+/// Warps of a block of the reduction, each summing a range of the windows.
+static constexpr int64_t kReductionWarps = 8;
+
+namespace {
+/// Compile-time shape of the GPU backward.
+struct GpuBackwardShape {
+  Type element;         // of q, k, v, out, dout and their gradients
+  int64_t rowStride;    // elements per token row in shared memory
+  int64_t sharedBytes;  // the block's shared memory
+  int64_t lanesPerRow;  // L: lanes sharing a row's (or key's) channels
+  int64_t rowsPerRound; // 32 / L rows (or keys) per round of the warp
+  int64_t laneChannels; // ceil(d / L) channels per lane
+};
+} // namespace
+
+/// The shape of the GPU backward of `op`; failure, with an error on the op,
+/// when its window does not fit a block's shared memory.
+static FailureOr<GpuBackwardShape>
+getGpuBackwardShape(FusedAttentionOpInterface op) {
+  GpuBackwardShape shape;
+  shape.element = getElementTypeOrSelf(op.getQuery().getType());
+  int64_t bytes = shape.element.getIntOrFloatBitWidth() / 8;
+  int64_t n = op.getNumTokens(), d = op.getHeadDim();
+  int64_t tableRows = getNumTableRows(op.getWindow());
+  // An odd number of 32-bit words per row: lanes reading word e of
+  // different rows hit different banks.
+  int64_t words = llvm::divideCeil(d * bytes, 4);
+  if (words % 2 == 0)
+    ++words;
+  shape.rowStride = words * 4 / bytes;
+  // Up to 16 channels per lane: a lane's rows and sums (6 of them in the
+  // query pass) then stay in its registers.
+  shape.lanesPerRow = d <= 16 ? 1 : d <= 32 ? 2 : 4;
+  shape.rowsPerRound = kWarpSize / shape.lanesPerRow;
+  shape.laneChannels = llvm::divideCeil(d, shape.lanesPerRow);
+  // q, k, v, dout; R and G; P(t), labels, lse, D.
+  shape.sharedBytes =
+      4 * n * shape.rowStride * bytes + 2 * tableRows * 4 + 4 * n * 4;
+  if (shape.sharedBytes > kSharedBytesPerBlock)
+    return op.emitOpError("has no GPU backward: its window's q, k, v and "
+                          "dout (")
+           << n << " tokens of " << d << " channels) take " << shape.sharedBytes
+           << " bytes of shared memory, more than a block's "
+           << kSharedBytesPerBlock;
+  return shape;
+}
+
+namespace mlir::rpe::detail {
+
+/// The GPU backward: a warp per (window, head) in the steps of emitItem,
+/// then the reduction of the table's gradient.
+class GpuBackwardKernel : public KernelEmitter {
+public:
+  GpuBackwardKernel(ImplicitLocOpBuilder &b, FusedAttentionOpInterface op,
+                    const KernelGeometry &g, const GpuBackwardShape &shape)
+      : KernelEmitter(b, op, g), shape(shape),
+        grad(cast<FusedWindowAttentionGradOp>(op.getOperation())) {}
+
+  LogicalResult emit(KernelTarget target, bool hoistScratch);
+
+private:
+  struct Scratch;
+  struct Item;
+  struct QueryRow;
+  struct KeyColumn;
+  struct PairOperands;
+  struct PairGradient {
+    Value p, ds;
+  };
+
+  /// The work of one warp: (window, head) `itemIndex`.
+  void emitItem(Warp &warp, Value itemIndex, const Scratch &scratch,
+                Value partials);
+  void emitViews(Value partials);
+  void stageWindow(Item &item);
+  void stageRows(Item &item, Value dest,
+                 function_ref<std::pair<Value, RowAddress>(Value)> source);
+  QueryRow loadQueryRow(Item &item, Value round);
+  void softmaxStatistics(Item &item, QueryRow &row);
+  void gradientOfQueriesAndTable(Item &item, const QueryRow &row);
+  KeyColumn loadKeyColumn(Item &item, Value round);
+  PairOperands pairOfRow(Item &item, const KeyColumn &column, Value i,
+                         ArrayRef<Value> query, ArrayRef<Value> outputGradient);
+  void gradientOfKeysAndValues(Item &item, Value round);
+  void storeTableGradient(Item &item, Value itemIndex);
+  void reduceTableGradients(Value partials, KernelTarget target);
+
+  /// The table entry of a pair, P(i) - P(j) + c (a lane's index).
+  Value tableEntry(Item &item, const PairOperands &pair);
+  /// s_ij, p_ij and ds_ij of one (query row, key) pair.
+  Value score(Item &item, const PairOperands &pair);
+  Value probability(Item &item, const PairOperands &pair);
+  PairGradient pairGradient(Item &item, const PairOperands &pair);
+  /// The lane's channels of token `token`'s row of `rows` (shared
+  /// memory), f32; channels past d read zero.
+  SmallVector<Value> loadRow(Item &item, Value rows, Value token);
+  /// Channel e of the lane's share, and whether it is one of the d.
+  Value laneChannel(Item &item, int64_t e);
+  Value isChannel(Item &item, int64_t e);
+  /// Stores scale * `row` (f32) as token `token`'s row of the gradient of
+  /// q, k or v, where `mask` holds and the token is a real one.
+  void storeGradientRow(Item &item, Input which, Value token, Value mask,
+                        ArrayRef<Value> row, double scale);
+  /// Runs `body(t, valid)` for the elements t = lane + 32 s of [0, count)
+  /// that the warp's lanes take, in a loop over s; `valid` masks the lanes
+  /// past the end.
+  void forEachLaneElement(Item &item, int64_t count,
+                          function_ref<void(Value, Value)> body);
+  /// forLoop (step 1) marked for LLVM, and so for the PTX, as not to be
+  /// unrolled: ptxas would unroll the row and key loops and interleave
+  /// their iterations, which takes more registers than a thread has.
+  ValueRange
+  rolledLoop(Value lb, Value ub, ValueRange init,
+             function_ref<SmallVector<Value>(Value, ValueRange)> body);
+  /// Runs `body(round)` for the rounds of rowsPerRound tokens of the
+  /// window.
+  void forEachRound(function_ref<void(Value)> body);
+  /// x · y over the d channels: the lane's share, then the sum of the L
+  /// lanes' (a butterfly of shuffles: every lane gets the same bits).
+  Value dot(Item &item, ArrayRef<Value> x, ArrayRef<Value> y);
+  /// [p q + min(p, r), ...): the first of `total` things part `p` of
+  /// `parts` takes (q = total / parts, r = total % parts).
+  Value firstOfShare(Value total, int64_t parts, Value part);
+
+  const GpuBackwardShape shape;
+  FusedWindowAttentionGradOp grad;
+  /// Flat views made where a kernel's body starts: the table, dout, the
+  /// gradients of q, k, v and the items' partial table gradients.
+  Value flatTable, flatOutputGradient, flatPartials;
+  SmallVector<Value, 3> flatGradients;
+};
+
+/// The shared memory of one item: the rows of q, k, v and dout (N rows of
+/// rowStride elements, the element type); the head's table R (T, f32,
+/// times log2 e); per token its table offset P(t) and region label (i32);
+/// per query row lse_i and D_i (f32); G, the item's table gradient (T,
+/// f32).
+struct GpuBackwardKernel::Scratch {
+  Value queries, keys, values, outputGradients;
+  Value table, tokenOffsets, tokenLabels, logSumExp, delta, tableGradient;
+};
+
+/// What the steps of one item share.
+struct GpuBackwardKernel::Item {
+  Item(Warp &warp, const Scratch &scratch) : warp(warp), scratch(scratch) {}
+
+  Warp &warp;
+  const Scratch &scratch;
+  Value w, h, lane;
+  /// lane = L slot + part: the lane's row (or key) of a round, and its
+  /// share of the channels, [part ceil(d / L), ...).
+  Value slot, part;
+  /// part == 0: the one lane of a row that writes what the row's L lanes
+  /// share.
+  Value isFirstPart;
+  /// The window's position in its image, for the shift mask (else null).
+  Value windowInImage;
+  /// Lane constants (f32): the score scale and the mask value in base 2.
+  Value zero, scaleLog2e, maskLog2e;
+};
+
+/// Query row i = lane + 32 r of a lane: its q and dout (f32), its table
+/// offset P(i) and label, lse_i and D_i. Rows past N compute row N - 1
+/// (`token`) and store nothing (`isRow`).
+struct GpuBackwardKernel::QueryRow {
+  Value isRow, token;
+  SmallVector<Value> query, outputGradient;
+  Value tableOffset, label, logSumExp, delta;
+};
+
+/// The operands of one (query i, key j) pair, as lane values.
+struct GpuBackwardKernel::PairOperands {
+  ArrayRef<Value> query, key, value, outputGradient;
+  Value rowOffset, keyOffset, rowLabel, keyLabel; // P(i), P(j), labels: i32
+  Value logSumExp, delta;
+};
+
+} // namespace mlir::rpe::detail
+
+LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
+  int64_t rows = g.tokens * shape.rowStride;
+  Type i32 = b.getI32Type();
+  SharedBuffer buffers[] = {{"grad_queries", rows, shape.element, 16},
+                            {"grad_keys", rows, shape.element, 16},
+                            {"grad_values", rows, shape.element, 16},
+                            {"grad_output_gradients", rows, shape.element, 16},
+                            {"grad_table", g.tableRows, f32, 16},
+                            {"grad_token_offsets", g.tokens, i32, 16},
+                            {"grad_token_labels", g.tokens, i32, 16},
+                            {"grad_log_sum_exp", g.tokens, f32, 16},
+                            {"grad_delta", g.tokens, f32, 16},
+                            {"grad_table_gradient", g.tableRows, f32, 16}};
+  auto scratchOf = [](ArrayRef<Value> m) {
+    return Scratch{m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9]};
+  };
+  // The items' partial table gradients, [items, T] f32.
+  auto partialsType = MemRefType::get({ShapedType::kDynamic, g.tableRows}, f32);
+
+  if (target == KernelTarget::Host) {
+    Value partials =
+        memref::AllocOp::create(b, partialsType, ValueRange{countItems()});
+    // A caller that runs a range of the items (rpe-item-range) leaves the
+    // others' partials at zero.
+    Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+    forLoop(
+        index(0), memref::DimOp::create(b, partials, 0), 1, {},
+        [&](Value item, ValueRange) {
+          forLoop(
+              index(0), index(g.tableRows), 1, {}, [&](Value t, ValueRange) {
+                memref::StoreOp::create(b, zero, partials, ValueRange{item, t});
+                return SmallVector<Value>{};
+              });
+          return SmallVector<Value>{};
+        });
+    SmallVector<Value> memrefs;
+    emitItemLoop(
+        hoistScratch ? ItemLoop::ParallelHoistedScratch : ItemLoop::Parallel,
+        [&] {
+          memrefs.clear();
+          for (const SharedBuffer &buffer : buffers)
+            memrefs.push_back(memref::AllocaOp::create(
+                b, MemRefType::get({buffer.elements}, buffer.element)));
+        },
+        [&](Value item, Value) {
+          Warp warp(b, /*emulated=*/true);
+          emitItem(warp, item, scratchOf(memrefs), partials);
+        });
+    reduceTableGradients(partials, target);
+    memref::DeallocOp::create(b, partials);
+    return success();
+  }
+
+  // The partials in device memory, by the asynchronous forms of gpu.alloc
+  // and gpu.dealloc that gpu-to-llvm lowers (each waited for at once).
+  // swin-aot's host runtime allocates them itself, on the caller's stream.
+  SmallVector<memref::GlobalOp> globals = createSharedBuffers(buffers);
+  Type token = gpu::AsyncTokenType::get(b.getContext());
+  auto allocation = gpu::AllocOp::create(
+      b, partialsType, token,
+      ValueRange{gpu::WaitOp::create(b, token, ValueRange{}).getAsyncToken()},
+      ValueRange{countItems()}, ValueRange{});
+  gpu::WaitOp::create(b, Type(), ValueRange{allocation.getAsyncToken()});
+  Value partials = allocation.getMemref();
+  std::optional<Scratch> scratch;
+  emitItemLaunch(
+      /*itemsPerBlock=*/1, kWarpSize,
+      [&](Value) { scratch = scratchOf(getSharedBuffers(globals)); },
+      [&](Value item, Value) {
+        Warp warp(b, /*emulated=*/false);
+        emitItem(warp, item, *scratch, partials);
+      });
+  reduceTableGradients(partials, target);
+  auto deallocation = gpu::DeallocOp::create(
+      b, token,
+      ValueRange{gpu::WaitOp::create(b, token, ValueRange{}).getAsyncToken()},
+      partials);
+  gpu::WaitOp::create(b, Type(), ValueRange{deallocation.getAsyncToken()});
+  return success();
+}
+
+void GpuBackwardKernel::emitViews(Value partials) {
+  flatInputs.clear();
+  emitOperandViews(/*withPaddingRows=*/false);
+  Value table = op.getTable();
+  // A baked table (a constant global) is read where the kernel is, so that
+  // the outlined kernel refers to the global rather than taking it.
+  if (auto global = table.getDefiningOp<memref::GetGlobalOp>())
+    table = b.clone(*global)->getResult(0);
+  flatTable = flatten(b, b.getLoc(), table);
+  flatOutputGradient = flatten(b, b.getLoc(), grad.getDout());
+  flatGradients.clear();
+  for (Value gradient : {grad.getDquery(), grad.getDkey(), grad.getDvalue()})
+    flatGradients.push_back(flatten(b, b.getLoc(), gradient));
+  flatPartials = flatten(b, b.getLoc(), partials);
+}
+
+void GpuBackwardKernel::forEachLaneElement(
+    Item &item, int64_t count, function_ref<void(Value, Value)> body) {
+  rolledLoop(index(0), index(llvm::divideCeil(count, kWarpSize)), {},
+             [&](Value step, ValueRange) {
+               Value t = add(item.lane, mulConst(step, kWarpSize));
+               body(t, compare(arith::CmpIPredicate::ult, t, index(count)));
+               return SmallVector<Value>{};
+             });
+}
+
+ValueRange GpuBackwardKernel::rolledLoop(
+    Value lb, Value ub, ValueRange init,
+    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  ValueRange results = forLoop(lb, ub, 1, init, body);
+  Operation *loop = results.empty() ? &*std::prev(b.getInsertionPoint())
+                                    : results.front().getDefiningOp();
+  MLIRContext *context = b.getContext();
+  auto unroll = LLVM::LoopUnrollAttr::get(context, b.getBoolAttr(true), {}, {},
+                                          {}, {}, {}, {});
+  // scf-to-cf puts the loop's attributes on its back edge, where llvm.br
+  // takes this one as its loop annotation (LLVM's !llvm.loop).
+  loop->setAttr("loop_annotation", LLVM::LoopAnnotationAttr::get(
+                                       context, {}, {}, {}, unroll, {}, {}, {},
+                                       {}, {}, {}, {}, {}, {}, {}, {}));
+  return results;
+}
+
+void GpuBackwardKernel::forEachRound(function_ref<void(Value)> body) {
+  rolledLoop(index(0), index(llvm::divideCeil(g.tokens, shape.rowsPerRound)),
+             {}, [&](Value round, ValueRange) {
+               body(round);
+               return SmallVector<Value>{};
+             });
+}
+
+Value GpuBackwardKernel::dot(Item &item, ArrayRef<Value> x, ArrayRef<Value> y) {
+  Value sum = item.zero;
+  for (auto [a, c] : llvm::zip_equal(x, y))
+    sum = math::FmaOp::create(b, a, c, sum);
+  // Addition commutes: the two lanes of each exchange add the same values.
+  for (int64_t offset = 1; offset < shape.lanesPerRow; offset *= 2)
+    sum = arith::AddFOp::create(b, sum, item.warp.shuffleXor(sum, offset));
+  return sum;
+}
+
+Value GpuBackwardKernel::laneChannel(Item &item, int64_t e) {
+  return add(mulConst(item.part, shape.laneChannels), index(e));
+}
+
+Value GpuBackwardKernel::isChannel(Item &item, int64_t e) {
+  // Only the last share of an uneven split runs past d.
+  if (shape.laneChannels * shape.lanesPerRow == g.headDim)
+    return Value();
+  return compare(arith::CmpIPredicate::ult, laneChannel(item, e),
+                 index(g.headDim));
+}
+
+Value GpuBackwardKernel::firstOfShare(Value total, int64_t parts, Value part) {
+  Value quotient = divConst(total, parts);
+  Value remainder = remConst(total, parts);
+  return add(mul(part, quotient),
+             arith::MinUIOp::create(b, part, remainder).getResult());
+}
+
+/// Copies the window's N token rows into `dest` (a row per rowStride
+/// elements), the lanes over its N x d elements; `source(token)` gives a
+/// token's row: its flat view and address (padding tokens read zeros).
+void GpuBackwardKernel::stageRows(
+    Item &item, Value dest,
+    function_ref<std::pair<Value, RowAddress>(Value)> source) {
+  const int64_t d = g.headDim;
+  forEachLaneElement(item, g.tokens * d, [&](Value f, Value valid) {
+    Value token = minConst(divConst(f, d), g.tokens - 1);
+    Value e = remConst(f, d);
+    auto [flat, row] = source(token);
+    Value mask = valid;
+    if (row.valid)
+      mask = arith::AndIOp::create(b, mask, row.valid);
+    Value element = item.warp.load(flat, add(row.offset, e), mask);
+    item.warp.store(element, dest, add(mulConst(token, shape.rowStride), e),
+                    valid);
+  });
+}
+
+/// The head's table times log2 e; per token its table offset P(t) and
+/// region label; G = 0; then the window's rows of q, k, v and dout.
+void GpuBackwardKernel::stageWindow(Item &item) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  Value log2e = warp.constant(kLog2E, f32);
+  forEachLaneElement(item, g.tableRows, [&](Value t, Value valid) {
+    Value entry =
+        toF32(warp.load(flatTable, add(mulConst(t, g.heads), item.h), valid));
+    warp.store(arith::MulFOp::create(b, entry, log2e), scratch.table, t, valid);
+    warp.store(item.zero, scratch.tableGradient, t, valid);
+  });
+  forEachLaneElement(item, g.tokens, [&](Value t, Value valid) {
+    Value token = minConst(t, g.tokens - 1);
+    warp.store(toI32(tableOffset(token)), scratch.tokenOffsets, t, valid);
+    Value label =
+        item.windowInImage ? regionLabel(item.windowInImage, token) : index(0);
+    warp.store(toI32(label), scratch.tokenLabels, t, valid);
+  });
+  auto input = [&](Input which) {
+    return [&, which](Value token) {
+      return std::make_pair(flatInputs[static_cast<int>(which)],
+                            rowAddress(item.w, item.h, token, which));
+    };
+  };
+  stageRows(item, scratch.queries, input(Input::Query));
+  stageRows(item, scratch.keys, input(Input::Key));
+  stageRows(item, scratch.values, input(Input::Value));
+  // dout is in out's layout.
+  stageRows(item, scratch.outputGradients, [&](Value token) {
+    return std::make_pair(flatOutputGradient,
+                          outputAddress(item.w, item.h, token));
+  });
+  warp.sync();
+}
+
+SmallVector<Value> GpuBackwardKernel::loadRow(Item &item, Value rows,
+                                              Value token) {
+  Value base = mulConst(token, shape.rowStride);
+  SmallVector<Value> row;
+  for (int64_t e = 0; e < shape.laneChannels; ++e)
+    row.push_back(toF32(item.warp.load(rows, add(base, laneChannel(item, e)),
+                                       isChannel(item, e))));
+  return row;
+}
+
+Value GpuBackwardKernel::tableEntry(Item &item, const PairOperands &pair) {
+  Value center = item.warp.broadcast(
+      arith::ConstantOp::create(b, b.getI32IntegerAttr(g.center)));
+  Value entry = arith::SubIOp::create(
+      b, arith::AddIOp::create(b, pair.rowOffset, center), pair.keyOffset);
+  return arith::IndexCastOp::create(b, item.warp.laneType(b.getIndexType()),
+                                    entry);
+}
+
+/// s = scale log2 e (q_i · k_j) + R[P(i) - P(j) + c] (+ mask log2 e where
+/// the region labels of i and j differ).
+Value GpuBackwardKernel::score(Item &item, const PairOperands &pair) {
+  Warp &warp = item.warp;
+  Value product = dot(item, pair.query, pair.key);
+  Value bias = warp.load(item.scratch.table, tableEntry(item, pair));
+  Value s = math::FmaOp::create(b, product, item.scaleLog2e, bias);
+  if (item.windowInImage) {
+    Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                         pair.rowLabel, pair.keyLabel);
+    s = arith::AddFOp::create(
+        b, s, arith::SelectOp::create(b, differ, item.maskLog2e, item.zero));
+  }
+  return s;
+}
+
+/// p = 2^(s - lse_i).
+Value GpuBackwardKernel::probability(Item &item, const PairOperands &pair) {
+  Value s = score(item, pair);
+  return math::Exp2Op::create(b, arith::SubFOp::create(b, s, pair.logSumExp));
+}
+
+/// p, dp = dout_i · v_j and ds = p (dp - D_i): every pass computes them
+/// here, in the same order, so that the key passes' P and dS are the query
+/// pass's.
+GpuBackwardKernel::PairGradient
+GpuBackwardKernel::pairGradient(Item &item, const PairOperands &pair) {
+  Value p = probability(item, pair);
+  Value dp = dot(item, pair.outputGradient, pair.value);
+  Value ds =
+      arith::MulFOp::create(b, p, arith::SubFOp::create(b, dp, pair.delta));
+  return {p, ds};
+}
+
+GpuBackwardKernel::QueryRow GpuBackwardKernel::loadQueryRow(Item &item,
+                                                            Value round) {
+  Warp &warp = item.warp;
+  QueryRow row;
+  Value i = add(item.slot, mulConst(round, shape.rowsPerRound));
+  row.isRow = compare(arith::CmpIPredicate::ult, i, index(g.tokens));
+  row.token = minConst(i, g.tokens - 1);
+  row.query = loadRow(item, item.scratch.queries, row.token);
+  row.outputGradient = loadRow(item, item.scratch.outputGradients, row.token);
+  row.tableOffset = warp.load(item.scratch.tokenOffsets, row.token);
+  row.label = warp.load(item.scratch.tokenLabels, row.token);
+  return row;
+}
+
+/// lse_i = m + log2 sum_j 2^(s_ij - m), by an online softmax over the keys
+/// (m the running max, from the lowest finite float as the forward's); D_i
+/// = dout_i · out_i, out_i read from the output (zero for padding tokens,
+/// whose dout is zero too). Both go to shared memory for the key pass.
+void GpuBackwardKernel::softmaxStatistics(Item &item, QueryRow &row) {
+  Warp &warp = item.warp;
+  RowAddress outRow = outputAddress(item.w, item.h, row.token);
+  SmallVector<Value> out;
+  for (int64_t e = 0; e < shape.laneChannels; ++e) {
+    Value mask = isChannel(item, e);
+    if (outRow.valid)
+      mask = mask ? arith::AndIOp::create(b, mask, outRow.valid).getResult()
+                  : outRow.valid;
+    out.push_back(toF32(
+        warp.load(flatOutput, add(outRow.offset, laneChannel(item, e)), mask)));
+  }
+  row.delta = dot(item, row.outputGradient, out);
+
+  Value initialMax = warp.constant(kOnlineSoftmaxInitialMax, f32);
+  ValueRange state = rolledLoop(
+      index(0), index(g.tokens), {initialMax, item.zero},
+      [&](Value j, ValueRange carried) {
+        Value max = carried[0], sum = carried[1];
+        PairOperands pair;
+        SmallVector<Value> key = loadRow(item, item.scratch.keys, j);
+        pair.query = row.query;
+        pair.key = key;
+        pair.rowOffset = row.tableOffset;
+        pair.keyOffset = warp.loadUniform(item.scratch.tokenOffsets, j);
+        pair.rowLabel = row.label;
+        pair.keyLabel = warp.loadUniform(item.scratch.tokenLabels, j);
+        Value s = score(item, pair);
+        Value next = arith::MaximumFOp::create(b, max, s);
+        Value correction =
+            math::Exp2Op::create(b, arith::SubFOp::create(b, max, next));
+        Value p = math::Exp2Op::create(b, arith::SubFOp::create(b, s, next));
+        return SmallVector<Value>{next,
+                                  math::FmaOp::create(b, sum, correction, p)};
+      });
+  row.logSumExp =
+      arith::AddFOp::create(b, state[0], math::Log2Op::create(b, state[1]));
+  Value isWriter = arith::AndIOp::create(b, row.isRow, item.isFirstPart);
+  warp.store(row.logSumExp, item.scratch.logSumExp, row.token, isWriter);
+  warp.store(row.delta, item.scratch.delta, row.token, isWriter);
+}
+
+/// Per key j in order: p, ds; dq_i += ds k_j; G[P(i) - P(j) + c] += ds.
+/// Then dq_i (times scale) to its row.
+void GpuBackwardKernel::gradientOfQueriesAndTable(Item &item,
+                                                  const QueryRow &row) {
+  Warp &warp = item.warp;
+  SmallVector<Value> initial(shape.laneChannels, item.zero);
+  ValueRange dq = rolledLoop(
+      index(0), index(g.tokens), initial, [&](Value j, ValueRange carried) {
+        SmallVector<Value> key = loadRow(item, item.scratch.keys, j);
+        SmallVector<Value> value = loadRow(item, item.scratch.values, j);
+        PairOperands pair;
+        pair.query = row.query;
+        pair.key = key;
+        pair.value = value;
+        pair.outputGradient = row.outputGradient;
+        pair.rowOffset = row.tableOffset;
+        pair.keyOffset = warp.loadUniform(item.scratch.tokenOffsets, j);
+        pair.rowLabel = row.label;
+        pair.keyLabel = warp.loadUniform(item.scratch.tokenLabels, j);
+        pair.logSumExp = row.logSumExp;
+        pair.delta = row.delta;
+        PairGradient gradient = pairGradient(item, pair);
+        SmallVector<Value> next;
+        for (auto [acc, k] : llvm::zip_equal(carried, key))
+          next.push_back(math::FmaOp::create(b, gradient.ds, k, acc));
+        // One lane per row adds: the rows' entries differ (P is
+        // one-to-one). The barrier orders this step's additions after the
+        // previous step's.
+        Value entry = tableEntry(item, pair);
+        Value isWriter = arith::AndIOp::create(b, row.isRow, item.isFirstPart);
+        Value sum = arith::AddFOp::create(
+            b, warp.load(item.scratch.tableGradient, entry, isWriter),
+            gradient.ds);
+        warp.store(sum, item.scratch.tableGradient, entry, isWriter);
+        warp.sync();
+        return next;
+      });
+  storeGradientRow(item, Input::Query, row.token, row.isRow,
+                   llvm::to_vector(dq), op.getScale().convertToDouble());
+}
+
+/// Key j = lane + 32 r of a lane: its k and v rows (f32), its table offset
+/// P(j) and label. Keys past N compute key N - 1 (`token`) and store
+/// nothing (`isKey`).
+struct GpuBackwardKernel::KeyColumn {
+  Value isKey, token;
+  SmallVector<Value> key, value;
+  Value tableOffset, label;
+};
+
+GpuBackwardKernel::KeyColumn GpuBackwardKernel::loadKeyColumn(Item &item,
+                                                              Value round) {
+  Warp &warp = item.warp;
+  KeyColumn column;
+  Value j = add(item.slot, mulConst(round, shape.rowsPerRound));
+  column.isKey = compare(arith::CmpIPredicate::ult, j, index(g.tokens));
+  column.token = minConst(j, g.tokens - 1);
+  column.key = loadRow(item, item.scratch.keys, column.token);
+  column.value = loadRow(item, item.scratch.values, column.token);
+  column.tableOffset = warp.load(item.scratch.tokenOffsets, column.token);
+  column.label = warp.load(item.scratch.tokenLabels, column.token);
+  return column;
+}
+
+GpuBackwardKernel::PairOperands
+GpuBackwardKernel::pairOfRow(Item &item, const KeyColumn &column, Value i,
+                             ArrayRef<Value> query,
+                             ArrayRef<Value> outputGradient) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  PairOperands pair;
+  pair.query = query;
+  pair.key = column.key;
+  pair.value = column.value;
+  pair.outputGradient = outputGradient;
+  pair.rowOffset = warp.loadUniform(scratch.tokenOffsets, i);
+  pair.keyOffset = column.tableOffset;
+  pair.rowLabel = warp.loadUniform(scratch.tokenLabels, i);
+  pair.keyLabel = column.label;
+  pair.logSumExp = warp.loadUniform(scratch.logSumExp, i);
+  pair.delta = warp.loadUniform(scratch.delta, i);
+  return pair;
+}
+
+/// Per query row i in order, p and ds as the query pass had them:
+/// dv_j += p_ij dout_i, dk_j += ds_ij q_i. Then dk_j (times scale) and dv_j
+/// to their rows.
+void GpuBackwardKernel::gradientOfKeysAndValues(Item &item, Value round) {
+  const Scratch &scratch = item.scratch;
+  KeyColumn column = loadKeyColumn(item, round);
+  int64_t channels = shape.laneChannels;
+  // dk's sums, then dv's.
+  SmallVector<Value> initial(2 * channels, item.zero);
+  ValueRange sums = rolledLoop(
+      index(0), index(g.tokens), initial, [&](Value i, ValueRange carried) {
+        SmallVector<Value> query = loadRow(item, scratch.queries, i);
+        SmallVector<Value> outputGradient =
+            loadRow(item, scratch.outputGradients, i);
+        PairGradient gradient = pairGradient(
+            item, pairOfRow(item, column, i, query, outputGradient));
+        SmallVector<Value> next(carried);
+        for (int64_t e = 0; e < channels; ++e) {
+          next[e] = math::FmaOp::create(b, gradient.ds, query[e], carried[e]);
+          next[channels + e] = math::FmaOp::create(
+              b, gradient.p, outputGradient[e], carried[channels + e]);
+        }
+        return next;
+      });
+  storeGradientRow(item, Input::Key, column.token, column.isKey,
+                   llvm::to_vector(sums.take_front(channels)),
+                   op.getScale().convertToDouble());
+  storeGradientRow(item, Input::Value, column.token, column.isKey,
+                   llvm::to_vector(sums.drop_front(channels)), 1.0);
+}
+
+void GpuBackwardKernel::storeGradientRow(Item &item, Input which, Value token,
+                                         Value mask, ArrayRef<Value> row,
+                                         double scale) {
+  RowAddress address = rowAddress(item.w, item.h, token, which);
+  if (address.valid)
+    mask = arith::AndIOp::create(b, mask, address.valid);
+  Type element = shape.element;
+  Value factor = item.warp.constant(scale, f32);
+  for (auto [e, value] : llvm::enumerate(row)) {
+    Value scaled =
+        scale == 1.0 ? value : arith::MulFOp::create(b, value, factor);
+    Value channelMask = mask;
+    if (Value valid = isChannel(item, e))
+      channelMask = arith::AndIOp::create(b, mask, valid);
+    item.warp.store(convertFloat(scaled, element),
+                    flatGradients[static_cast<int>(which)],
+                    add(address.offset, laneChannel(item, e)), channelMask);
+  }
+}
+
+/// partials[item, t] = G[t].
+void GpuBackwardKernel::storeTableGradient(Item &item, Value itemIndex) {
+  Value base = mulConst(itemIndex, g.tableRows);
+  forEachLaneElement(item, g.tableRows, [&](Value t, Value valid) {
+    item.warp.store(item.warp.load(item.scratch.tableGradient, t, valid),
+                    flatPartials, add(base, t), valid);
+  });
+}
+
+/// The steps of one item: stage the window; a lane per query row: its
+/// softmax statistics, then its gradients and the table's; a lane per key:
+/// the gradients of k and v; the item's table gradient to its partial.
+void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
+                                 const Scratch &scratch, Value partials) {
+  emitViews(partials);
+  Item item(warp, scratch);
+  item.w = divConst(itemIndex, g.heads);
+  item.h = remConst(itemIndex, g.heads);
+  item.lane = warp.laneId();
+  item.slot = divConst(item.lane, shape.lanesPerRow);
+  item.part = remConst(item.lane, shape.lanesPerRow);
+  item.isFirstPart = compare(arith::CmpIPredicate::eq, item.part, index(0));
+  item.zero = warp.constant(0.0, f32);
+  item.scaleLog2e =
+      warp.constant(op.getScale().convertToDouble() * kLog2E, f32);
+  item.maskLog2e =
+      warp.constant(op.getMaskValue().convertToDouble() * kLog2E, f32);
+  if (op.hasShiftMask())
+    item.windowInImage =
+        remConst(item.w, getNumWindows(*op.getResolution(), g.window));
+  stageWindow(item);
+  forEachRound([&](Value round) {
+    QueryRow row = loadQueryRow(item, round);
+    softmaxStatistics(item, row);
+    gradientOfQueriesAndTable(item, row);
+  });
+  // The rows' lse and D, for every lane's keys.
+  warp.sync();
+  forEachRound([&](Value round) { gradientOfKeysAndValues(item, round); });
+  storeTableGradient(item, itemIndex);
+}
+
+/// dtable[t, h] = sum over windows b of partials[b H + h, t], in a fixed
+/// order: a block per head and 32 entries, whose warp r sums the windows of
+/// its range (the r-th of kReductionWarps even ranges) in order; after the
+/// block's barrier, its first warp sums the warps' sums in order.
+void GpuBackwardKernel::reduceTableGradients(Value partials,
+                                             KernelTarget target) {
+  int64_t chunks = llvm::divideCeil(g.tableRows, kWarpSize);
+  int64_t blocks = g.heads * chunks;
+  Type element = getElementTypeOrSelf(grad.getDtable().getType());
+  struct Entry {
+    Value h, t, valid;
+  };
+  auto entryOf = [&](Warp &warp, Value block) {
+    Entry entry;
+    entry.h = divConst(block, chunks);
+    entry.t = add(warp.laneId(), mulConst(remConst(block, chunks), kWarpSize));
+    entry.valid =
+        compare(arith::CmpIPredicate::ult, entry.t, index(g.tableRows));
+    return entry;
+  };
+  // Warp r: its range of windows, summed into sums[r, lane].
+  auto sumWindows = [&](Warp &warp, Value block, Value r, Value sums) {
+    Value flat = flatten(b, b.getLoc(), partials);
+    Entry entry = entryOf(warp, block);
+    Value windows = divConst(memref::DimOp::create(b, partials, 0), g.heads);
+    Value first = firstOfShare(windows, kReductionWarps, r);
+    Value last = firstOfShare(windows, kReductionWarps, add(r, index(1)));
+    Value zero = warp.constant(0.0, f32);
+    Value sum = forLoop(first, last, 1, {zero}, [&](Value w, ValueRange acc) {
+      Value item = add(mulConst(w, g.heads), entry.h);
+      Value at = add(mulConst(item, g.tableRows), entry.t);
+      Value partial = warp.load(flat, at, entry.valid);
+      return SmallVector<Value>{arith::AddFOp::create(b, acc[0], partial)};
+    })[0];
+    warp.store(sum, sums, add(mulConst(r, kWarpSize), warp.laneId()));
+  };
+  // The first warp: the warps' sums, in order, to dtable.
+  auto sumWarps = [&](Warp &warp, Value block, Value sums) {
+    Entry entry = entryOf(warp, block);
+    Value total = warp.load(sums, warp.laneId());
+    for (int64_t r = 1; r < kReductionWarps; ++r)
+      total = arith::AddFOp::create(
+          b, total, warp.load(sums, add(index(r * kWarpSize), warp.laneId())));
+    Value dtable = flatten(b, b.getLoc(), grad.getDtable());
+    warp.store(convertFloat(total, element), dtable,
+               add(mulConst(entry.t, g.heads), entry.h), entry.valid);
+  };
+
+  int64_t sumElements = kReductionWarps * kWarpSize;
+  if (target == KernelTarget::Host) {
+    Value sums =
+        memref::AllocaOp::create(b, MemRefType::get({sumElements}, f32));
+    forLoop(index(0), index(blocks), 1, {}, [&](Value block, ValueRange) {
+      forLoop(index(0), index(kReductionWarps), 1, {},
+              [&](Value r, ValueRange) {
+                Warp warp(b, /*emulated=*/true);
+                sumWindows(warp, block, r, sums);
+                return SmallVector<Value>{};
+              });
+      Warp warp(b, /*emulated=*/true);
+      sumWarps(warp, block, sums);
+      return SmallVector<Value>{};
+    });
+    return;
+  }
+  SmallVector<memref::GlobalOp> globals =
+      createSharedBuffers({{"grad_table_sums", sumElements, f32, 16}});
+  Value one = index(1);
+  auto launch = gpu::LaunchOp::create(b, index(blocks), one, one,
+                                      index(sumElements), one, one);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value sums = getSharedBuffers(globals).front();
+  Value block = launch.getBlockIds().x;
+  Value r = divConst(launch.getThreadIds().x, kWarpSize);
+  Warp warp(b, /*emulated=*/false);
+  sumWindows(warp, block, r, sums);
+  gpu::BarrierOp::create(b);
+  auto first = scf::IfOp::create(
+      b, compare(arith::CmpIPredicate::eq, r, index(0)), /*withElse=*/false);
+  b.setInsertionPointToStart(&first.getThenRegion().front());
+  sumWarps(warp, block, sums);
+  b.setInsertionPointToEnd(&launch.getBody().front());
+  gpu::TerminatorOp::create(b);
+}
+
+LogicalResult mlir::rpe::detail::emitGpuBackwardKernel(
+    ImplicitLocOpBuilder &b, FusedAttentionOpInterface op,
+    const KernelGeometry &g, KernelTarget target, bool hoistScratch) {
+  FailureOr<GpuBackwardShape> shape = getGpuBackwardShape(op);
+  if (failed(shape))
+    return failure();
+  return GpuBackwardKernel(b, op, g, *shape).emit(target, hoistScratch);
+}

@@ -1,0 +1,159 @@
+"""The GPU's backward (``swin-aot --grad --target=nvptx``), run on the host.
+
+``kernel="warps"`` with ``grad=True`` compiles the gradient's warp program
+(lib/Codegen/GpuBackwardKernel.cpp) for the CPU: each warp emulated by
+vectors of its 32 lanes, the blocks of its two kernels (one per (window,
+head) item; the reduction of the table's gradient over the items' partials)
+by loops. It is the program the GPU runs but for the primitives of Warp.h, so
+these tests check its indexing, masks, layouts and sums against the float64
+backward of :mod:`swin_opt.reference` without a GPU: every layout, shifted and
+not, f32, f16 and bf16, square, non-square and 3-D windows, head_dims that
+give a row to 1, 2 or 4 lanes (evenly split or not).
+
+The inputs (q, k, v, table, dout, and out, the reference's forward) are
+rounded to the kernel's dtype first; the reference runs on those values.
+Tolerances, ``max |got - ref| <= TOLERANCE[dtype] * max |ref|`` per gradient:
+
+* f32 1e-5: f32 FMAs over N keys (or queries) and d channels, the table's
+  over every window, against rounding of about 1e-7 relative;
+* f16 2e-3 and bf16 1.6e-2 (the forward's): dq, dk, dv are rounded once to
+  the type, and out, as the backward reads it, was rounded once too (D_i =
+  dout_i · out_i); everything else is f32, dtable included.
+
+A wrong index, sign, mask or layout gives errors of order 1.
+"""
+
+import functools
+
+import numpy as np
+import pytest
+
+import swin_opt
+from swin_opt import reference as ref
+from swin_opt import testing as T
+
+pytestmark = pytest.mark.aot
+
+DTYPES = ["f32", "f16", "bf16"]
+
+
+@pytest.fixture(scope="module")
+def build_grad(build):
+    """conftest's ``build`` with the GPU's backward, emulated."""
+    return functools.partial(build, kernel="warps", grad=True)
+
+
+def _random(rng, shape, dtype):
+    """Standard normal values in the kernel's storage (bf16 as raw bits)."""
+    return T.to_storage(rng.standard_normal(shape, dtype=np.float32), dtype)
+
+
+def _check(got, want, dtype, what):
+    scale = float(np.abs(want).max())
+    err = float(np.abs(T.to_float64(got, dtype) - want).max())
+    tol = T.TOLERANCE[dtype] * scale
+    assert err <= tol, f"{what}: max error {err:.3g} > {tol:.3g} (max |ref| {scale:.3g})"
+
+
+WINDOW_CASES = [
+    # window, heads, head_dim, resolution, shift, scale
+    ((7, 7), 3, 32, (14, 14), (3, 3), None),  # Swin-T stage 1, shifted
+    ((7, 7), 2, 32, None, None, 0.3),  # no mask, explicit scale: two rounds of rows
+    ((3, 5), 2, 5, (6, 10), (1, 2), None),  # non-square, odd head_dim: a lane per row
+    ((5, 4), 2, 17, (10, 8), (2, 2), None),  # 2 lanes per row, 9 + 8 channels
+    ((4, 4), 2, 48, None, None, None),  # 4 lanes per row, 12 channels each
+    ((2, 3, 3), 2, 8, (4, 6, 6), (1, 1, 1), None),  # 3-D (Video Swin), shifted
+]
+
+
+def _case_id(case):
+    window, _, d, _, shift, _ = case
+    return "x".join(map(str, window)) + f"-d{d}" + ("-shifted" if shift else "")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=_case_id)
+def test_windows_layout(build_grad, case, dtype):
+    window, heads, d, resolution, shift, scale = case
+    kernel = build_grad(window, heads, d, resolution=resolution, shift=shift, scale=scale,
+                        dtype=dtype)
+    rng = np.random.default_rng(len(window) * 100 + d)
+    n = int(np.prod(window))
+    windows = 2 * (ref.windows_per_image(resolution, window) if resolution else 2)
+    q, k, v = (_random(rng, (windows, heads, n, d), dtype) for _ in range(3))
+    table = _random(rng, (ref.table_rows(window), heads), dtype)
+    q64, k64, v64, t64 = (T.to_float64(a, dtype) for a in (q, k, v, table))
+    mask = ref.shift_mask(resolution, window, shift) if shift else None
+    out64 = ref.window_attention(q64, k64, v64, bias=ref.lookup(t64, window), mask=mask,
+                                 scale=scale)
+    out = T.to_storage(out64.astype(np.float32), dtype)
+    dout = _random(rng, out.shape, dtype)
+    got = kernel.backward(q, k, v, table, out, dout)
+    assert got[3].dtype == np.float32  # dtable: a sum over every window, in f32
+    want = ref.window_attention_backward(q64, k64, v64, t64, T.to_float64(dout, dtype), window,
+                                         mask=mask, scale=scale)
+    for name, g, w in zip(("dq", "dk", "dv", "dtable"), got, want):
+        _check(g, w, "f32" if name == "dtable" and dtype == "f32" else dtype, name)
+
+
+TOKEN_CASES = [
+    # resolution, window, shift, padding, packed, dtype
+    ((14, 14), (7, 7), 3, None, False, "f16"),
+    ((14, 14), (7, 7), 3, None, True, "bf16"),
+    ((10, 13), (4, 6), (2, 3), "shift_then_pad", True, "f32"),  # timm: roll, then pad
+    ((10, 13), (4, 6), (2, 3), "pad_then_shift", False, "f16"),  # torchvision / HF
+]
+
+
+@pytest.mark.parametrize("resolution,window,shift,padding,packed,dtype", TOKEN_CASES)
+def test_token_layout(build_grad, resolution, window, shift, padding, packed, dtype):
+    """The adjoint addressing: every image token gets its window token's gradient;
+    padded tokens are zeros (no pad_qkv) and get none."""
+    heads, head_dim, batch = 2, 16, 2
+    kernel = build_grad(window, heads, head_dim, resolution=resolution, shift=shift,
+                        padding=padding, layout="tokens", packed_qkv=packed, dtype=dtype)
+    rng = np.random.default_rng(sum(resolution))
+    tokens, c = int(np.prod(resolution)), heads * head_dim
+    table = _random(rng, (ref.table_rows(window), heads), dtype)
+    if packed:
+        qkv = _random(rng, (batch, tokens, 3, heads, head_dim), dtype)
+        q, k, v = (qkv[:, :, i].reshape(batch, tokens, c) for i in range(3))
+    else:
+        q, k, v = (_random(rng, (batch, tokens, c), dtype) for _ in range(3))
+    q64, k64, v64, t64 = (T.to_float64(a, dtype) for a in (q, k, v, table))
+    geometry = dict(resolution=resolution, window=window, shift=shift, padding=padding)
+    out64 = ref.swin_block_attention_tokens(q64, k64, v64, t64, **geometry)
+    out = T.to_storage(out64.astype(np.float32), dtype)
+    dout = _random(rng, out.shape, dtype)
+    if packed:
+        dqkv, dtable = kernel.backward(qkv, table, out, dout)
+        dq, dk, dv = (dqkv[:, :, i].reshape(batch, tokens, c) for i in range(3))
+    else:
+        dq, dk, dv, dtable = kernel.backward(q, k, v, table, out, dout)
+    want = ref.swin_block_attention_tokens_backward(q64, k64, v64, t64, T.to_float64(dout, dtype),
+                                                    **geometry)
+    for name, g, w in zip(("dq", "dk", "dv", "dtable"), (dq, dk, dv, dtable), want):
+        _check(g, w, "f32" if name == "dtable" and dtype == "f32" else dtype, name)
+
+
+def test_deterministic(build_grad):
+    """No atomics: the table's gradient is summed in a fixed order (per item, then
+    over the items' partials), so two runs give the same bits."""
+    kernel = build_grad((7, 7), 3, 32, resolution=(28, 28), shift=3, dtype="bf16")
+    rng = np.random.default_rng(7)
+    q, k, v, out, dout = (_random(rng, shape, "bf16") for shape in
+                          [(32, 3, 49, 32)] * 3 + [(32, 49, 96)] * 2)
+    table = _random(rng, (169, 3), "bf16")
+    first = kernel.backward(q, k, v, table, out, dout)
+    second = kernel.backward(q, k, v, table, out, dout)
+    for name, a, b in zip(("dq", "dk", "dv", "dtable"), first, second):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), name
+
+
+def test_dtypes_of_the_cpu_backward():
+    """The CPU's own backward takes f32 only: f16 and bf16 gradients need the GPU's
+    program (kernel='warps')."""
+    with pytest.raises(ValueError, match="kernel='warps'"):
+        swin_opt.make_config((7, 7), 3, 32, dtype="float16", grad=True)
+    assert swin_opt.make_config((7, 7), 3, 32, dtype="float16", grad=True, kernel="warps").grad
+    assert swin_opt.make_config((7, 7), 3, 32, dtype="bfloat16", grad=True, target="nvptx").grad

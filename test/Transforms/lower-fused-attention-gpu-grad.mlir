@@ -1,0 +1,75 @@
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu" | FileCheck %s --check-prefix=GPU
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=rows target=gpu" | FileCheck %s --check-prefix=GPU
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps" | FileCheck %s --check-prefix=HOST
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps" --rpe-item-range | FileCheck %s --check-prefix=RANGE
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps" --mlir-print-local-scope | FileCheck %s --check-prefix=NOATOMICS
+
+// The GPU's backward of Swin-T stage 1 (f16, shifted; the table's gradient
+// in f32), whatever the kernel the forward takes: a block of one warp per
+// (window, head), q, k, v and dout in shared memory as f16 rows of 34 (17
+// words: lanes reading their own rows spread over the banks), then a
+// second launch that sums the items' partial table gradients.
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_table_sums : memref<256xf32, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_queries : memref<1666xf16, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_output_gradients : memref<1666xf16, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_log_sum_exp : memref<49xf32, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_table_gradient : memref<169xf32, #gpu.address_space<workgroup>>
+// GPU-LABEL: func @stage1_grad
+// GPU-SAME: attributes {rpe.items_per_block = 1 : i64}
+// The partials [items, T] in device memory, for the two launches.
+// GPU: %[[WAIT:.*]] = gpu.wait async
+// GPU: %[[PARTIALS:.*]], %[[ALLOCATED:.*]] = gpu.alloc async [%[[WAIT]]] (%{{.*}}) : memref<?x169xf32>
+// GPU: gpu.wait [%[[ALLOCATED]]]
+// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c32
+// GPU: gpu.lane_id
+// The loops over rows and keys stay rolled (ptxas would unroll and spill).
+// GPU: } {loop_annotation = #loop_annotation}
+// Two lanes per row of 32 channels: the dot products end in one shuffle.
+// GPU: gpu.shuffle  xor %{{.*}}, %c1_i32
+// G[P(i) - P(j) + c] += dS by the row's first lane, a warp barrier per key.
+// GPU: memref.load %{{.*}} : memref<169xf32, #gpu.address_space<workgroup>>
+// GPU: memref.store %{{.*}} : memref<169xf32, #gpu.address_space<workgroup>>
+// GPU: nvvm.bar.warp.sync
+// GPU: gpu.terminator
+// The reduction: 3 heads x 6 blocks of 32 entries, 8 warps each.
+// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %c18, {{.*}}) threads({{.*}}) in ({{.*}} = %c256
+// GPU: memref.get_global @__rpe_shared_grad_table_sums
+// GPU: scf.for
+// GPU: gpu.barrier
+// GPU: scf.if
+// GPU: memref.store %{{.*}} : memref<?xf32, strided<[1], offset: ?>>
+// GPU: gpu.terminator
+// GPU: gpu.dealloc async [%{{.*}}] %[[PARTIALS]] : memref<?x169xf32>
+// GPU-NOT: rpe.fused_window_attention_grad
+
+// On the host: the same program on 32-lane vectors, the partials in a host
+// buffer (zeros for the items a caller's range leaves out), the items in
+// the marked item loop, the reduction's blocks and warps in loops.
+// HOST-LABEL: func @stage1_grad
+// HOST: %[[PARTIALS:.*]] = memref.alloc(%{{.*}}) : memref<?x169xf32>
+// HOST: scf.parallel
+// HOST: memref.alloca() : memref<1666xf16>
+// HOST: vector.gather
+// HOST: vector.shuffle %{{.*}}, %{{.*}} [1, 0, 3, 2,
+// HOST: } {rpe.item_loop}
+// HOST: memref.alloca() : memref<256xf32>
+// HOST: scf.for %{{.*}} = %{{.*}} to %c18
+// HOST: memref.dealloc %[[PARTIALS]] : memref<?x169xf32>
+// HOST-NOT: rpe.fused_window_attention_grad
+
+// rpe-item-range gives the item loop a caller's range.
+// RANGE-LABEL: func @stage1_grad
+// RANGE-SAME: %[[BEGIN:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index)
+// RANGE: %[[UPPER:.*]] = arith.minui %[[END]], %{{.*}} : index
+// RANGE: scf.parallel (%{{.*}}) = (%[[BEGIN]]) to (%[[UPPER]])
+
+// The table's gradient is summed without atomics.
+// NOATOMICS-LABEL: func @stage1_grad
+// NOATOMICS-NOT: atomic
+func.func @stage1_grad(%q: memref<?x3x49x32xf16>, %k: memref<?x3x49x32xf16>, %v: memref<?x3x49x32xf16>, %t: memref<169x3xf16>, %o: memref<?x49x96xf16>, %do: memref<?x49x96xf16>, %dq: memref<?x3x49x32xf16>, %dk: memref<?x3x49x32xf16>, %dv: memref<?x3x49x32xf16>, %dt: memref<169x3xf32>) {
+  rpe.fused_window_attention_grad
+      ins(%q, %k, %v, %t, %o, %do : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf16>, memref<?x49x96xf16>, memref<?x49x96xf16>)
+      outs(%dq, %dk, %dv, %dt : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.1767767 : f32, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>}
+  return
+}
