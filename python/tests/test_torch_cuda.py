@@ -172,9 +172,10 @@ def chip(monkeypatch):
 @pytest.fixture
 def launches(monkeypatch):
     """Replaces the GPU launch of the CUDA implementations: records (kernel,
-    tensors, count) instead."""
+    tensors, count, entry point's ABI or None for the forward) instead."""
     calls = []
-    monkeypatch.setattr(cuda, "torch_launch", lambda k, t, c: calls.append((k, t, c)))
+    monkeypatch.setattr(cuda, "torch_launch",
+                        lambda k, t, c, abi=None: calls.append((k, t, c, abi)))
     return calls
 
 
@@ -332,8 +333,8 @@ def test_cuda_implementation_hands_the_kernel_its_tensors(kernel_cache, aot_path
         out = ops._cuda_window_attention_packed(inputs[0], table, pad, key)
     else:
         out = ops._cuda_window_attention(*inputs, table, pad, key)
-    (kern, tensors, count), = launches
-    assert kern is ops.kernel_for(ops.gpu_key(key, "sm_90"))
+    (kern, tensors, count, abi), = launches
+    assert kern is ops.kernel_for(ops.gpu_key(key, "sm_90")) and abi is None
     names = ["qkv"] if len(inputs) == 1 else ["q", "k", "v"]
     for name, t in zip(names, inputs):
         assert tensors[name].data_ptr() == t.data_ptr()
@@ -363,9 +364,50 @@ def test_cuda_implementation_aligns_and_skips_cpu_zero_rows(kernel_cache, aot_pa
     odd = torch.empty(q.numel() + 1, dtype=torch.float16)[1:].view(q.shape)
     odd.copy_(q)
     ops._cuda_window_attention(odd, k, v, table, torch.zeros(3, cfg.channels), key)
-    (_, tensors, _), = launches
+    (_, tensors, _, _), = launches
     assert tensors["q"].data_ptr() % 16 == 0 and torch.equal(tensors["q"], q)
     assert "pad_qkv" not in tensors
+
+
+@pytest.mark.aot
+@pytest.mark.parametrize("case,dtype", [("windows-shifted", "float32"),
+                                        ("tokens-shift-then-pad", "float16"),
+                                        ("packed", "bfloat16")])
+def test_cuda_backward_hands_the_grad_kernel_its_tensors(kernel_cache, aot_path, chip,
+                                                         launches, case, dtype):
+    """The CUDA backward on stand-in tensors: it takes the configuration's sm_90
+    kernel compiled with its backward and launches the backward entry point once
+    on q, k, v (or qkv), the table in q's dtype, out and dout as they lie; the
+    gradients come from torch.empty in the inputs' dtype, the table's float32
+    [T, heads] (the kernel's sum) handed back in the operator's dtype."""
+    key = op_key(OP_CASES[case], dtype, kernel_cache)
+    cfg = attention_math.config_of(key)
+    torch_dtype = TORCH_DTYPES[dtype]
+    inputs, table, _ = op_inputs(cfg, torch_dtype)
+    shapes = ops.kernel_for(ops.gpu_key(key, "sm_90")).abi.shapes(inputs[0].shape[0])
+    out = torch.randn(shapes["out"]).to(torch_dtype)
+    dout = torch.randn(shapes["out"]).to(torch_dtype)
+    if len(inputs) == 1:
+        grads = ops._cuda_window_attention_packed_backward(inputs[0], table.float(), out,
+                                                           dout, key)
+    else:
+        grads = ops._cuda_window_attention_backward(*inputs, table.float(), out, dout, key)
+    (kern, tensors, count, abi), = launches
+    assert kern is ops.kernel_for(ops.grad_key(ops.gpu_key(key, "sm_90")))
+    assert abi is kern.abi.backward and count == inputs[0].shape[0]
+    names = ["qkv"] if len(inputs) == 1 else ["q", "k", "v"]
+    for name, t in zip(names, inputs):
+        assert tensors[name].data_ptr() == t.data_ptr()
+    assert tensors["out"].data_ptr() == out.data_ptr()
+    assert tensors["dout"].data_ptr() == dout.data_ptr()
+    assert torch.equal(tensors["table"], table.to(torch_dtype))
+    written = ["d" + name for name in names]
+    assert [a.name for a in abi.role("input_gradient")] == written
+    for name, got, t in zip(written, grads, inputs):
+        assert got is tensors[name] and got.dtype == torch_dtype and got.shape == t.shape
+    assert tensors["dtable"].dtype == torch.float32
+    assert tensors["dtable"].shape == (cfg.table_rows, cfg.heads)
+    assert grads[-1].dtype == torch_dtype and grads[-1].shape == (cfg.table_rows, cfg.heads)
 
 
 @pytest.mark.aot
@@ -450,10 +492,23 @@ def test_swapped_model_through_the_cuda_path_simulated_on_the_cpu(run_alone, opt
             torch.library.register_kernel(f"swin_opt::{name}", "cpu", fn)
     launched = []
 
-    def launch(kern, tensors, count):
+    def launch(kern, tensors, count, abi=None):
         cfg = kern.config
         assert (cfg.target, cfg.chip) == ("nvptx", "sm_90")
         assert count == next(iter(tensors.values())).shape[0]
+        if abi is not None:  # the backward entry point
+            assert abi is kern.abi.backward
+            if cfg.packed_qkv:
+                grads = attention_math.packed_backward(cfg, tensors["qkv"], tensors["table"],
+                                                       tensors["dout"])
+            else:
+                grads = attention_math.backward(cfg, tensors["q"], tensors["k"], tensors["v"],
+                                                tensors["table"], tensors["dout"])
+            names = [a.name for a in abi.role("input_gradient")] + ["dtable"]
+            for name, grad in zip(names, grads):
+                tensors[name].copy_(grad)
+            launched.append("backward")
+            return
         if cfg.packed_qkv:
             out = attention_math.packed_forward(cfg, tensors["qkv"], tensors["table"],
                                                 tensors.get("pad_qkv"))
@@ -479,6 +534,7 @@ def test_swapped_model_through_the_cuda_path_simulated_on_the_cpu(run_alone, opt
                 got = model.to(dtype)(x.to(dtype)).float()
             assert rel_err(got, want.double().numpy()) <= tol
         assert sorted(set(launched)) == ["bf16", "f32"]
+        launched.clear()
         original.float().train()
         model.float().train()
         grads = []
@@ -487,6 +543,7 @@ def test_swapped_model_through_the_cuda_path_simulated_on_the_cpu(run_alone, opt
             grads.append([p.grad for p in m.parameters()])
         for want, got in zip(*grads):
             assert (got - want).abs().max() <= 1e-4 * max(want.abs().max().item(), 1e-3)
+        assert "backward" in launched
         original.eval()
         model.eval()
         calls = len(launched)

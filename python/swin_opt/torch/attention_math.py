@@ -4,10 +4,9 @@ layout a kernel takes (windows, tokens with shift and padding, packed qkv)
 and SwinV2's cosine form (forward only).
 
 The operators' CUDA implementations (:mod:`.ops`) use them where no GPU
-kernel does the work: the forward of a configuration the GPU kernels do not
-take (cosine attention today), and the backward, which has no GPU kernel
-yet.  The
-computation follows :mod:`swin_opt.reference` step for step (Swin's
+kernel does the work: a configuration the GPU kernels do not take (cosine
+attention today), or no GPU kernel built (no ``swin-aot`` or CUDA toolkit).
+The computation follows :mod:`swin_opt.reference` step for step (Swin's
 partition, roll and padding, its shift mask, the bias table gathered by
 the relative index), in float32 whatever the inputs' dtype, and is checked
 against the CPU kernels (python/tests/test_torch_cuda.py).

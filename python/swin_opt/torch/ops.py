@@ -80,10 +80,15 @@ CUDA toolkit missing; a configuration ``swin-aot`` refuses) the operator
 computes the same with torch's operators on the device
 (:mod:`.attention_math`) and warns once per reason; the patches find that out
 before calling (:func:`resolve_spec` with the chip) and run the module's
-original forward instead.  The backward has no GPU kernel yet: the
-gradients are torch's operators on the device (:func:`.attention_math.backward`:
-the attention recomputed from q, k, v, the table and the mask, in float32;
-the table's gradient summed per row in a fixed order, deterministic).
+original forward instead.  The backward operators run the GPU's backward
+kernel (the configuration compiled with ``grad=True``; ``swin-aot --grad
+--target=nvptx``) the same way: dq, dk, dv (or dqkv) in the inputs' dtype and
+the table's gradient summed in float32 per block and then over the blocks in
+a fixed order (deterministic, no atomics), handed back in the inputs' dtype
+as the operator's contract says.  Where that kernel cannot be built, torch's
+operators compute the gradients on the device (:func:`.attention_math.backward`:
+the attention recomputed in float32, the table's gradient summed per row in a
+fixed order, deterministic too).
 """
 
 from __future__ import annotations
@@ -548,12 +553,14 @@ def cuda_chip(index: Optional[int]) -> str:
 _gpu_failed: Dict[str, str] = {}
 
 
-def gpu_kernel(config: str, device) -> Tuple[Optional[Any], Optional[str]]:
+def gpu_kernel(config: str, device, grad: bool = False) -> Tuple[Optional[Any], Optional[str]]:
     """``(GpuKernel, None)`` for the operator configuration ``config`` on the CUDA
-    ``device``, or ``(None, why)`` when it has none (a build failure is
-    remembered: it is not attempted again in this process)."""
+    ``device`` (with its backward: ``grad``), or ``(None, why)`` when it has none
+    (a build failure is remembered: it is not attempted again in this process)."""
     chip = cuda_chip(device.index)
     key = gpu_key(config, chip)
+    if grad:
+        key = grad_key(key)
     why = _gpu_failed.get(key)
     if why is not None:
         return None, why
@@ -623,13 +630,43 @@ def _cuda_window_attention_packed_cosine(qkv, table, logit_scale, pad_qkv, confi
                          pad_qkv, logit_scale)
 
 
+def _cuda_backward(op: str, config: str, inputs: dict, table, out, dout) -> tuple:
+    """A backward operator on CUDA tensors: the GPU's backward kernel (the
+    configuration compiled with ``grad=True``: deterministic, the table's gradient
+    reduced in a fixed order, no atomics) on torch's current stream, or torch's
+    operators where it has none. Returns the inputs' gradients (q, k, v or qkv by
+    name, in order) and the table's, in the dtype of the operator's contract (the
+    inputs'; the kernel sums it in float32)."""
+    first = next(iter(inputs.values()))
+    kern, why = gpu_kernel(config, first.device, grad=True)
+    if kern is None:
+        warn_fallback(why, f"operator swin_opt::{op} on {first.device}",
+                      runs="computes with torch's operators")
+        cfg = _attention_math.config_of(config)
+        if cfg.packed_qkv:
+            return _attention_math.packed_backward(cfg, inputs["qkv"], table, dout)
+        return _attention_math.backward(cfg, inputs["q"], inputs["k"], inputs["v"], table, dout)
+    abi = kern.abi.backward
+    given = {name: _aligned_16(t) for name, t in inputs.items()}
+    if table is not None:
+        given["table"] = table.to(first.dtype).contiguous()
+    given["out"] = _aligned_16(out)
+    given["dout"] = _aligned_16(dout.to(out.dtype))
+    tensors, count = _cuda.torch_arguments(kern, given, abi)
+    _cuda.torch_launch(kern, tensors, count, abi)
+    grads = [tensors[arg.name] for arg in abi.role("input_gradient")]
+    dtable = tensors[abi.role("table_gradient")[0].name]
+    return (*grads, dtable.to(first.dtype))
+
+
 def _cuda_window_attention_backward(q, k, v, table, out, dout, config):
-    """No GPU backward kernel yet: torch's operators, the attention recomputed."""
-    return _attention_math.backward(_attention_math.config_of(config), q, k, v, table, dout)
+    return _cuda_backward("window_attention_backward", config, {"q": q, "k": k, "v": v},
+                          table, out, dout)
 
 
 def _cuda_window_attention_packed_backward(qkv, table, out, dout, config):
-    return _attention_math.packed_backward(_attention_math.config_of(config), qkv, table, dout)
+    return _cuda_backward("window_attention_packed_backward", config, {"qkv": qkv}, table,
+                          out, dout)
 
 
 def _cuda_linear(x, weight, bias):
