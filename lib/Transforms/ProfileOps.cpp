@@ -112,8 +112,12 @@ std::string formatLocation(Location loc) {
     std::string caller = formatFrame(callSite.getCaller());
     return caller.empty() ? callee : callee + " at " + caller;
   }
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
+  // A loop named after the op it computes (rpe-tile-rows, the kernels'
+  // lowerings) keeps the op's location inside: that says where it is.
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    std::string child = formatLocation(name.getChildLoc());
+    return child.empty() ? name.getName().str() : child;
+  }
   if (auto fused = dyn_cast<FusedLoc>(loc)) {
     for (Location part : fused.getLocations()) {
       std::string text = formatLocation(part);
