@@ -9,6 +9,10 @@
 // CHECK-SAME: (%[[X:.*]]: memref<16x32xf32>, %[[W:.*]]: memref<2x32x48xf32>, %[[B:.*]]: memref<96xf32>, %[[O:.*]]: memref<16x96xf32>)
 // CHECK: %[[ITEMS:.*]] = arith.muli %{{.*}}, %c2{{.*}} : index
 // CHECK: scf.parallel (%[[ITEM:.*]]) = (%{{.*}}) to (%[[ITEMS]])
+// Packed B (12 KB) fits in L2: the items of a row block are consecutive.
+// CHECK: %[[BLOCK:.*]] = arith.divui %[[ITEM]], %c2{{.*}} : index
+// CHECK: arith.remui %[[ITEM]], %c2{{.*}} : index
+// CHECK: arith.muli %[[BLOCK]], %c8{{.*}} : index
 // CHECK: scf.for %[[K:.*]] = %{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
 // CHECK-COUNT-3: vector.load %[[W]][%{{.*}}, %[[K]], %{{.*}}] : memref<2x32x48xf32>, vector<16xf32>
 // CHECK: memref.load %[[X]][%{{.*}}, %[[K]]] : memref<16x32xf32>
@@ -58,6 +62,25 @@ func.func @runtime_weights(%x: memref<?x8xf32>, %w: memref<20x8xf32>, %r: memref
     %e = math.erf %acc : f32
     %s = arith.addf %e, %res : f32
     rpe.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Packed B of 3 x 1024 x 48 floats (576 KB) does not fit in half an L2:
+// the items of a panel are consecutive (the panel stays in cache while A
+// streams): panel = item / row blocks, row block = item % row blocks.
+// CHECK-LABEL: func @large_weights
+// CHECK: %[[BLOCKS:.*]] = arith.ceildivui
+// CHECK: scf.parallel (%[[ITEM:.*]]) =
+// CHECK: arith.divui %[[ITEM]], %[[BLOCKS]] : index
+// CHECK: %[[BLOCK:.*]] = arith.remui %[[ITEM]], %[[BLOCKS]] : index
+// CHECK: arith.muli %[[BLOCK]], %c8{{.*}} : index
+func.func @large_weights(%x: memref<64x1024xf32>, %w: memref<3x1024x48xf32>, %o: memref<64x144xf32>) {
+  rpe.matmul ins(%x, %w : memref<64x1024xf32>, memref<3x1024x48xf32>) outs(%o : memref<64x144xf32>) {
+  ^bb0(%acc: f32):
+    rpe.yield %acc : f32
   }
   return
 }
