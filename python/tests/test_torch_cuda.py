@@ -438,12 +438,15 @@ def test_torch_launch_uses_the_device_and_its_current_stream(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "device", device)
     monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
-    kernel = types.SimpleNamespace(_run=lambda pointers, count, stream:
-                                   runs.append((pointers, count, stream)))
+    kernel = types.SimpleNamespace(_run=lambda pointers, count, stream, abi:
+                                   runs.append((pointers, count, stream, abi)))
     q, out = torch.zeros(4, 8), torch.zeros(4, 8)
     cuda.torch_launch(kernel, {"q": q, "out": out}, 4)
     assert entered == [q.device] and streams == [q.device]
-    assert runs == [({"q": q.data_ptr(), "out": out.data_ptr()}, 4, 0x5EED)]
+    assert runs == [({"q": q.data_ptr(), "out": out.data_ptr()}, 4, 0x5EED, None)]
+    backward = object()  # the entry point's ABI is handed through
+    cuda.torch_launch(kernel, {"q": q, "out": out}, 4, backward)
+    assert runs[-1][3] is backward
 
 
 def test_without_a_gpu_kernel_the_operator_computes_with_torch(chip, monkeypatch):
