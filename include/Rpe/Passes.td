@@ -373,6 +373,19 @@ def RpeExpandMemrefCopy : Pass<"rpe-expand-memref-copy"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def RpeOrderGlobals : Pass<"rpe-order-globals", "::mlir::ModuleOp"> {
+  let summary = "Order the module's memref.globals by name";
+  let description = [{
+    One-shot bufferization creates a `memref.global` for each constant
+    tensor in an order that varies from run to run (it visits the module's
+    functions in an order of pointers), and that order becomes the order of
+    the globals in the LLVM module, so that compiling the same input twice
+    gave two different libraries. This pass moves the globals to the start
+    of the module, sorted by symbol name: the same input gives the same
+    bytes.
+  }];
+}
+
 def RpeProfileOps : Pass<"rpe-profile-ops", "::mlir::ModuleOp"> {
   let summary = "Time each op of the public functions through calls of a "
                 "profiling runtime";
