@@ -13,9 +13,13 @@ and the measured FMA peak of the machine (``bench/fma_peak.cpp``).
     python3 bench/gemm.py                  # Swin-T, batch 1 and 8
     python3 bench/gemm.py --batch 1 --only fc1
     python3 bench/gemm.py --json gemm.json
+    python3 bench/gemm.py --dtype bf16     # bf16 x and weights, f32 out
 
-Every output is checked against float64 NumPy (relative 1e-4) before it is
-timed.
+Every output is checked against float64 NumPy (relative 1e-4; bf16: on the
+values rounded to bf16) before it is timed. With ``--dtype bf16`` the input
+and the weight are bf16 and the product f32 (on AVX512-BF16 dot products
+where the CPU has them: ``bf16-dot``), against torch's bf16 ``F.linear``;
+the percentage is still of the f32 FMA peak, which vdpbf16ps can double.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class Shape:
     k: int
     n: int
     epilogue: str  # a key of STEPS
+    dtype: str = "f32"  # of x and the weight: f32 or bf16
 
     @property
     def flops(self) -> float:
@@ -65,7 +70,8 @@ class Shape:
 
     @property
     def layer(self) -> linear_mlir.Linear:
-        return linear_mlir.Linear(self.m, self.k, self.n, STEPS[self.epilogue], name="gemm")
+        return linear_mlir.Linear(self.m, self.k, self.n, STEPS[self.epilogue], name="gemm",
+                                  dtype=self.dtype)
 
 
 def swin_t_shapes(batch: int) -> List[Shape]:
@@ -131,13 +137,18 @@ def main(argv=None) -> int:
     parser.add_argument("--swin-opt", default=str(ROOT / "build" / "bin" / "swin-opt"))
     parser.add_argument("--pipeline", default=None, help="default: rpe-cpu-pipeline for this CPU")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                        help="of the input and the weights (bf16: an f32 product)")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
 
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    avx512 = "avx512f" in Path("/proc/cpuinfo").read_text()
-    pipeline = args.pipeline or f"rpe-cpu-pipeline=vector-width={16 if avx512 else 8}"
+    flags = Path("/proc/cpuinfo").read_text()
+    avx512 = "avx512f" in flags
+    bf16_dot = args.dtype == "bf16" and avx512 and "avx512_bf16" in flags
+    pipeline = args.pipeline or (f"rpe-cpu-pipeline=vector-width={16 if avx512 else 8}"
+                                 + (" bf16-dot=true" if bf16_dot else ""))
     torch = None
     if not args.no_torch:
         try:
@@ -159,14 +170,21 @@ def main(argv=None) -> int:
                 if stage not in args.stages or (args.only and shape.name.split(".")[1] not in args.only):
                     continue
                 shape.name = f"b{batch}.{shape.name}"
+                shape.dtype = args.dtype
                 x = rng.standard_normal((shape.m, shape.k), dtype=np.float32)
                 weight = rng.standard_normal((shape.n, shape.k), dtype=np.float32)
                 weight /= np.float32(math.sqrt(shape.k))
+                # bf16: the module takes the bits; everything else the
+                # values they stand for.
+                x_in, weight_in = x, weight
+                if args.dtype == "bf16":
+                    x_in, weight_in = linear_mlir.to_bf16(x), linear_mlir.to_bf16(weight)
+                    x, weight = linear_mlir.from_bf16(x_in), linear_mlir.from_bf16(weight_in)
                 bias = rng.standard_normal(shape.n, dtype=np.float32)
                 residual = rng.standard_normal((shape.m, shape.n), dtype=np.float32)
-                inputs = [x] + ([residual] if shape.epilogue == "residual" else [])
+                inputs = [x_in] + ([residual] if shape.epilogue == "residual" else [])
                 out = np.zeros((shape.m, shape.n), np.float32)
-                lib = compile_gemm(shape, linear_mlir.linear_module(shape.layer, weight, bias),
+                lib = compile_gemm(shape, linear_mlir.linear_module(shape.layer, weight_in, bias),
                                    Path(args.swin_opt), work, pipeline)
                 ours = Compiled(lib, shape, inputs, out)
                 ours()
@@ -178,6 +196,8 @@ def main(argv=None) -> int:
                 timings = {"ours": []}
                 if torch is not None:
                     tx, tw, tb, tr = (torch.from_numpy(a) for a in (x, weight, bias, residual))
+                    if args.dtype == "bf16":  # torch's bf16 matmul (exact: x, w are bf16)
+                        tx, tw, tb, tr = (t.to(torch.bfloat16) for t in (tx, tw, tb, tr))
                     gelu = torch.nn.functional.gelu
 
                     def torch_call():

@@ -35,10 +35,13 @@ LogicalResult emitFusedKernel(RewriterBase &rewriter,
                               const FusedKernelOptions &options);
 
 /// Replaces the bufferized `op` by its CPU kernel (MatmulKernel.cpp) on
-/// vectors of `vectorWidth` f32 lanes, built where the op is. Fails, with
-/// an error on the op, when its panels do not fit the vectors.
+/// vectors of `vectorWidth` f32 lanes, built where the op is; with
+/// `bf16Dot`, bf16 operands take AVX512-BF16 dot products on pairs of k
+/// (`vectorWidth` 4, 8 or 16). Fails, with an error on the op, when its
+/// panels do not fit the vectors, or its weights are packed in pairs of k
+/// without `bf16Dot`.
 LogicalResult emitMatmulKernel(RewriterBase &rewriter, MatmulOp op,
-                               int64_t vectorWidth);
+                               int64_t vectorWidth, bool bf16Dot = false);
 
 } // namespace mlir::rpe
 

@@ -495,13 +495,16 @@ def RpeFormMatmul : Pass<"rpe-form-matmul"> {
     constant weight, followed by generics that add the bias, apply GELU or
     add the residual; lowered as they are, each is a loop nest of its own
     that writes and rereads its result, and the weight is transposed on
-    every call. This pass turns each 2-D f32 contraction `A[M, K] B[K, N]`
-    (B possibly transposed) into `rpe.matmul`:
+    every call. This pass turns each 2-D contraction `A[M, K] B[K, N]` (B
+    possibly transposed) of f32, or of bf16 A and B widened to an f32
+    product, into `rpe.matmul`:
 
     * a constant B (also behind `linalg.transpose`) is packed into panels
       `[N / NR, K, NR]` at compile time (`NR` = `panel-width`, the kernel's
-      register tile width); other weights are packed by the kernel at run
-      time;
+      register tile width); with `bf16-dot`, bf16 weights into panels of
+      pairs of k, `[N / NR, ceil(K / 2), NR, 2]` (the operand of
+      AVX512-BF16's dot product); other weights are packed by the kernel at
+      run time;
     * elementwise generics fuse first (upstream's elementwise fusion of
       single-use producers), then an elementwise generic that is the
       product's only user becomes the op's epilogue, its other inputs
@@ -513,6 +516,9 @@ def RpeFormMatmul : Pass<"rpe-form-matmul"> {
     Option<"panelWidth", "panel-width", "int64_t", /*default=*/"48",
            "Columns of a packed panel of B: the kernel's register tile "
            "width (48 for AVX-512, 24 for AVX2)">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "Pack constant bf16 weights in pairs of k, for the kernel's "
+           "AVX512-BF16 dot products (rpe-lower-matmul's bf16-dot)">,
   ];
   let dependentDialects = ["::mlir::rpe::RpeDialect",
                            "::mlir::linalg::LinalgDialect",
@@ -526,13 +532,20 @@ def RpeLowerMatmul : Pass<"rpe-lower-matmul"> {
     Replaces each `rpe.matmul` on memrefs by its CPU kernel: an
     `scf.parallel` over (panel, block of rows) items whose body keeps an
     `MR x NR` tile of the product in vector registers over the whole
-    reduction, applies the epilogue to each vector and stores it. The
-    algorithm and the tile sizes are in `lib/Codegen/MatmulKernel.cpp`.
+    reduction, applies the epilogue to each vector and stores it. With
+    `bf16-dot`, bf16 operands whose weights are packed in pairs of k (or
+    packed here, at run time) take AVX512-BF16 dot products, two k per f32
+    lane and instruction. The algorithm and the tile sizes are in
+    `lib/Codegen/MatmulKernel.cpp`.
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"8",
            "f32 lanes of the kernel's vectors (8 for AVX2, 16 for "
            "AVX-512); the panel width of a packed rhs must be a multiple">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 operands take AVX512-BF16 dot products (vdpbf16ps; the "
+           "CPU must have AVX512-BF16 and vector-width be 4, 8 or 16) on "
+           "weights packed in pairs of k">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -540,6 +553,7 @@ def RpeLowerMatmul : Pass<"rpe-lower-matmul"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
+    "::mlir::x86vector::X86VectorDialect",
   ];
 }
 

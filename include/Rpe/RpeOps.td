@@ -611,12 +611,18 @@ def Rpe_MatmulOp : Rpe_Op<"matmul", [
     ```
 
     `lhs` is `[M, K]`. The weights `B` (`K x N`, `N` the destination's last
-    extent) come as `rhs` in one of three layouts:
+    extent) come as `rhs` in one of four layouts:
 
     * packed `[P, K, NR]`: `rhs[p, k, r] = B[k, p * NR + r]`, zero past
       `N`, so that the kernel's register tile reads `NR` consecutive
       columns of a row of `B` at one address. `rpe-form-matmul` packs
       constant weights so at compile time;
+    * packed in pairs of `k`, bf16 only, `[P, ceil(K / 2), NR, 2]`:
+      `rhs[p, j, r, h] = B[2 j + h, p * NR + r]`, zero past `N` and, for an
+      odd `K`, at `k = K`: the two bf16 of one f32 lane of an AVX512-BF16
+      dot product (`vdpbf16ps`) are consecutive `k` of one column. Only
+      the `bf16-dot` kernel reads it (`rpe-form-matmul` packs constant bf16
+      weights so with `bf16-dot`);
     * `[K, N]`, or `[N, K]` with `transpose_rhs` (a linear layer's
       weight): packed by the kernel at run time.
 
@@ -666,8 +672,12 @@ def Rpe_MatmulOp : Rpe_Op<"matmul", [
   ];
   let extraClassDeclaration = [{
     MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
-    /// Whether `rhs` is packed in panels ([P, K, NR]).
+    /// Whether `rhs` is packed in panels ([P, K, NR] or, in pairs of k,
+    /// [P, ceil(K / 2), NR, 2]).
     bool hasPackedRhs();
+    /// Whether `rhs` is packed in panels of pairs of k
+    /// ([P, ceil(K / 2), NR, 2]).
+    bool hasPairedRhs();
     /// The panel width NR of a packed `rhs`.
     int64_t getPanelWidth();
     /// K, and N (the destination's last extent).

@@ -33,10 +33,31 @@
 // Each k then issues MR * NR / L FMAs against NR / L + MR loads. A known M
 // that MR does not divide takes tiles of a size down to MR / 2 that does
 // (49 rows: 7 x 7), else its last rows a tile of their own size; a
-// dynamic M's last rows take tiles of one row; columns past N, in the last panel, are neither computed
-// nor stored. Weights that are not packed at compile time (rpe-form-matmul
-// packs constant ones) are packed here, once per call, into a buffer the
-// kernel frees on exit.
+// dynamic M's last rows take tiles of one row; columns past N, in the last
+// panel, are neither computed nor stored. Weights that are not packed at
+// compile time (rpe-form-matmul packs constant ones) are packed here, once per
+// call, into a buffer the kernel frees on exit.
+//
+// bf16 on AVX512-BF16 (`bf16-dot`): vdpbf16ps (x86vector.avx512.dot) adds
+// to each f32 lane the products of a pair of bf16,
+//
+//   acc[l] += a[2l] * b[2l] + a[2l + 1] * b[2l + 1]
+//
+// twice an FMA's multiply-adds. The k loop then takes k in pairs, against
+// B packed in pairs of k, Bp[p, j, r, h] = B[2j + h, p NR + r] (zero past
+// N, and at k = K for an odd K), so that lane r of a panel's vector holds
+// column r's two k:
+//
+//     for j in [0, K / 2):
+//       b[v]       = Bp[p, j, v L : v L + L, 0 : 2]  2 L bf16 per vector
+//       a[r]       = A[m0 + r, 2j : 2j + 2]          one 32-bit broadcast
+//       acc[r][v]  = dot(acc[r][v], a[r], b[v])
+//     if K is odd: the same for j = K / 2 with a[r] = (A[m0 + r, K - 1], 0)
+//
+// The last k of an odd K is read alone, as a bf16 whose partner is zero:
+// reading A[m0 + r, K] would pass the end of the last row. The products
+// are exact in f32 and accumulate in f32 as the FMAs' do; only their order
+// (two k summed before each add) differs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +69,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -60,9 +82,14 @@ namespace {
 /// Emits the kernel of one bufferized rpe.matmul where the op is.
 class MatmulKernel {
 public:
-  MatmulKernel(ImplicitLocOpBuilder &b, MatmulOp op, int64_t lanes)
+  MatmulKernel(ImplicitLocOpBuilder &b, MatmulOp op, int64_t lanes,
+               bool bf16Dot)
       : b(b), op(op), lanes(lanes), k(op.getReductionSize()),
         n(op.getColumns()) {
+    // Pairs of k where B is packed so, or is packed here: weights packed
+    // one k per row at compile time widen to f32 as without bf16-dot.
+    pairs = bf16Dot && getElementTypeOrSelf(op.getLhs().getType()).isBF16() &&
+            (op.hasPairedRhs() || !op.hasPackedRhs());
     panelWidth = op.hasPackedRhs() ? op.getPanelWidth() : 3 * lanes;
     panels = llvm::divideCeil(n, panelWidth);
     int64_t registers = lanes >= 16 ? 32 : 16;
@@ -93,12 +120,20 @@ public:
 
 private:
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value packAtRunTime();
+  std::pair<Value, Value> packAtRunTime();
+  Value viewPairsAsRows(Value packed);
   void emitItem(Value rhs, Value item, Value rows, Value rowBlocks);
   void emitRowBlocks(Value rhs, Value panel, Value m0, Value rows,
                      bool lastPanel);
   void emitTile(Value rhs, Value panel, Value m0, int64_t tileRows,
                 bool lastPanel);
+  SmallVector<Value> emitProducts(Value rhs, Value panel,
+                                  ArrayRef<Value> rowIndices, int64_t vectors);
+  SmallVector<Value> emitPairProducts(Value rhs, Value panel,
+                                      ArrayRef<Value> rowIndices,
+                                      int64_t vectors);
+  Value broadcastPair(Value row, Value pair);
+  Value broadcastLastAlone(Value row);
   Value loadEpilogueInput(unsigned input, Value row, Value column,
                           int64_t validLanes);
   Value applyEpilogue(Value product, Value row, Value column,
@@ -108,6 +143,8 @@ private:
   MatmulOp op;
   int64_t lanes, k, n;
   int64_t panelWidth, panels, tileRows;
+  /// bf16 dot products on pairs of k (B packed in pairs).
+  bool pairs;
   /// The items of one row block are consecutive (B stays in L2), rather
   /// than those of one panel.
   bool rowBlockMajor;
@@ -116,46 +153,95 @@ private:
 } // namespace
 
 /// Bp[p, k, r] = B[k, p NR + r] (or B[p NR + r, k] transposed), zero past
-/// N, into a new buffer.
-Value MatmulKernel::packAtRunTime() {
+/// N, into a new buffer; in pairs of k, Bp[p, j, r, h] = B[2j + h, p NR +
+/// r], zero past N and K. Returns Bp and the allocation to free.
+std::pair<Value, Value> MatmulKernel::packAtRunTime() {
   Value rhs = op.getRhs();
-  auto type = MemRefType::get({panels, k, panelWidth},
-                              getElementTypeOrSelf(rhs.getType()));
-  Value packed = memref::AllocOp::create(b, type);
-  Value zero = arith::ConstantOp::create(
-      b, b.getFloatAttr(type.getElementType(), 0.0));
+  Type element = getElementTypeOrSelf(rhs.getType());
+  int64_t rows = pairs ? llvm::divideCeil(k, 2) : k;
+  auto type = pairs ? MemRefType::get({panels, rows, panelWidth, 2}, element)
+                    : MemRefType::get({panels, rows, panelWidth}, element);
+  Value packed, allocation, written;
+  Type moved = element;
+  if (element.isF32()) {
+    packed = allocation = written = memref::AllocOp::create(b, type);
+  } else {
+    // A 16-bit float moves as its bits, written through an integer view of
+    // the buffer: as a value (the select of the element or zero), x86
+    // without AVX512-BF16 would round it back to bf16 through a libcall
+    // (__truncsfbf2); LLVM folds bits cast back to bf16 into that value.
+    unsigned bits = element.getIntOrFloatBitWidth();
+    moved = b.getIntegerType(bits);
+    allocation = memref::AllocOp::create(
+        b, MemRefType::get({type.getNumElements() * bits / 8}, b.getI8Type()));
+    packed =
+        memref::ViewOp::create(b, type, allocation, index(0), ValueRange{});
+    written = memref::ViewOp::create(b, type.clone(moved), allocation, index(0),
+                                     ValueRange{});
+  }
+  Value zero = arith::ConstantOp::create(b, b.getZeroAttr(moved));
   auto loop = [&](int64_t count, function_ref<void(Value)> body) {
     auto forOp = scf::ForOp::create(b, index(0), index(count), index(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(forOp.getBody()->getTerminator());
     body(forOp.getInductionVar());
   };
+  // packed[at] = B[kk, column] where `inside`, else zero.
+  auto packElement = [&](Value kk, Value column, Value inside, ValueRange at) {
+    auto ifInside = scf::IfOp::create(b, moved, inside,
+                                      /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifInside.getThenRegion().front());
+      SmallVector<Value> from = {kk, column};
+      if (op.getTransposeRhs())
+        std::swap(from[0], from[1]);
+      Value value = memref::LoadOp::create(b, rhs, from);
+      if (moved != element)
+        value = arith::BitcastOp::create(b, moved, value);
+      scf::YieldOp::create(b, value);
+      b.setInsertionPointToStart(&ifInside.getElseRegion().front());
+      scf::YieldOp::create(b, zero);
+    }
+    memref::StoreOp::create(b, ifInside.getResult(0), written, at);
+  };
   loop(panels, [&](Value p) {
-    loop(k, [&](Value kk) {
+    loop(rows, [&](Value j) {
       loop(panelWidth, [&](Value r) {
         Value column = arith::AddIOp::create(
             b, arith::MulIOp::create(b, p, index(panelWidth)), r);
         Value inside = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
                                              column, index(n));
-        auto ifInside = scf::IfOp::create(b, type.getElementType(), inside,
-                                          /*withElseRegion=*/true);
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(&ifInside.getThenRegion().front());
-          SmallVector<Value> at = {kk, column};
-          if (op.getTransposeRhs())
-            std::swap(at[0], at[1]);
-          scf::YieldOp::create(b,
-                               memref::LoadOp::create(b, rhs, at).getResult());
-          b.setInsertionPointToStart(&ifInside.getElseRegion().front());
-          scf::YieldOp::create(b, zero);
+        if (!pairs) {
+          packElement(j, column, inside, ValueRange{p, j, r});
+          return;
         }
-        memref::StoreOp::create(b, ifInside.getResult(0), packed,
-                                ValueRange{p, kk, r});
+        for (int64_t h = 0; h < 2; ++h) {
+          // k = 2j + h; only the second of an odd K's last pair is past K.
+          Value kk = arith::AddIOp::create(
+              b, arith::MulIOp::create(b, j, index(2)), index(h));
+          Value valid = inside;
+          if (h == 1 && k % 2 == 1)
+            valid = arith::AndIOp::create(
+                b, inside,
+                arith::CmpIOp::create(b, arith::CmpIPredicate::ult, kk,
+                                      index(k)));
+          packElement(kk, column, valid, ValueRange{p, j, r, index(h)});
+        }
       });
     });
   });
-  return packed;
+  return {packed, allocation};
+}
+
+/// Bp [P, K / 2, NR, 2] as [P, K / 2, 2 NR]: the 2 L bf16 of a vector of
+/// pairs at one index.
+Value MatmulKernel::viewPairsAsRows(Value packed) {
+  SmallVector<ReassociationIndices> reassociation = {{0}, {1}, {2, 3}};
+  auto type = cast<MemRefType>(packed.getType());
+  if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, reassociation))
+    return Value();
+  return memref::CollapseShapeOp::create(b, packed, reassociation);
 }
 
 LogicalResult MatmulKernel::emit() {
@@ -163,8 +249,17 @@ LogicalResult MatmulKernel::emit() {
     return op.emitOpError() << "has panels of " << panelWidth
                             << " columns, not a multiple of the kernel's "
                             << lanes << " lanes";
+  if (op.hasPairedRhs() && !pairs)
+    return op.emitOpError() << "has weights packed in pairs of k, which only "
+                               "the kernel of bf16-dot reads";
   bool packHere = !op.hasPackedRhs();
-  Value rhs = packHere ? packAtRunTime() : op.getRhs();
+  auto [packed, allocation] =
+      packHere ? packAtRunTime() : std::pair<Value, Value>(op.getRhs(), {});
+  Value rhs = packed;
+  if (pairs && !(rhs = viewPairsAsRows(packed)))
+    return op.emitOpError() << "expects weights packed in pairs of k with "
+                               "each panel's pairs contiguous, got "
+                            << packed.getType();
   Value rows = memref::DimOp::create(b, op.getLhs(), 0);
   Value rowBlocks = arith::CeilDivUIOp::create(b, rows, index(tileRows));
   // Items (p, row block), in the order of `rowBlockMajor`.
@@ -178,7 +273,7 @@ LogicalResult MatmulKernel::emit() {
     emitItem(rhs, parallel.getInductionVars()[0], rows, rowBlocks);
   }
   if (packHere)
-    memref::DeallocOp::create(b, rhs);
+    memref::DeallocOp::create(b, allocation);
   return success();
 }
 
@@ -240,15 +335,44 @@ void MatmulKernel::emitRowBlocks(Value rhs, Value panel, Value m0, Value rows,
 /// product in registers over K, then the epilogue and the store.
 void MatmulKernel::emitTile(Value rhs, Value panel, Value m0, int64_t rowCount,
                             bool lastPanel) {
-  Value lhs = op.getLhs();
-  Type element = getElementTypeOrSelf(lhs.getType());
-  auto f32Vector = VectorType::get({lanes}, b.getF32Type());
   int64_t columns = lastPanel ? n - (panels - 1) * panelWidth : panelWidth;
   int64_t vectors = llvm::divideCeil(columns, lanes);
   SmallVector<Value> rowIndices;
   for (int64_t r = 0; r < rowCount; ++r)
     rowIndices.push_back(arith::AddIOp::create(b, m0, index(r)));
+  SmallVector<Value> products =
+      pairs ? emitPairProducts(rhs, panel, rowIndices, vectors)
+            : emitProducts(rhs, panel, rowIndices, vectors);
 
+  Value out = op.getInit();
+  Value panelStart = arith::MulIOp::create(b, panel, index(panelWidth));
+  for (int64_t r = 0; r < rowCount; ++r)
+    for (int64_t v = 0; v < vectors; ++v) {
+      int64_t validLanes = std::min(lanes, columns - v * lanes);
+      Value column = arith::AddIOp::create(b, panelStart, index(v * lanes));
+      Value result = applyEpilogue(products[r * vectors + v], rowIndices[r],
+                                   column, validLanes);
+      SmallVector<Value> at = {rowIndices[r], column};
+      if (validLanes == lanes) {
+        vector::StoreOp::create(b, result, out, at);
+        continue;
+      }
+      Value mask = vector::CreateMaskOp::create(
+          b, VectorType::get({lanes}, b.getI1Type()),
+          ValueRange{index(validLanes)});
+      vector::MaskedStoreOp::create(b, out, at, mask, result);
+    }
+}
+
+/// acc[r][v] = sum_k A[row r, k] * Bp[p, k, v L : v L + L]: a broadcast of
+/// A per row and k, FMAs on f32 (bf16 widened).
+SmallVector<Value> MatmulKernel::emitProducts(Value rhs, Value panel,
+                                              ArrayRef<Value> rowIndices,
+                                              int64_t vectors) {
+  Value lhs = op.getLhs();
+  Type element = getElementTypeOrSelf(lhs.getType());
+  auto f32Vector = VectorType::get({lanes}, b.getF32Type());
+  int64_t rowCount = rowIndices.size();
   Value zeros = arith::ConstantOp::create(
       b, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0.0)));
   SmallVector<Value> init(rowCount * vectors, zeros);
@@ -280,25 +404,83 @@ void MatmulKernel::emitTile(Value rhs, Value panel, Value m0, int64_t rowCount,
     }
     scf::YieldOp::create(b, next);
   }
+  return SmallVector<Value>(loop.getResults());
+}
 
-  Value out = op.getInit();
-  Value panelStart = arith::MulIOp::create(b, panel, index(panelWidth));
-  for (int64_t r = 0; r < rowCount; ++r)
-    for (int64_t v = 0; v < vectors; ++v) {
-      int64_t validLanes = std::min(lanes, columns - v * lanes);
-      Value column = arith::AddIOp::create(b, panelStart, index(v * lanes));
-      Value result = applyEpilogue(loop.getResult(r * vectors + v),
-                                   rowIndices[r], column, validLanes);
-      SmallVector<Value> at = {rowIndices[r], column};
-      if (validLanes == lanes) {
-        vector::StoreOp::create(b, result, out, at);
-        continue;
-      }
-      Value mask = vector::CreateMaskOp::create(
-          b, VectorType::get({lanes}, b.getI1Type()),
-          ValueRange{index(validLanes)});
-      vector::MaskedStoreOp::create(b, out, at, mask, result);
-    }
+/// acc[r][v] = sum_k A[row r, k] * B[k, columns of vector v] over the pairs
+/// of k, one dot product per (row, vector) and pair, `rhs` the pairs of
+/// each panel as rows, [P, K / 2, 2 NR]; an odd K's last k after the loop.
+SmallVector<Value> MatmulKernel::emitPairProducts(Value rhs, Value panel,
+                                                  ArrayRef<Value> rowIndices,
+                                                  int64_t vectors) {
+  auto f32Vector = VectorType::get({lanes}, b.getF32Type());
+  auto pairVector = VectorType::get({2 * lanes}, b.getBF16Type());
+  int64_t rowCount = rowIndices.size();
+  // acc[r][v] = dot(acc[r][v], a[r], Bp[p, j, v L : v L + L, 0 : 2]) for
+  // the broadcast pairs a[r] of A's rows.
+  auto step = [&](Value j, ValueRange acc, ArrayRef<Value> a) {
+    SmallVector<Value> columnsOfB;
+    for (int64_t v = 0; v < vectors; ++v)
+      columnsOfB.push_back(vector::LoadOp::create(
+          b, pairVector, rhs, ValueRange{panel, j, index(2 * v * lanes)}));
+    SmallVector<Value> next;
+    for (int64_t r = 0; r < rowCount; ++r)
+      for (int64_t v = 0; v < vectors; ++v)
+        next.push_back(x86vector::DotBF16Op::create(
+            b, f32Vector, acc[r * vectors + v], a[r], columnsOfB[v]));
+    return next;
+  };
+
+  Value zeros = arith::ConstantOp::create(
+      b, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0.0)));
+  SmallVector<Value> init(rowCount * vectors, zeros);
+  auto loop = scf::ForOp::create(b, index(0), index(k / 2), index(1), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value j = loop.getInductionVar();
+    SmallVector<Value> a;
+    for (Value row : rowIndices)
+      a.push_back(broadcastPair(row, j));
+    scf::YieldOp::create(b, step(j, loop.getRegionIterArgs(), a));
+  }
+  SmallVector<Value> acc(loop.getResults());
+  if (k % 2 == 0)
+    return acc;
+  // The last k, whose pair in Bp has a zero second row.
+  SmallVector<Value> a;
+  for (Value row : rowIndices)
+    a.push_back(broadcastLastAlone(row));
+  return step(index(k / 2), acc, a);
+}
+
+/// (A[row, 2j], A[row, 2j + 1]) as one 32-bit value in every lane: the
+/// `a` operand of a dot product.
+Value MatmulKernel::broadcastPair(Value row, Value pair) {
+  auto i32 = b.getI32Type();
+  Value twoK = vector::LoadOp::create(
+      b, VectorType::get({2}, b.getBF16Type()), op.getLhs(),
+      ValueRange{row, arith::MulIOp::create(b, pair, index(2))});
+  Value bits = vector::BitCastOp::create(b, VectorType::get({1}, i32), twoK);
+  Value lanesOfBits =
+      vector::BroadcastOp::create(b, VectorType::get({lanes}, i32), bits);
+  return vector::BitCastOp::create(
+      b, VectorType::get({2 * lanes}, b.getBF16Type()), lanesOfBits);
+}
+
+/// (A[row, K - 1], 0) in every lane, the last k of an odd K: the bf16's
+/// bits zero-extended to 32 (x86 is little-endian: the low half is the
+/// pair's first element). Nothing past the row is read.
+Value MatmulKernel::broadcastLastAlone(Value row) {
+  auto i32 = b.getI32Type();
+  Value last =
+      memref::LoadOp::create(b, op.getLhs(), ValueRange{row, index(k - 1)});
+  Value bits = arith::ExtUIOp::create(
+      b, i32, arith::BitcastOp::create(b, b.getI16Type(), last));
+  Value lanesOfBits =
+      vector::BroadcastOp::create(b, VectorType::get({lanes}, i32), bits);
+  return vector::BitCastOp::create(
+      b, VectorType::get({2 * lanes}, b.getBF16Type()), lanesOfBits);
 }
 
 /// Input `input` of the epilogue at (row, columns column ..): a vector
@@ -392,7 +574,7 @@ Value MatmulKernel::applyEpilogue(Value product, Value row, Value column,
 }
 
 LogicalResult mlir::rpe::emitMatmulKernel(RewriterBase &rewriter, MatmulOp op,
-                                          int64_t vectorWidth) {
+                                          int64_t vectorWidth, bool bf16Dot) {
   if (op->getNumResults() != 0)
     return op.emitOpError("must be bufferized before its kernel is emitted");
   rewriter.setInsertionPoint(op);
@@ -400,7 +582,7 @@ LogicalResult mlir::rpe::emitMatmulKernel(RewriterBase &rewriter, MatmulOp op,
   // profile's symbol) says which op it computes.
   ImplicitLocOpBuilder b(
       NameLoc::get(op->getName().getIdentifier(), op.getLoc()), rewriter);
-  if (failed(MatmulKernel(b, op, vectorWidth).emit()))
+  if (failed(MatmulKernel(b, op, vectorWidth, bf16Dot).emit()))
     return failure();
   rewriter.eraseOp(op);
   return success();

@@ -36,7 +36,11 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
 }
 
 bool MatmulOp::hasPackedRhs() {
-  return cast<ShapedType>(getRhs().getType()).getRank() == 3;
+  return cast<ShapedType>(getRhs().getType()).getRank() >= 3;
+}
+
+bool MatmulOp::hasPairedRhs() {
+  return cast<ShapedType>(getRhs().getType()).getRank() == 4;
 }
 
 int64_t MatmulOp::getPanelWidth() {
@@ -51,13 +55,17 @@ int64_t MatmulOp::getColumns() {
   return cast<ShapedType>(getInit().getType()).getDimSize(1);
 }
 
-/// The shape `rhs` must have for K x N weights: [P, K, NR] packed, else
-/// [K, N] or, transposed, [N, K].
+/// The shape `rhs` must have for K x N weights: [P, K, NR] packed, or
+/// [P, ceil(K / 2), NR, 2] packed in pairs of k, else [K, N] or,
+/// transposed, [N, K].
 static SmallVector<int64_t> expectedRhsShape(MatmulOp op, int64_t k,
                                              int64_t n) {
   if (op.hasPackedRhs()) {
     int64_t width = op.getPanelWidth();
-    return {static_cast<int64_t>(llvm::divideCeil(n, width)), k, width};
+    auto panels = static_cast<int64_t>(llvm::divideCeil(n, width));
+    if (op.hasPairedRhs())
+      return {panels, static_cast<int64_t>(llvm::divideCeil(k, 2)), width, 2};
+    return {panels, k, width};
   }
   if (op.getTransposeRhs())
     return {n, k};
@@ -84,13 +92,14 @@ LogicalResult MatmulOp::verify() {
     return emitOpError() << "expects lhs and destination of one row count M, "
                          << "got " << lhsType.getDimSize(0) << " and "
                          << initType.getDimSize(0);
-  if (rhsType.getRank() != 2 && rhsType.getRank() != 3)
-    return emitOpError() << "expects rhs [K, N], [N, K] (transpose_rhs) or "
-                            "packed [P, K, NR]";
-  if (rhsType.getRank() == 3 && getTransposeRhs())
+  if (rhsType.getRank() < 2 || rhsType.getRank() > 4)
+    return emitOpError() << "expects rhs [K, N], [N, K] (transpose_rhs), "
+                            "packed [P, K, NR] or packed in pairs of k "
+                            "[P, ceil(K / 2), NR, 2]";
+  if (hasPackedRhs() && getTransposeRhs())
     return emitOpError() << "expects transpose_rhs only on an unpacked rhs";
-  if (rhsType.getRank() == 3 && (ShapedType::isDynamic(getPanelWidth()) ||
-                                 getPanelWidth() <= 0))
+  if (hasPackedRhs() &&
+      (ShapedType::isDynamic(getPanelWidth()) || getPanelWidth() <= 0))
     return emitOpError() << "expects a static, positive panel width";
   SmallVector<int64_t> expected = expectedRhsShape(*this, k, n);
   if (rhsType.getShape() != ArrayRef<int64_t>(expected))
@@ -103,6 +112,11 @@ LogicalResult MatmulOp::verify() {
   Type element = lhsType.getElementType();
   if (!isa<FloatType>(element) || rhsType.getElementType() != element)
     return emitOpError() << "expects lhs and rhs of one float element type";
+  // A pair of k is the 32-bit lane of a bf16 dot product.
+  if (hasPairedRhs() && !element.isBF16())
+    return emitOpError() << "expects rhs packed in pairs of k only in bf16, "
+                            "got "
+                         << element;
   if (!isa<FloatType>(initType.getElementType()))
     return emitOpError() << "expects a float destination";
 

@@ -1,4 +1,5 @@
-//===- FormMatmul.cpp - rpe-form-matmul ------------------------------------===//
+//===- FormMatmul.cpp - rpe-form-matmul
+//------------------------------------===//
 //
 // The dense linear algebra of an imported model (its linear layers, the
 // patch merging's reduction, the classifier) arrives as linalg
@@ -11,9 +12,13 @@
 //   1. fuseElementwiseProducers: upstream's elementwise fusion, so that a
 //      bias broadcast and its add (or GELU's five generics) are one generic;
 //   2. ContractionToMatmul: C = A B with A [M, K] row-major and B [K, N] or
-//      its transpose; a constant B (through linalg.transpose) is packed in
-//      panels [N / NR, K, NR] here, at compile time, so that neither the
-//      transpose nor the packing runs when the model does;
+//      its transpose, in f32 or bf16 (widened to an f32 product); a
+//      constant B (through linalg.transpose) is packed in panels
+//      [N / NR, K, NR] here, at compile time, so that neither the transpose
+//      nor the packing runs when the model does; with bf16-dot, bf16 B in
+//      panels of pairs of k, [N / NR, ceil(K / 2), NR, 2] (the layout of
+//      the kernel's AVX512-BF16 dot products; an odd K's last pair ends in
+//      a zero row);
 //   3. FuseEpilogue: an elementwise generic that is the product's only user
 //      moves into the rpe.matmul's epilogue, its other inputs becoming
 //      epilogue inputs (a bias read at (n), a residual at (m, n)).
@@ -38,6 +43,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <cstring>
+
 namespace mlir::rpe {
 #define GEN_PASS_DEF_RPEFORMMATMUL
 #include "Rpe/Passes.h.inc"
@@ -60,6 +67,29 @@ std::optional<ArrayRef<float>> getFloatValues(Attribute attr,
   storage.assign(dense.getValues<float>().begin(),
                  dense.getValues<float>().end());
   return ArrayRef<float>(storage);
+}
+
+/// The bits of a bf16 constant tensor, dense or a resource blob; none for
+/// anything else.
+std::optional<ArrayRef<uint16_t>>
+getBf16Bits(Attribute attr, SmallVectorImpl<uint16_t> &storage) {
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    ShapedType type = resource.getType();
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!type.getElementType().isBF16() || !blob ||
+        blob->getData().size() != 2 * size_t(type.getNumElements()))
+      return std::nullopt;
+    storage.resize(type.getNumElements());
+    std::memcpy(storage.data(), blob->getData().data(), blob->getData().size());
+    return ArrayRef<uint16_t>(storage);
+  }
+  auto dense = dyn_cast<DenseFPElementsAttr>(attr);
+  if (!dense || !dense.getElementType().isBF16())
+    return std::nullopt;
+  storage.clear();
+  for (const APFloat &value : dense.getValues<APFloat>())
+    storage.push_back(value.bitcastToAPInt().getZExtValue());
+  return ArrayRef<uint16_t>(storage);
 }
 
 /// The weights of a contraction as stored: B [K, N], or its transpose
@@ -87,33 +117,69 @@ Weights findWeights(Value value, bool transposed) {
   return weights;
 }
 
-/// B packed in panels of `width` columns: packed[p, k, r] = B[k, p * width
-/// + r], zero past N, as a resource blob (no uniquing of megabytes).
-Value packConstantWeights(OpBuilder &b, Location loc, ArrayRef<float> values,
-                          bool transposed, int64_t k, int64_t n,
-                          int64_t width) {
+/// B (`values` of type `element`) packed in panels of `width` columns:
+/// packed[p, k, r] = B[k, p * width + r], zero past N; in pairs of k
+/// (`pairs`), packed[p, j, r, h] = B[2 j + h, p * width + r], zero past N
+/// and K. As a resource blob (no uniquing of megabytes).
+template <typename T>
+Value packConstantWeights(OpBuilder &b, Location loc, ArrayRef<T> values,
+                          Type element, bool transposed, int64_t k, int64_t n,
+                          int64_t width, bool pairs) {
   int64_t panels = llvm::divideCeil(n, width);
-  std::vector<float> packed(panels * k * width, 0.0f);
+  int64_t pair = pairs ? 2 : 1;
+  int64_t rows = llvm::divideCeil(k, pair);
+  std::vector<T> packed(panels * rows * width * pair, T(0));
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t kk = 0; kk < k; ++kk)
       for (int64_t r = 0; r < width && p * width + r < n; ++r) {
         int64_t column = p * width + r;
-        packed[(p * k + kk) * width + r] =
+        packed[((p * rows + kk / pair) * width + r) * pair + kk % pair] =
             transposed ? values[column * k + kk] : values[kk * n + column];
       }
-  auto type = RankedTensorType::get({panels, k, width}, b.getF32Type());
-  auto blob = HeapAsmResourceBlob::allocateAndCopyInferAlign(
-      ArrayRef<float>(packed));
+  SmallVector<int64_t> shape = {panels, rows, width};
+  if (pairs)
+    shape.push_back(2);
+  auto type = RankedTensorType::get(shape, element);
+  auto blob =
+      HeapAsmResourceBlob::allocateAndCopyInferAlign(ArrayRef<T>(packed));
   auto attr = DenseResourceElementsAttr::get(type, "rpe_packed_weights",
                                              std::move(blob));
   return arith::ConstantOp::create(b, loc, type, attr);
 }
 
+/// Whether the body of `op` is acc + extf(a) * extf(b): a product of bf16
+/// in f32, as linalg.matmul of bf16 operands into f32 writes it.
+bool isWidenedProduct(linalg::LinalgOp op) {
+  Block *body = op.getBlock();
+  if (body->getNumArguments() != 3)
+    return false;
+  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
+  auto add = yield && yield.getNumOperands() == 1
+                 ? yield.getValues()[0].getDefiningOp<arith::AddFOp>()
+                 : nullptr;
+  if (!add)
+    return false;
+  Value acc = body->getArgument(2);
+  Value product = add.getLhs() == acc   ? add.getRhs()
+                  : add.getRhs() == acc ? add.getLhs()
+                                        : Value();
+  auto mul = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul)
+    return false;
+  auto widened = [](Value value) {
+    auto ext = value.getDefiningOp<arith::ExtFOp>();
+    return ext ? ext.getIn() : Value();
+  };
+  Value x = widened(mul.getLhs()), y = widened(mul.getRhs());
+  Value a = body->getArgument(0), b = body->getArgument(1);
+  return (x == a && y == b) || (x == b && y == a);
+}
+
 /// Whether `op` is a contraction C[m, n] += A[m, k] B[k, n] (or B[n, k])
-/// in f32 with static K and N, that rpe.matmul computes: its loops from
-/// upstream's inferContractionDims, its body a plain product (the shared
-/// reader; upstream's isaContractionOpInterface would also take
-/// `acc + (-a) · b`).
+/// with static K and N, that rpe.matmul computes: in f32, or bf16 A and B
+/// into f32; its loops from upstream's inferContractionDims, its body a
+/// plain product (the shared reader; upstream's isaContractionOpInterface
+/// would also take `acc + (-a) · b`) or one of widened bf16.
 struct Contraction {
   Value lhs, rhs, init;
   bool transposedRhs;
@@ -122,7 +188,8 @@ std::optional<Contraction> matchContraction(linalg::LinalgOp op) {
   if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
       op.getNumLoops() != 3 || !op.hasPureTensorSemantics())
     return std::nullopt;
-  std::optional<double> factor = readProductBody(op);
+  bool widened = isWidenedProduct(op);
+  std::optional<double> factor = widened ? 1.0 : readProductBody(op);
   if (!factor || *factor != 1.0)
     return std::nullopt;
   FailureOr<linalg::ContractionDimensions> dims =
@@ -147,9 +214,12 @@ std::optional<Contraction> matchContraction(linalg::LinalgOp op) {
   Value lhs = op.getDpsInputOperand(0)->get();
   Value rhs = op.getDpsInputOperand(1)->get();
   Value init = op.getDpsInitOperand(0)->get();
+  // f32 operands, or bf16 ones widened; an f32 product.
   for (Value v : {lhs, rhs, init}) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
-    if (!type || !type.getElementType().isF32())
+    bool f32 = v == init || !widened;
+    if (!type || (f32 ? !type.getElementType().isF32()
+                      : !type.getElementType().isBF16()))
       return std::nullopt;
   }
   auto initType = cast<RankedTensorType>(init.getType());
@@ -168,29 +238,26 @@ bool isZeroFilled(Value init) {
 /// linalg contraction -> rpe.matmul, packing constant weights.
 struct ContractionToMatmul
     : public OpInterfaceRewritePattern<linalg::LinalgOp> {
-  ContractionToMatmul(MLIRContext *context, int64_t panelWidth)
-      : OpInterfaceRewritePattern(context), panelWidth(panelWidth) {}
+  ContractionToMatmul(MLIRContext *context, int64_t panelWidth, bool bf16Dot)
+      : OpInterfaceRewritePattern(context), panelWidth(panelWidth),
+        bf16Dot(bf16Dot) {}
 
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
     std::optional<Contraction> contraction = matchContraction(op);
     if (!contraction)
-      return rewriter.notifyMatchFailure(op, "not a 2-D f32 contraction");
+      return rewriter.notifyMatchFailure(op, "not a 2-D f32 or bf16 "
+                                             "contraction");
     Location loc = op.getLoc();
     auto initType = cast<RankedTensorType>(contraction->init.getType());
     int64_t k = cast<RankedTensorType>(contraction->lhs.getType()).getDimSize(1);
     int64_t n = initType.getDimSize(1);
 
     Weights weights = findWeights(contraction->rhs, contraction->transposedRhs);
-    SmallVector<float> storage;
-    std::optional<ArrayRef<float>> values =
-        weights.constant ? getFloatValues(weights.constant, storage)
-                         : std::nullopt;
     Value rhs = contraction->rhs;
     bool transposeRhs = contraction->transposedRhs;
-    if (values) {
-      rhs = packConstantWeights(rewriter, loc, *values, weights.transposed, k,
-                                n, panelWidth);
+    if (Value packed = packConstant(rewriter, loc, weights, k, n)) {
+      rhs = packed;
       transposeRhs = false;
     }
     // A zero-filled destination is only a destination; any other one is
@@ -231,7 +298,29 @@ struct ContractionToMatmul
     return success();
   }
 
+  /// The constant weights packed for the kernel: f32 in panels, bf16 in
+  /// panels of pairs of k with bf16-dot; null where they are not constant.
+  Value packConstant(OpBuilder &b, Location loc, const Weights &weights,
+                     int64_t k, int64_t n) const {
+    if (!weights.constant)
+      return Value();
+    SmallVector<float> floats;
+    if (std::optional<ArrayRef<float>> values =
+            getFloatValues(weights.constant, floats))
+      return packConstantWeights(b, loc, *values, b.getF32Type(),
+                                 weights.transposed, k, n, panelWidth,
+                                 /*pairs=*/false);
+    SmallVector<uint16_t> bits;
+    if (std::optional<ArrayRef<uint16_t>> values =
+            getBf16Bits(weights.constant, bits))
+      return packConstantWeights(b, loc, *values, b.getBF16Type(),
+                                 weights.transposed, k, n, panelWidth,
+                                 /*pairs=*/bf16Dot);
+    return Value();
+  }
+
   int64_t panelWidth;
+  bool bf16Dot;
 };
 
 /// The epilogue's ops run on vectors: elementwise arith and math ops, and
@@ -410,7 +499,7 @@ struct RpeFormMatmulPass
     MLIRContext *context = &getContext();
     RewritePatternSet patterns(context);
     patterns.add<FuseElementwiseProducer, FuseEpilogue>(context);
-    patterns.add<ContractionToMatmul>(context, panelWidth);
+    patterns.add<ContractionToMatmul>(context, panelWidth, bf16Dot);
     linalg::populateFoldReshapeOpsByCollapsingPatterns(patterns,
                                                        isExpandedProduct);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

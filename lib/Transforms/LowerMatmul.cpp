@@ -87,6 +87,13 @@ struct RpeLowerMatmulPass
           << static_cast<int64_t>(vectorWidth);
       return signalPassFailure();
     }
+    // vdpbf16ps exists on 128, 256 and 512 bits.
+    if (bf16Dot && vectorWidth != 4 && vectorWidth != 8 && vectorWidth != 16) {
+      emitError(getOperation()->getLoc())
+          << "bf16-dot needs a vector-width of 4, 8 or 16, got "
+          << static_cast<int64_t>(vectorWidth);
+      return signalPassFailure();
+    }
     // Walk, not greedy: the emitted loops must not be folded while they
     // are built.
     SmallVector<MatmulOp> ops;
@@ -97,7 +104,7 @@ struct RpeLowerMatmulPass
       // The kernel replaces the op between its neighbours.
       Block *block = op->getBlock();
       Operation *before = op->getPrevNode(), *after = op->getNextNode();
-      if (failed(emitMatmulKernel(rewriter, op, vectorWidth)))
+      if (failed(emitMatmulKernel(rewriter, op, vectorWidth, bf16Dot)))
         return signalPassFailure();
       auto begin = before ? std::next(before->getIterator()) : block->begin();
       auto end = after ? after->getIterator() : block->end();

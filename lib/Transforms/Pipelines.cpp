@@ -59,10 +59,12 @@ struct RpeCheckLoweredPass
 } // namespace
 
 /// On tensors: the raising of imported attention, its fusion, the model's
-/// contractions as rpe.matmul (with a non-zero `panelWidth`), the unfused
-/// lowering of what does not fuse.
+/// contractions as rpe.matmul (with a non-zero `panelWidth`; constant bf16
+/// weights packed for `bf16Dot`), the unfused lowering of what does not
+/// fuse.
 static void addAttentionAndMatmulPasses(OpPassManager &pm, bool fuse,
-                                        bool raise, int64_t panelWidth) {
+                                        bool raise, int64_t panelWidth,
+                                        bool bf16Dot = false) {
   // Imported modules spell the attention in linalg: raise it to rpe ops
   // first, so that it fuses (or, unfused, lowers as rpe's reference).
   if (raise)
@@ -75,7 +77,7 @@ static void addAttentionAndMatmulPasses(OpPassManager &pm, bool fuse,
   // The model's own contractions (not the unfused attention's, which
   // convert-rpe-to-linalg makes next) become rpe.matmul.
   if (panelWidth)
-    pm.addPass(createRpeFormMatmul(RpeFormMatmulOptions{panelWidth}));
+    pm.addPass(createRpeFormMatmul(RpeFormMatmulOptions{panelWidth, bf16Dot}));
   pm.addPass(createRpeFoldRelativeIndex());
   pm.addPass(createConvertRpeToLinalg());
   pm.addPass(createCanonicalizerPass());
@@ -144,7 +146,8 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   // Panels of three vectors: 8 x 3 zmm accumulators on AVX-512, 4 x 3 ymm
   // on AVX2 (MatmulKernel.cpp).
   int64_t panelWidth = options.matmul ? 3 * options.vectorWidth : 0;
-  addAttentionAndMatmulPasses(pm, options.fuse, options.raise, panelWidth);
+  addAttentionAndMatmulPasses(pm, options.fuse, options.raise, panelWidth,
+                              options.bf16Dot);
   // After rpe-form-matmul: the contractions (and the elementwise ops their
   // epilogues took) are rpe.matmul by now, not rows.
   if (options.vectorize)
@@ -155,8 +158,8 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   if (options.profile)
     pm.addPass(createRpeProfileOps());
   if (options.matmul)
-    pm.addPass(
-        createRpeLowerMatmul(RpeLowerMatmulOptions{options.vectorWidth}));
+    pm.addPass(createRpeLowerMatmul(
+        RpeLowerMatmulOptions{options.vectorWidth, options.bf16Dot}));
   if (options.fuse) {
     FusedKernelOptions kernel;
     kernel.strategy = options.kernel;

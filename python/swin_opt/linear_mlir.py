@@ -9,6 +9,9 @@ in a Swin block) as ``linalg.matmul`` of the input and
 form for any shape, with the weights as constants (``dense_resource``
 blobs, as the importer writes them) or as arguments, and the result
 written into the caller's buffer: ``@<name>(x[, w][, residual], out)``.
+With ``dtype="bf16"`` the input and the weight are bf16 (NumPy arrays of
+their bits, :func:`to_bf16`) and the product f32, as ``linalg.matmul`` of
+bf16 operands into an f32 destination (widened products).
 
 :func:`mlp_module` writes a Swin block's MLP, ``fc2(GELU(fc1(x)))`` (with
 the biases, optionally plus a residual), as the kernels of the PyTorch
@@ -26,7 +29,8 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["Linear", "linear_module", "reference", "Mlp", "mlp_module", "pack_weight", "mlp_reference"]
+__all__ = ["Linear", "linear_module", "reference", "Mlp", "mlp_module", "pack_weight", "mlp_reference",
+           "to_bf16", "from_bf16"]
 
 #: The epilogue steps :func:`linear_module` writes after the product.
 STEPS = ("bias", "gelu", "residual")
@@ -44,15 +48,33 @@ class Linear:
     constant_weight: bool = True
     transposed_weight: bool = True
     name: str = "linear"
+    #: The element type of x and the weight: "f32", or "bf16" (an f32 product).
+    dtype: str = "f32"
 
     def __post_init__(self):
         unknown = set(self.steps) - set(STEPS)
         if unknown:
             raise ValueError(f"unknown epilogue steps {sorted(unknown)}")
+        if self.dtype not in ("f32", "bf16"):
+            raise ValueError(f"dtype must be f32 or bf16, got {self.dtype!r}")
 
 
-def _blob(values: np.ndarray) -> str:
-    """A dense_resource blob: its alignment (4, little endian), then the bytes."""
+def to_bf16(values: np.ndarray) -> np.ndarray:
+    """The bits (uint16) of `values` rounded to bf16, to nearest even."""
+    bits = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16(bits: np.ndarray) -> np.ndarray:
+    """The float32 values of bf16 `bits` (uint16)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _blob(values: np.ndarray, dtype: str = "f32") -> str:
+    """A dense_resource blob: its alignment (the element's size, little
+    endian), then the bytes; bf16 `values` are their bits (uint16)."""
+    if dtype == "bf16":
+        return "0x02000000" + np.ascontiguousarray(values, np.uint16).tobytes().hex().upper()
     return "0x04000000" + np.ascontiguousarray(values, np.float32).tobytes().hex().upper()
 
 
@@ -61,13 +83,14 @@ def linear_module(layer: Linear, weight: np.ndarray, bias: Optional[np.ndarray] 
     are baked in when the layer says so (the bias always is)."""
     m = "?" if layer.m is None else str(layer.m)
     k, n = layer.k, layer.n
+    et = layer.dtype
     mn = f"tensor<{m}x{n}xf32>"
     wshape = f"{n}x{k}" if layer.transposed_weight else f"{k}x{n}"
     identity = "affine_map<(d0, d1) -> (d0, d1)>"
     column = "affine_map<(d0, d1) -> (d1)>"
-    args = [f"%x: tensor<{m}x{k}xf32>"]
+    args = [f"%x: tensor<{m}x{k}x{et}>"]
     if not layer.constant_weight:
-        args.append(f"%w: tensor<{wshape}xf32>")
+        args.append(f"%w: tensor<{wshape}x{et}>")
     if "residual" in layer.steps:
         args.append(f"%res: {mn}")
     args.append(f"%out: memref<{m}x{n}xf32>")
@@ -76,18 +99,18 @@ def linear_module(layer: Linear, weight: np.ndarray, bias: Optional[np.ndarray] 
     lines = ["  %zero = arith.constant 0.000000e+00 : f32"]
     if layer.m is None:
         lines += ["  %c0 = arith.constant 0 : index",
-                  f"  %rows = tensor.dim %x, %c0 : tensor<{m}x{k}xf32>"]
+                  f"  %rows = tensor.dim %x, %c0 : tensor<{m}x{k}x{et}>"]
     if layer.constant_weight:
-        lines.append(f"  %w = arith.constant dense_resource<weight> : tensor<{wshape}xf32>")
+        lines.append(f"  %w = arith.constant dense_resource<weight> : tensor<{wshape}x{et}>")
     rhs = "%w"
     if layer.transposed_weight:
-        lines += [f"  %wt0 = tensor.empty() : tensor<{k}x{n}xf32>",
-                  f"  %wt = linalg.transpose ins(%w : tensor<{n}x{k}xf32>) outs(%wt0 : tensor<{k}x{n}xf32>)"
+        lines += [f"  %wt0 = tensor.empty() : tensor<{k}x{n}x{et}>",
+                  f"  %wt = linalg.transpose ins(%w : tensor<{n}x{k}x{et}>) outs(%wt0 : tensor<{k}x{n}x{et}>)"
                   " permutation = [1, 0]"]
         rhs = "%wt"
     lines += [f"  %e = {empty}",
               f"  %f = linalg.fill ins(%zero : f32) outs(%e : {mn}) -> {mn}",
-              f"  %v0 = linalg.matmul ins(%x, {rhs} : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>)"
+              f"  %v0 = linalg.matmul ins(%x, {rhs} : tensor<{m}x{k}x{et}>, tensor<{k}x{n}x{et}>)"
               f" outs(%f : {mn}) -> {mn}"]
 
     def generic(index: int, extra: List[str], maps: List[str], body: List[str]) -> None:
@@ -124,7 +147,7 @@ def linear_module(layer: Linear, weight: np.ndarray, bias: Optional[np.ndarray] 
                                                   "linalg.yield %s : f32"])
     resources = []
     if layer.constant_weight:
-        resources.append(f"      weight: \"{_blob(weight)}\"")
+        resources.append(f"      weight: \"{_blob(weight, et)}\"")
     if "bias" in layer.steps:
         resources.append(f"      bias: \"{_blob(bias)}\"")
     # The result goes into the caller's buffer (empty-tensor elimination

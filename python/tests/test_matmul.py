@@ -10,6 +10,13 @@ one, the epilogues (bias, GELU, residual) and a dynamic M, on AVX2's
 vectors (8 lanes, every x86-64 CPU with FMA) and AVX-512's (16 lanes,
 where the host has it). Tolerance: relative 1e-5 of max |reference| (f32
 products of K terms, GELU's erf within 4.2e-7).
+
+bf16 layers (bf16 input and weight, an f32 product) run widened to f32 FMAs
+and, where the host has AVX512-BF16, on its dot products (``bf16-dot``:
+weights packed in pairs of k, at compile time or by the kernel; an odd K's
+last k alone). The reference is float64 on the values rounded to bf16: the
+products of two bf16 are exact in f32 and the sums f32 in both forms, so the
+tolerance is the f32 one.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from swin_opt.export_mlir import _descriptor
 pytestmark = pytest.mark.aot
 
 LLVM_BIN = Path("/usr/lib/llvm-22/bin")
-AVX512 = "avx512f" in Path("/proc/cpuinfo").read_text()
+CPU_FLAGS = Path("/proc/cpuinfo").read_text()
+AVX512 = "avx512f" in CPU_FLAGS
+AVX512_BF16 = "avx512_bf16" in CPU_FLAGS
 WIDTHS = [8, 16] if AVX512 else [8]
 
 
@@ -41,17 +50,19 @@ def swin_opt(aot_path):
 
 
 def compile_layer(swin_opt: Path, work: Path, layer: linear_mlir.Linear, weight, bias,
-                  width: int):
+                  width: int, bf16_dot: bool = False):
     text = linear_mlir.linear_module(layer, weight, bias)
     source = work / "layer.mlir"
     source.write_text(text)
     llvm_dialect, ir, library = (work / name for name in ("layer.llvm.mlir", "layer.ll", "layer.so"))
-    subprocess.run([str(swin_opt), str(source), f"--rpe-cpu-pipeline=vector-width={width}",
+    options = f"vector-width={width}" + (" bf16-dot=true" if bf16_dot else "")
+    subprocess.run([str(swin_opt), str(source), f"--rpe-cpu-pipeline={options}",
                     "-o", str(llvm_dialect)], check=True)
     subprocess.run([str(LLVM_BIN / "mlir-translate"), "--mlir-to-llvmir", str(llvm_dialect),
                     "-o", str(ir)], check=True)
-    cpu = "-march=x86-64-v4" if width == 16 else "-march=x86-64-v3"
-    subprocess.run([str(LLVM_BIN / "clang"), "-O2", cpu, "-shared", "-fPIC", "-fopenmp",
+    cpu = ["-march=x86-64-v4"] if width == 16 else ["-march=x86-64-v3"]
+    cpu += ["-mavx512bf16"] if bf16_dot else []
+    subprocess.run([str(LLVM_BIN / "clang"), "-O2", *cpu, "-shared", "-fPIC", "-fopenmp",
                     "-Wno-override-module", str(ir), "-o", str(library), "-lm"], check=True)
     return ctypes.CDLL(str(library))[f"_mlir_ciface_{layer.name}"]
 
@@ -59,11 +70,13 @@ def compile_layer(swin_opt: Path, work: Path, layer: linear_mlir.Linear, weight,
 def run_layer(entry, layer: linear_mlir.Linear, x, weight, residual):
     m = x.shape[0]
     out = np.full((m, layer.n), np.nan, np.float32)
-    arrays = [x] + ([] if layer.constant_weight else [weight])
+    operand = np.uint16 if layer.dtype == "bf16" else np.float32
+    arrays = [np.ascontiguousarray(x, operand)]
+    arrays += [] if layer.constant_weight else [np.ascontiguousarray(weight, operand)]
     arrays += [residual] if "residual" in layer.steps else []
     # The converted arrays must outlive the call: the descriptors point
     # into them.
-    arrays = [np.ascontiguousarray(a, np.float32) for a in arrays]
+    arrays = [a if a.dtype == np.uint16 else np.ascontiguousarray(a, np.float32) for a in arrays]
     descriptors = [_descriptor(a) for a in arrays + [out]]
     entry.restype = None
     entry(*[ctypes.byref(d) for d in descriptors])
@@ -120,3 +133,46 @@ def test_dynamic_m_runs_any_row_count(swin_opt, tmp_path):
         got = run_layer(entry, layer, x, weight, None)
         expected = linear_mlir.reference(layer, x, weight, bias)
         assert np.abs(got - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max()), rows
+
+
+BF16_CASES = {
+    # name: (M, K, N, steps, constant weight, transposed weight)
+    "odd-all": (13, 17, 47, ("bias",), True, True),
+    "one-reduction": (7, 1, 50, (), True, True),
+    "even-k-gelu": (49, 96, 100, ("bias", "gelu"), True, True),
+    "plain-weight": (11, 24, 40, ("bias",), True, False),
+    "runtime-odd": (23, 19, 53, ("residual",), False, True),
+    "runtime-plain": (9, 33, 20, (), False, False),
+    "dynamic-m": (None, 41, 72, ("bias", "gelu"), True, True),
+}
+
+# (vector width, bf16-dot): widened to f32 FMAs, and AVX512-BF16's dot
+# products where the host has them.
+BF16_MODES = {"widen-8": (8, False), "dot-16": (16, True)}
+
+
+@pytest.mark.parametrize("mode", sorted(BF16_MODES))
+@pytest.mark.parametrize("case", sorted(BF16_CASES))
+def test_bf16_layer_against_float64(swin_opt, tmp_path, case, mode):
+    width, dot = BF16_MODES[mode]
+    if dot and not AVX512_BF16:
+        pytest.skip("the host has no avx512_bf16 (vdpbf16ps)")
+    m, k, n, steps, constant, transposed = BF16_CASES[case]
+    layer = linear_mlir.Linear(m, k, n, steps, constant_weight=constant, transposed_weight=transposed,
+                               dtype="bf16")
+    rng = np.random.default_rng(zlib.crc32(("bf16" + case).encode()))
+    rows = 29 if m is None else m
+    x = linear_mlir.to_bf16(rng.standard_normal((rows, k), dtype=np.float32))
+    weight = rng.standard_normal((n, k) if transposed else (k, n), dtype=np.float32)
+    weight = linear_mlir.to_bf16(weight / np.float32(np.sqrt(k)))
+    bias = rng.standard_normal(n, dtype=np.float32)
+    residual = rng.standard_normal((rows, n), dtype=np.float32)
+    entry = compile_layer(swin_opt, tmp_path, layer, weight, bias, width, bf16_dot=dot)
+    # The dot products run where asked, and only there.
+    assert ("dpbf16ps" in (tmp_path / "layer.ll").read_text()) == dot
+    got = run_layer(entry, layer, x, weight, residual)
+    expected = linear_mlir.reference(layer, linear_mlir.from_bf16(x), linear_mlir.from_bf16(weight),
+                                     bias, residual)
+    error = np.abs(got - expected).max()
+    allowed = 1e-5 * max(1.0, np.abs(expected).max())
+    assert error <= allowed, f"max |error| {error:.3g} > {allowed:.3g}"

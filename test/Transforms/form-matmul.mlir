@@ -1,5 +1,6 @@
 // RUN: swin-opt %s --rpe-form-matmul=panel-width=2 -split-input-file --mlir-print-elementsattrs-with-hex-if-larger=-1 | FileCheck %s
 // RUN: swin-opt %s --rpe-form-matmul=panel-width=48 -split-input-file | FileCheck %s --check-prefix=WIDE
+// RUN: swin-opt %s --rpe-form-matmul="panel-width=2 bf16-dot=true" -split-input-file --mlir-print-elementsattrs-with-hex-if-larger=-1 | FileCheck %s --check-prefix=DOT
 
 #col = affine_map<(d0, d1) -> (d1)>
 #id = affine_map<(d0, d1) -> (d0, d1)>
@@ -22,6 +23,10 @@
 // B[k, n] = W[n, k]; panel p holds columns 2p, 2p + 1 of each k:
 // [[1, 3], [2, 4]], then [[5, 0], [6, 0]].
 // CHECK: rpe_packed_weights: "0x040000000000803F0000404000000040000080400000A040000000000000C04000000000"
+// f32 weights are packed as without bf16-dot.
+// DOT-LABEL: func @linear_bias
+// DOT: rpe.matmul ins(%{{.*}}, %{{.*}} : tensor<5x2xf32>, tensor<2x2x2xf32>)
+// DOT: rpe_packed_weights: "0x040000000000803F0000404000000040000080400000A040000000000000C04000000000"
 func.func @linear_bias(%x: tensor<5x2xf32>) -> tensor<5x3xf32> {
   %zero = arith.constant 0.0 : f32
   %w = arith.constant dense<[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]> : tensor<3x2xf32>
@@ -249,4 +254,53 @@ func.func @not_fused(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> (tensor<4xf32
 // BAD: error: panel-width must be in [1, 256], got 0
 func.func @nothing() {
   return
+}
+
+// -----
+
+// bf16 operands into an f32 product (linalg.matmul's widened body). The
+// constant weight [N, K] = [3, 3] is packed at compile time: without
+// bf16-dot in panels [2, 3, 2] of bf16, one k per row; with it in pairs of
+// k, [2, 2, 2, 2], packed[p, j, r, h] = B[2j + h, 2p + r] = W[2p + r, 2j +
+// h], zero past N and at k = 3.
+// CHECK-LABEL: func @linear_bf16
+// CHECK: %[[W:.*]] = arith.constant dense_resource<rpe_packed_weights> : tensor<2x3x2xbf16>
+// CHECK: rpe.matmul ins(%{{.*}}, %[[W]] : tensor<5x3xbf16>, tensor<2x3x2xbf16>) outs(%{{.*}} : tensor<5x3xf32>)
+// Panel 0: k 0: (1, 4), k 1: (2, 5), k 2: (3, 6); panel 1: (7, 0), (8, 0),
+// (9, 0).
+// CHECK: rpe_packed_weights: "0x02000000803F80400040A0404040C040E04000000041000010410000"
+// DOT-LABEL: func @linear_bf16
+// DOT: %[[W:.*]] = arith.constant dense_resource<rpe_packed_weights> : tensor<2x2x2x2xbf16>
+// DOT: rpe.matmul ins(%{{.*}}, %[[W]] : tensor<5x3xbf16>, tensor<2x2x2x2xbf16>) outs(%{{.*}} : tensor<5x3xf32>)
+// Panel 0: pair 0: (1, 2), (4, 5); pair 1: (3, 0), (6, 0); panel 1:
+// (7, 8), (0, 0); (9, 0), (0, 0).
+// DOT: rpe_packed_weights: "0x02000000803F00408040A04040400000C0400000E0400041000000001041000000000000"
+func.func @linear_bf16(%x: tensor<5x3xbf16>) -> tensor<5x3xf32> {
+  %zero = arith.constant 0.0 : f32
+  %w = arith.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]> : tensor<3x3xbf16>
+  %t0 = tensor.empty() : tensor<3x3xbf16>
+  %t = linalg.transpose ins(%w : tensor<3x3xbf16>) outs(%t0 : tensor<3x3xbf16>) permutation = [1, 0]
+  %e = tensor.empty() : tensor<5x3xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<5x3xf32>) -> tensor<5x3xf32>
+  %mm = linalg.matmul ins(%x, %t : tensor<5x3xbf16>, tensor<3x3xbf16>) outs(%f : tensor<5x3xf32>) -> tensor<5x3xf32>
+  return %mm : tensor<5x3xf32>
+}
+
+// -----
+
+// A product of bf16 rounded to bf16 before it is added is not rpe.matmul's.
+// CHECK-LABEL: func @bf16_rounded_product
+// CHECK-NOT: rpe.matmul
+// CHECK: linalg.generic
+func.func @bf16_rounded_product(%x: tensor<5x3xbf16>, %w: tensor<3x4xbf16>, %init: tensor<5x4xf32>) -> tensor<5x4xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                       iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<5x3xbf16>, tensor<3x4xbf16>) outs(%init : tensor<5x4xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %acc: f32):
+    %p = arith.mulf %a, %b : bf16
+    %pw = arith.extf %p : bf16 to f32
+    %s = arith.addf %acc, %pw : f32
+    linalg.yield %s : f32
+  } -> tensor<5x4xf32>
+  return %r : tensor<5x4xf32>
 }

@@ -84,3 +84,35 @@ func.func @large_weights(%x: memref<64x1024xf32>, %w: memref<3x1024x48xf32>, %o:
   }
   return
 }
+
+// -----
+
+// bf16 without bf16-dot: run-time weights packed one k per row, both
+// operands widened to f32 FMAs (lower-matmul-bf16-dot.mlir: with it). The
+// packing writes bf16 as its bits (i16), through an integer view of the
+// buffer: as a bf16 value, x86 without AVX512-BF16 would round it again
+// through a libcall (__truncsfbf2).
+// CHECK-LABEL: func @bf16_widened
+// CHECK: %[[BUF:.*]] = memref.alloc() : memref<288xi8>
+// CHECK: %[[P:.*]] = memref.view %[[BUF]][%{{.*}}][] : memref<288xi8> to memref<1x3x48xbf16>
+// CHECK: %[[PBITS:.*]] = memref.view %[[BUF]][%{{.*}}][] : memref<288xi8> to memref<1x3x48xi16>
+// CHECK: %[[ZERO:.*]] = arith.constant 0 : i16
+// CHECK: %[[BITS:.*]] = scf.if %{{.*}} -> (i16) {
+// CHECK: %[[B:.*]] = memref.load %{{.*}} : memref<20x3xbf16>
+// CHECK-NEXT: %[[BBITS:.*]] = arith.bitcast %[[B]] : bf16 to i16
+// CHECK-NEXT: scf.yield %[[BBITS]] : i16
+// CHECK: scf.yield %[[ZERO]] : i16
+// CHECK: memref.store %[[BITS]], %[[PBITS]]
+// CHECK-NOT: x86vector
+// CHECK: vector.load %[[P]]{{.*}} : memref<1x3x48xbf16>, vector<16xbf16>
+// CHECK-NEXT: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: vector.fma
+// CHECK: memref.dealloc %[[BUF]] : memref<288xi8>
+func.func @bf16_widened(%x: memref<?x3xbf16>, %w: memref<20x3xbf16>, %o: memref<?x20xf32>) {
+  rpe.matmul ins(%x, %w : memref<?x3xbf16>, memref<20x3xbf16>) outs(%o : memref<?x20xf32>) attributes {transpose_rhs} {
+  ^bb0(%acc: f32):
+    rpe.yield %acc : f32
+  }
+  return
+}
