@@ -152,3 +152,24 @@ def test_cpb_table_cached_per_weight_version(torch, opts):
         want = model(x)
     assert len(runs) == 3
     assert ((got - want).abs().max() / want.abs().max()).item() <= RTOL
+
+
+def test_weights_converted_under_inference_mode(torch, opts):
+    """Weights converted inside inference_mode are inference tensors, without a
+    version counter: the table is computed per call rather than cached."""
+    timm_v2 = pytest.importorskip("timm.models.swin_transformer_v2")
+    torch.manual_seed(0)
+    model = timm_v2.SwinTransformerV2(img_size=32, patch_size=4, window_size=4, embed_dim=32,
+                                      depths=(2,), num_heads=(2,), num_classes=10)
+    sharpen_weights(model)
+    x = torch.randn(1, 3, 32, 32)
+    st.swap_attention(model, mlp=False, **opts)
+    try:
+        with torch.inference_mode():
+            model.double().float()
+            got = model(x)
+    finally:
+        st.restore_attention(model)
+    with torch.inference_mode():
+        want = model(x)
+    assert ((got - want).abs().max() / want.abs().max()).item() <= RTOL

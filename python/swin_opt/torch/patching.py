@@ -206,10 +206,12 @@ class Patch:
         (``load_state_dict``, optimizer steps, ``copy_``) bump.  While
         ``torch.compile`` traces, the MLP is part of the graph instead.  With
         grad enabled on the MLP's parameters the table is not cached (autograd
-        must see it computed)."""
+        must see it computed), nor for inference tensors (weights converted under
+        ``torch.inference_mode``), which have no version counter."""
         tensors = [coords, *mlp.parameters()]
         cacheable = (not torch.compiler.is_compiling()
-                     and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+                     and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+                     and not any(t.is_inference() for t in tensors))
         if cacheable:
             key = (tuple((id(t), t._version) for t in tensors), tuple(window), heads, dtype)
             cached = self._cpb_tables.get(id(m))
