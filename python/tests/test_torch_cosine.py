@@ -264,6 +264,21 @@ def _timm_v2(torch, img=32, window=4):
 
 
 @pytest.mark.parametrize("layout", ["auto", "windows"])
+def test_timm_v2_fine_tuning_only_the_projections_keeps_the_plain_kernel(torch, opts,
+                                                                         layout):
+    """Only the attention's qkv weights trainable (logit scales, cpb MLP and
+    everything before frozen, so neither the input nor logit_scale requires
+    grad): the call is still differentiated, so it must not take the cosine
+    kernel, which has no backward."""
+    model = _timm_v2(torch)
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.endswith("attn.qkv.weight"))
+    want = _assert_trains_like_original(torch, model, torch.randn(2, 3, 32, 32), opts,
+                                        layout=layout)
+    assert want and all(name.endswith("attn.qkv.weight") for name in want)
+
+
+@pytest.mark.parametrize("layout", ["auto", "windows"])
 def test_timm_v2_training_gradients_match_the_original(torch, opts, layout):
     """Every parameter's gradient: logit_scale (heads on both sides of the clamp:
     sharpen_weights), the cpb MLP (through the table's gradient), q/v bias, qkv,

@@ -69,7 +69,9 @@ def cosine_kernel_scale(logit_scale, target, *tensors):
     computes this call, else None: the call then prepares q and k in torch
     (:func:`.projections.cosine_qk`) for the plain kernel with scale 1, which is
     exact (the bias and mask are added after the product).  ``target``: what the
-    kernel is built for (:func:`kernel_target`), ``tensors``: the call's inputs.
+    kernel is built for (:func:`kernel_target`), ``tensors``: the call's input and
+    the module's parameters (one of them trainable while ``logit_scale`` is frozen,
+    the cosine kernel's q, k or table would still need a backward).
 
     This is the one place that chooses between the two forms, per device:
 
