@@ -13,8 +13,10 @@ Without a GPU (every machine this project is built on) these tests exercise:
 * the configuration -> GPU kernel path: the Swin-T stage-1 configurations
   built for the chip string the operator picks on an H200 (sm_90): swin-aot,
   the host runtime built with cc, the PTX assembled by ptxas; nothing runs.
-  Where there is no GPU kernel (cosine attention, no swin-aot, no toolkit) the
-  patch gets a fallback with its reason, never an error;
+  Where there is no GPU kernel (the cosine form, no swin-aot, no toolkit) the
+  patch gets a fallback with its reason, never an error; SwinV2 never asks for
+  the cosine form on a CUDA device (q and k prepared in torch for the plain
+  kernel: ``patching.cosine_kernel_scale``);
 * the CUDA implementation itself on CPU tensors standing in for CUDA ones,
   with the chip and the launch replaced (``swin_opt.cuda.torch_launch``):
   the kernel it picks, the tensors it hands over (in place, the table and
@@ -28,6 +30,7 @@ Without a GPU (every machine this project is built on) these tests exercise:
   computing the kernel's configuration with torch into the output it is
   handed (in a process of its own): eval in float32 and bfloat16, training
   (autograd through the CUDA backward), ``torch.compile(fullgraph=True)``;
+  a swapped timm SwinV2 the same way (eval, training with ``dlogit_scale``);
 * the torch computation of the CUDA backward and of the operators' fallback
   (swin_opt.torch.attention_math) against the CPU kernels, forward and
   gradients, for every layout, and its backward against autograd of its
@@ -41,8 +44,9 @@ padded both ways) and packed layouts; their gradients; a swapped timm model
 (swapped then moved, moved then swapped; float32 and both autocast dtypes)
 against the original, also in training (gradients), under
 ``torch.compile(fullgraph=True)`` and in a captured CUDA graph; CPU and GPU
-calls of one model in turn; a second device when there is one; SwinV2 falling
-back with its reason.
+calls of one model in turn; a second device when there is one; a swapped timm
+SwinV2 (the plain GPU kernel on q/k prepared in torch) against the original,
+eval and training.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ torch = pytest.importorskip("torch")
 from swin_opt import torch as st  # noqa: E402
 from swin_opt.torch import attention_math, ops  # noqa: E402
 from swin_opt.torch.fallback import Fallback, FallbackWarning  # noqa: E402
-from swin_opt.torch.patching import GpuDtype, kernel_target  # noqa: E402
+from swin_opt.torch.patching import GpuDtype, cosine_kernel_scale, kernel_target  # noqa: E402
 
 ops.register()
 
@@ -288,12 +292,27 @@ def _ptxas():
 
 
 def test_cosine_has_no_gpu_kernel_yet_a_fallback_with_its_reason(chip, timm_block):
-    """SwinV2's cosine form is not built for the GPU: the patch falls back (the
-    module's original forward), saying why; swin-aot is not even run."""
+    """The cosine form is not built for the GPU: a patch asking for it would fall
+    back (the module's original forward), saying why; swin-aot is not even run."""
     st.swap_attention(timm_block)
     with pytest.raises(Fallback, match="no GPU kernel for sm_90: cosine"):
         timm_block._attn.patch.kernel((7, 7), 3, 32, 1.0, GpuDtype("float16", "sm_90"),
                                       cosine=True, **SWIN_T_STAGE1)
+
+
+def test_swinv2_takes_the_plain_kernel_on_a_cuda_device():
+    """SwinV2 does not ask for the cosine form on a CUDA device (nor when GPU
+    kernels are recorded on the CPU): its q and k are prepared in torch for the
+    plain GPU kernel. CPU inference keeps the cosine kernel."""
+    logit_scale, x = torch.zeros(3, 1, 1), torch.zeros(2, 3)
+    with torch.no_grad():
+        assert cosine_kernel_scale(logit_scale, GpuDtype("float16", "sm_90"), x) is None
+        assert cosine_kernel_scale(logit_scale, GpuDtype("float32", "sm_90"), x) is None
+        with ops.recording(chip="sm_90"):
+            target = kernel_target(torch.device("cpu"), torch.float32)
+        assert cosine_kernel_scale(logit_scale, target, x) is None
+        cpu = kernel_target(torch.device("cpu"), torch.float32)
+        assert cosine_kernel_scale(logit_scale, cpu, x) is logit_scale
 
 
 @pytest.mark.aot
@@ -475,19 +494,13 @@ def test_without_a_gpu_kernel_the_operator_computes_with_torch(chip, monkeypatch
     assert built == []
 
 
-@pytest.mark.aot
-def test_swapped_model_through_the_cuda_path_simulated_on_the_cpu(run_alone, opts, chip,
-                                                                   monkeypatch):
-    """A swapped timm model through everything a GPU run takes but the GPU, in a
-    process of its own: the CUDA implementations registered for the CPU too,
+def _simulate_the_gpu(monkeypatch) -> list:
+    """Everything a GPU run takes but the GPU, for the rest of this process (a
+    run_alone test's): the CUDA implementations registered for the CPU too,
     the patches deciding for CPU inputs as for an sm_90 device
     (``kernel_target``), the launch computing the kernel's configuration with
-    torch (attention_math) into the output it is handed. Exercised: the patches'
-    GPU decision, the GPU kernels' builds, the CUDA forward's arguments, autograd
-    through the CUDA backward (training), ``torch.compile(fullgraph=True)``
-    tracing it all. Not: the GPU kernels' numbers, the device, the stream."""
-    if run_alone():
-        return
+    torch (attention_math) into the output it is handed. Returns the list of
+    launches (the kernel's dtype, or "backward"), filled as they happen."""
     from swin_opt.torch import patching
 
     for name, fn in ops.CUDA_IMPLEMENTATIONS.items():
@@ -525,27 +538,57 @@ def test_swapped_model_through_the_cuda_path_simulated_on_the_cpu(run_alone, opt
     decide = patching.kernel_target
     monkeypatch.setattr(patching, "kernel_target", lambda device, dtype: GpuDtype(
         decide(device, dtype), "sm_90"))
+    return launched
+
+
+def _assert_eval_like_original(original, model, x):
+    """The swapped ``model`` against ``original`` at inference in float32 and bfloat16."""
+    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 3e-2)):
+        with torch.inference_mode():
+            want = original.to(dtype)(x.to(dtype)).float()
+            got = model.to(dtype)(x.to(dtype)).float()
+        assert rel_err(got, want.double().numpy()) <= tol, dtype
+    original.float()
+    model.float()
+
+
+def _assert_trains_like_original(original, model, x, rtol):
+    """One training step of each in float32: every parameter's gradient within
+    ``rtol`` of the original's largest (1e-3 floors rounding noise)."""
+    original.train()
+    model.train()
+    grads = []
+    for m in (original, model):
+        m(x).square().mean().backward()
+        grads.append({n: p.grad for n, p in m.named_parameters()})
+    for name, want in grads[0].items():
+        got = grads[1][name]
+        assert got is not None, name
+        assert (got - want).abs().max() <= rtol * max(want.abs().max().item(), 1e-3), name
+    return grads[0]
+
+
+@pytest.mark.aot
+def test_swapped_model_through_the_cuda_path_simulated_on_the_cpu(run_alone, opts, chip,
+                                                                   monkeypatch):
+    """A swapped timm model through everything a GPU run takes but the GPU, in a
+    process of its own (:func:`_simulate_the_gpu`). Exercised: the patches'
+    GPU decision, the GPU kernels' builds, the CUDA forward's arguments, autograd
+    through the CUDA backward (training), ``torch.compile(fullgraph=True)``
+    tracing it all. Not: the GPU kernels' numbers, the device, the stream."""
+    if run_alone():
+        return
+    launched = _simulate_the_gpu(monkeypatch)
     original = _timm_model()
     model = copy.deepcopy(original)
     # The attention's CUDA path: the MLP kernel is CPU float32 only.
     st.swap_attention(model, mlp=False, **opts)
     x = _img()
     with no_fallback():
-        for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 3e-2)):
-            with torch.inference_mode():
-                want = original.to(dtype)(x.to(dtype)).float()
-                got = model.to(dtype)(x.to(dtype)).float()
-            assert rel_err(got, want.double().numpy()) <= tol
+        _assert_eval_like_original(original, model, x)
         assert sorted(set(launched)) == ["bf16", "f32"]
         launched.clear()
-        original.float().train()
-        model.float().train()
-        grads = []
-        for m in (original, model):
-            m(x).square().mean().backward()
-            grads.append([p.grad for p in m.parameters()])
-        for want, got in zip(*grads):
-            assert (got - want).abs().max() <= 1e-4 * max(want.abs().max().item(), 1e-3)
+        _assert_trains_like_original(original, model, x, 1e-4)
         assert "backward" in launched
         original.eval()
         model.eval()
@@ -555,6 +598,46 @@ def test_swapped_model_through_the_cuda_path_simulated_on_the_cpu(run_alone, opt
             assert rel_err(got, original(x).double().numpy()) <= 1e-5
         assert len(launched) > calls
     assert _calls(model)[1] == 0
+
+
+@pytest.mark.aot
+def test_swapped_swinv2_through_the_cuda_path_simulated_on_the_cpu(run_alone, opts, chip,
+                                                                   monkeypatch):
+    """A swapped timm SwinV2 on the simulated GPU (:func:`_simulate_the_gpu`): no
+    cosine kernel is asked for (the GPU has none), the plain GPU kernels run on
+    q/k prepared in torch, in float32 and bfloat16, each attention on a kernel."""
+    if run_alone():
+        return
+    launched = _simulate_the_gpu(monkeypatch)
+    original = _timm_model(v2=True)
+    model = copy.deepcopy(original)
+    n = st.swap_attention(model, mlp=False, **opts)
+    with no_fallback():
+        _assert_eval_like_original(original, model, _img())
+    assert sorted(set(launched)) == ["bf16", "f32"]
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls == 2 * n and fallbacks == 0, reasons
+
+
+@pytest.mark.aot
+def test_swinv2_training_through_the_cuda_path_simulated_on_the_cpu(run_alone, opts, chip,
+                                                                    monkeypatch):
+    """Training a swapped timm SwinV2 on the simulated GPU: the plain GPU forward
+    and backward; autograd differentiates the preparation of q and k, so every
+    gradient is the original's: logit_scale (its clamp included), the cpb MLP
+    (through the table's gradient), the q/v biases, everything before."""
+    if run_alone():
+        return
+    launched = _simulate_the_gpu(monkeypatch)
+    original = _timm_model(v2=True)
+    model = copy.deepcopy(original)
+    st.swap_attention(model, mlp=False, **opts)
+    with no_fallback():
+        want = _assert_trains_like_original(original, model, _img(), 2e-4)
+    assert "backward" in launched and "f32" in launched
+    assert want["layers.0.blocks.0.attn.logit_scale"].abs().max() > 1e-3
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls > 0 and fallbacks == 0, reasons
 
 
 # --------------------------------------------------------------------------- #
@@ -704,8 +787,9 @@ def _timm_model(v2=False):
     swin = pytest.importorskip(module)
     cls = swin.SwinTransformerV2 if v2 else swin.SwinTransformer
     torch.manual_seed(0)
+    # no drop path: the training tests compare two models' gradients
     model = cls(img_size=56, patch_size=4, window_size=7, embed_dim=32, depths=(2, 2),
-                num_heads=(2, 4), num_classes=10)
+                num_heads=(2, 4), num_classes=10, drop_path_rate=0.0)
     return sharpen_weights(model).eval()
 
 
@@ -887,17 +971,39 @@ def test_gpu_second_device(opts):
 
 
 @requires_gpu
-def test_gpu_swinv2_falls_back_with_its_reason(opts):
-    """SwinV2's cosine attention has no GPU kernel yet: the modules run their
-    original forward, and say why (patch_stats; warned once per reason)."""
+@pytest.mark.parametrize("dtype", sorted(AUTOCAST))
+def test_gpu_swinv2_matches_the_original(opts, dtype):
+    """SwinV2 on the GPU: the plain GPU kernel on q/k prepared in torch (there is
+    no cosine GPU kernel), every attention on a kernel."""
     original = _timm_model(v2=True).cuda()
     model = copy.deepcopy(original)
     st.swap_attention(model, mlp=False, **opts)
     x = _img(device="cuda")
-    got = _run(model, x, "float16")
+    with no_fallback():
+        got = _run(model, x, dtype)
     kernel_calls, fallbacks, reasons = _calls(model)
-    assert fallbacks > 0 and any("no GPU kernel" in r and "cosine" in r for r in reasons)
-    assert torch.equal(got, _run(original, x, "float16"))
+    assert kernel_calls > 0 and fallbacks == 0, reasons
+    assert_like_original(got, _run(original, x, "float32"),
+                         None if dtype == "float32" else _run(original, x, dtype))
+
+
+@requires_gpu
+def test_gpu_swinv2_training_gradients_match_the_original(opts):
+    """Training SwinV2 on the GPU in float32: the GPU's forward and backward,
+    logit_scale's gradient through torch's preparation of q and k."""
+    original = _timm_model(v2=True).cuda().train()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, mlp=False, **opts)
+    x = _img(device="cuda")
+    grads = []
+    for m in (original, model):
+        m(x).square().mean().backward()
+        grads.append({n: p.grad.double() for n, p in m.named_parameters()})
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls > 0 and fallbacks == 0, reasons
+    for name, want in grads[0].items():
+        scale = max(want.abs().max().item(), 1e-3)
+        assert (grads[1][name] - want).abs().max().item() / scale <= 1e-3, name
 
 
 # --------------------------------------------------------------------------- #
@@ -905,8 +1011,8 @@ def test_gpu_swinv2_falls_back_with_its_reason(opts):
 # --------------------------------------------------------------------------- #
 def record_kernels(chip: str = RECORDED_CHIP) -> int:
     """Build every kernel the tests above run on a GPU machine, without a GPU: the
-    operator configurations and the timm models' (run once on the CPU in each
-    dtype) for ``chip`` (the GPU tests) and sm_90 (the tests of the build path),
+    operator configurations and the timm models' (Swin and SwinV2, run once on
+    the CPU in each dtype) for ``chip`` (the GPU tests) and sm_90 (the tests of the build path),
     Swin-T stage 1's for sm_90, and the CPU kernels of the GPU tests that run
     some (for PORTABLE_CPU). scripts/device/record.py runs it through
     aot-replay.py."""
@@ -922,9 +1028,10 @@ def record_kernels(chip: str = RECORDED_CHIP) -> int:
     built = len(keys)
     for gpu in sorted({chip, "sm_90"}):
         for dtype in TORCH_DTYPES.values():
-            model = _timm_model().to(dtype)
-            st.swap_attention(model)
-            built += st.warmup(model, _img(batch=1).to(dtype), chip=gpu, progress=False)
+            for v2 in (False, True):
+                model = _timm_model(v2).to(dtype)
+                st.swap_attention(model)
+                built += st.warmup(model, _img(batch=1).to(dtype), chip=gpu, progress=False)
     model = _timm_model()
     st.swap_attention(model, cpu=PORTABLE_CPU)
     built += st.warmup(model, _img(batch=1), progress=False)

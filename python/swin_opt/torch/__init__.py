@@ -53,16 +53,19 @@ shifted axis (``always_partition``; see :mod:`.windows`).
 :func:`unpatched` lists the window-attention modules (and block MLPs) a swap
 left alone and why.
 
-SwinV2 modules (cosine attention, continuous position bias) run a scale-1
-kernel on ``s_h q/|q|`` and ``k/|k|`` with the table their ``cpb_mlp`` gives
-(see :func:`.projections.cosine_qk`).
+SwinV2 modules (cosine attention, continuous position bias) run the table
+their ``cpb_mlp`` gives with, at inference on the CPU, the cosine kernel, and
+elsewhere (on a CUDA device, in training) a scale-1 plain kernel on ``s_h
+q/|q|`` and ``k/|k|`` (see :func:`.patching.cosine_kernel_scale` and
+:func:`.projections.cosine_qk`, whose preparation autograd differentiates,
+``logit_scale`` included).
 
 Patched modules fall back to their original forward (or raise, with
-``fallback=False``) whenever the kernel does not apply: training mode,
-autograd (run under :func:`torch.no_grad` / :func:`torch.inference_mode`;
-the kernels have no backward), devices other than the CPU and CUDA (on a
-CUDA device the GPU kernels run, and SwinV2's cosine attention, not built
-for the GPU yet, falls back: see :mod:`.ops`), dtypes other than
+``fallback=False``) whenever the kernel does not apply: training mode or
+autograd where the backward kernels do not (dtypes other than float32 on the
+CPU, attention dropout, padded maps, swinv2_cr's meta MLP dropout in training
+mode), devices other than the CPU and CUDA (on a
+CUDA device the GPU kernels run: see :mod:`.ops`), dtypes other than
 float32/float16/bfloat16, ``torch.jit.script`` / ``torch.jit.trace``, a mask
 that is not a Swin shift mask, requested attention probabilities or head
 masks (transformers).  Each reason is warned about once per process

@@ -75,7 +75,8 @@ layouts are the CPU's; float16 and bfloat16 run the tensor-core warp kernel,
 float32 the row kernel; the table and ``pad_qkv`` are converted to q's dtype
 (the GPU kernels take them in the element type; under autocast the patches
 hand a float32 table).  Where there is no GPU kernel for the configuration
-(SwinV2's cosine attention is not built for the GPU yet; ``swin-aot`` or the
+(the cosine form, not built for the GPU yet: SwinV2's patches take the plain
+kernel there, :func:`.patching.cosine_kernel_scale`; ``swin-aot`` or the
 CUDA toolkit missing; a configuration ``swin-aot`` refuses) the operator
 computes the same with torch's operators on the device
 (:mod:`.attention_math`) and warns once per reason; the patches find that out

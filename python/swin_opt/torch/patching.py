@@ -11,7 +11,7 @@ from typing import Any, Dict, NamedTuple
 from . import ops
 from .fallback import Fallback, KernelUnavailable, warn_fallback
 from .masks import NO_MASK, cached_match
-from .projections import onednn_linear
+from .projections import autograd_records, onednn_linear
 from .tensors import dtype_name
 from .tracing import trace_constant
 
@@ -20,8 +20,8 @@ try:
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["Patch", "PatchOptions", "GpuDtype", "kernel_target", "is_swinv2",
-           "attention_dropout"]
+__all__ = ["Patch", "PatchOptions", "GpuDtype", "kernel_target", "cosine_kernel_scale",
+           "is_swinv2", "attention_dropout"]
 
 
 class _StandIn:
@@ -62,6 +62,33 @@ def kernel_target(device, dtype):
         raise Fallback(f"dtype {dtype}")
     chip = ops.recording_chip()  # GPU kernels recorded on the CPU (warmup(chip=...))
     return name if chip is None else GpuDtype(name, chip)
+
+
+def cosine_kernel_scale(logit_scale, target, *tensors):
+    """``logit_scale`` when SwinV2's cosine kernel (q and k normalised inside it)
+    computes this call, else None: the call then prepares q and k in torch
+    (:func:`.projections.cosine_qk`) for the plain kernel with scale 1, which is
+    exact (the bias and mask are added after the product).  ``target``: what the
+    kernel is built for (:func:`kernel_target`), ``tensors``: the call's input and
+    the module's parameters (one of them trainable while ``logit_scale`` is frozen,
+    the cosine kernel's q, k or table would still need a backward).
+
+    This is the one place that chooses between the two forms, per device:
+
+    * on a CUDA device (a :class:`GpuDtype` target) never the cosine kernel:
+      the GPU has none (``swin-aot`` refuses ``--cosine`` for ``--target=nvptx``),
+      while the plain GPU kernel takes the prepared q/k in every dtype;
+    * where autograd records the call (training) never either: the cosine
+      kernels have no backward, while the plain kernel's operator has one and
+      autograd differentiates the preparation (``dlogit_scale`` included);
+    * otherwise (CPU inference) the cosine kernel, which saves the
+      normalisation's pass over q and k in torch.
+    """
+    if logit_scale is None or isinstance(target, GpuDtype):
+        return None
+    if autograd_records(logit_scale, *tensors):
+        return None
+    return logit_scale
 
 
 @dataclasses.dataclass
@@ -146,7 +173,7 @@ class Patch:
         Only Python and tensor metadata: dynamo traces this (``torch.compile``
         keeps the kernel).  Scripting and ``torch.jit.trace`` use the original
         forward.  Training on a CUDA device keeps the GPU forward in every dtype
-        (the backward is torch's there, :mod:`.ops`)."""
+        (the backward is the GPU's, :mod:`.ops`)."""
         if torch.jit.is_scripting() or torch.jit.is_tracing():
             raise Fallback("scripting/tracing")
         if torch.compiler.is_compiling() and not torch.compiler.is_dynamo_compiling():
@@ -156,10 +183,8 @@ class Patch:
         differentiating = torch.is_grad_enabled() and (
             x.requires_grad or any(p.requires_grad for p in module.parameters()))
         if module.training or differentiating:
-            # Training runs the kernels' forward and backward (float32 Swin V1).
-            if is_swinv2(module) or is_swinv2(getattr(module, "attn", None)) or \
-                    is_swinv2(getattr(module, "attention", None)):
-                raise Fallback("training SwinV2 (its cosine attention has no backward kernel)")
+            # Training runs the kernels' forward and backward (SwinV2 on the plain
+            # kernel: cosine_kernel_scale, whose preparation autograd differentiates).
             if x.dtype != torch.float32 and x.device.type == "cpu":
                 raise Fallback(f"training in {x.dtype} (the backward kernels are float32)")
             if module.training and attention_dropout(module) > 0:
@@ -206,10 +231,12 @@ class Patch:
         (``load_state_dict``, optimizer steps, ``copy_``) bump.  While
         ``torch.compile`` traces, the MLP is part of the graph instead.  With
         grad enabled on the MLP's parameters the table is not cached (autograd
-        must see it computed)."""
+        must see it computed), nor for inference tensors (weights converted under
+        ``torch.inference_mode``), which have no version counter."""
         tensors = [coords, *mlp.parameters()]
         cacheable = (not torch.compiler.is_compiling()
-                     and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+                     and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+                     and not any(t.is_inference() for t in tensors))
         if cacheable:
             key = (tuple((id(t), t._version) for t in tensors), tuple(window), heads, dtype)
             cached = self._cpb_tables.get(id(m))
@@ -225,8 +252,9 @@ class Patch:
         """``(table, scale, qkv_bias, logit_scale)`` of a Swin (V1) or SwinV2 attention module.
 
         V1: its learned table, ``scale`` and ``qkv_bias`` as given, no logit
-        scale.  V2: the continuous position bias table, scale 1 (the kernel
-        then runs on q/k prepared by :func:`.projections.cosine_qk` with ``logit_scale``)
+        scale.  V2: the continuous position bias table, scale 1 (the plain
+        kernel then runs on q/k prepared by :func:`.projections.cosine_qk` with
+        ``logit_scale``, or the cosine kernel takes it: :func:`cosine_kernel_scale`)
         and the key third of ``qkv_bias`` zeroed, as both timm and torchvision
         V2 do.
         """
@@ -235,7 +263,8 @@ class Patch:
             table = self.table(m.relative_position_bias_table, window, heads, index, dtype)
             return table, scale, qkv_bias, None
         if qkv_bias is not None:
-            qkv_bias = qkv_bias.detach().clone()
+            # a clone, not detached: under autograd q's and v's bias get their gradient
+            qkv_bias = qkv_bias.clone()
             third = qkv_bias.numel() // 3
             qkv_bias[third:2 * third] = 0
         return self.cpb_table(m, window, heads, index, dtype), 1.0, qkv_bias, m.logit_scale

@@ -15,7 +15,7 @@ except ImportError:  # swin_opt.torch imports without PyTorch; its entry points 
     torch = None
 
 __all__ = ["linear", "project", "onednn_linear", "qkv_windows", "heads_first", "qkv_packed",
-           "pad_rows", "cosine_qk", "packed_inputs", "cosine_kernel_scale"]
+           "pad_rows", "cosine_qk", "cosine_packed", "autograd_records", "packed_inputs"]
 
 
 def linear(x, weight, bias=None):
@@ -96,25 +96,59 @@ def pad_rows(bias, channels):
     return bias.detach().float().reshape(3, channels).contiguous()
 
 
-def cosine_qk(q, k, logit_scale, head_axis: int) -> None:
-    """SwinV2's cosine attention as the kernel's plain attention with scale 1, in place.
+def cosine_qk(q, k, logit_scale, head_axis: int):
+    """SwinV2's cosine attention as the kernel's plain attention with scale 1:
+    returns ``(q, k)`` prepared for it.
 
     SwinV2 computes ``cos(q_i, k_j) * s_h`` with ``s_h = exp(min(logit_scale_h,
-    log 100))``; that is the dot product of ``s_h q_i / |q_i|`` and
+    log 100))`` (timm's swinv2 and swinv2_cr, torchvision and transformers all
+    clamp at ``log(1 / 0.01)`` and normalise with ``F.normalize``'s
+    ``x / max(|x|, 1e-12)``); that is the dot product of ``s_h q_i / |q_i|`` and
     ``k_j / |k_j|``.  ``q``/``k`` are views whose axis ``head_axis`` is the
-    head (they may be slices of the packed qkv, which is then changed in
-    place); the bias table and the shift mask are added after the product in
-    both forms, so a scale-1 kernel on the normalised q/k is exact.  Nothing
-    to do when ``logit_scale`` is None (Swin V1).
+    head.  The bias table and the shift mask are added after the product in
+    both forms, so a scale-1 kernel on the prepared q/k is exact.  ``q`` and
+    ``k`` are returned as they are when ``logit_scale`` is None (Swin V1).
+
+    Where autograd records the call (anything requiring grad, grad mode on)
+    the result is computed out of place with torch's differentiable operators,
+    ``logit_scale`` included, so that autograd gives dq, dk and dlogit_scale
+    (the clamp's gradient is torch's, as in the frameworks).  Otherwise (inference)
+    ``q`` and ``k`` are changed in place, without a copy (they may be slices
+    of the packed qkv, which then holds the result), and returned.
     """
     if logit_scale is None:
-        return
+        return q, k
     heads = q.shape[head_axis]
+    per_head = (heads,) + (1,) * (q.dim() - head_axis - 1)
+    if autograd_records(q, k, logit_scale):
+        s = torch.clamp(logit_scale.float(), max=math.log(100.0)).exp()
+        s = s.reshape(per_head).to(q.dtype)
+        F = torch.nn.functional
+        # .to: under CUDA autocast F.normalize's norm is float32, the kernel's dtype q's
+        return ((F.normalize(q, dim=-1) * s).to(q.dtype),
+                F.normalize(k, dim=-1).to(k.dtype))
     s = torch.clamp(logit_scale.detach().float(), max=math.log(100.0)).exp()
-    s = s.reshape((heads,) + (1,) * (q.dim() - head_axis - 1)).to(q.dtype)
+    s = s.reshape(per_head).to(q.dtype)
     # F.normalize is x / max(|x|, 1e-12); divide in place (no copy), the scale folded in
     q.div_(torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min_(1e-12).div_(s))
     k.div_(torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min_(1e-12))
+    return q, k
+
+
+def cosine_packed(qkv, logit_scale):
+    """:func:`cosine_qk` on the packed qkv ``[B, L, 3, heads, head_dim]``: the packed
+    qkv with q and k prepared (the same tensor, changed in place, at inference;
+    a new one, q/k/v stacked again, where autograd records the call)."""
+    q, k = cosine_qk(qkv[:, :, 0], qkv[:, :, 1], logit_scale, head_axis=2)
+    if logit_scale is None or not autograd_records(qkv, logit_scale):
+        return qkv  # prepared in place
+    return torch.stack((q, k, qkv[:, :, 2]), dim=2)
+
+
+def autograd_records(*tensors) -> bool:
+    """Whether autograd records an operation on ``tensors`` (None entries skipped):
+    grad mode is on and one of them requires grad."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 def packed_inputs(x, weight, bias, heads, head_dim, logit_scale):
@@ -125,22 +159,5 @@ def packed_inputs(x, weight, bias, heads, head_dim, logit_scale):
     The padded rows need no normalisation: SwinV2's key bias is zero, so a
     padded key is 0 either way, and a padded query only gives outputs that are
     cropped."""
-    qkv = qkv_packed(x, weight, bias, heads, head_dim)
-    cosine_qk(qkv[:, :, 0], qkv[:, :, 1], logit_scale, head_axis=2)
+    qkv = cosine_packed(qkv_packed(x, weight, bias, heads, head_dim), logit_scale)
     return qkv, pad_rows(bias, heads * head_dim)
-
-
-def cosine_kernel_scale(logit_scale, *tensors):
-    """``logit_scale`` when SwinV2's cosine kernel (q and k normalized inside it)
-    computes this call, else None: the call then normalizes q and k in torch
-    (:func:`cosine_qk`) for the plain kernel.
-
-    The cosine kernels have no backward: they take only calls that autograd
-    does not record (no grad mode, or nothing requiring grad), i.e.
-    inference. The training path keeps :func:`cosine_qk`."""
-    if logit_scale is None:
-        return None
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                       for t in (logit_scale, *tensors)):
-        return None
-    return logit_scale

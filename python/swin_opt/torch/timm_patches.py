@@ -10,9 +10,9 @@ import numpy as np
 from .. import reference as _ref
 from .fallback import Fallback
 from .masks import NO_MASK, cached_match
-from .patching import Patch
-from .projections import (cosine_kernel_scale, cosine_qk, linear, packed_inputs, pad_rows,
-                          project, qkv_packed, qkv_windows)
+from .patching import Patch, cosine_kernel_scale
+from .projections import (cosine_packed, cosine_qk, linear, packed_inputs, pad_rows, project,
+                          qkv_packed, qkv_windows)
 from .tracing import trace_constant
 from .windows import run_windows
 
@@ -50,10 +50,10 @@ class TimmAttention(Patch):
             m, window, heads, x.dtype, _timm_qkv_bias(m), getattr(m, "scale", None))
         qkv = linear(x, m.qkv.weight, qkv_bias)
         q, k, v = qkv_windows(qkv, b, n, heads, head_dim)
-        # SwinV2 at inference: the cosine kernel normalizes q and k itself
-        cosine = cosine_kernel_scale(logit_scale, x)
+        # SwinV2: the cosine kernel normalizes q and k itself, or they are prepared here
+        cosine = cosine_kernel_scale(logit_scale, dtype, x, *m.parameters())
         if cosine is None:
-            cosine_qk(q, k, logit_scale, head_axis=1)
+            q, k = cosine_qk(q, k, logit_scale, head_axis=1)
         # run_windows also takes the masks of always_partition's one-window maps
         out = run_windows(self, q, k, v, table, window, scale, dtype, mask, logit_scale=cosine)
         return m.proj_drop(project(m.proj, out))
@@ -114,7 +114,7 @@ class TimmBlock(Patch):
         head_dim = attn_dim // heads
         table, scale, qkv_bias, logit_scale = self.attention_core(
             attn, window, heads, x.dtype, _timm_qkv_bias(attn), getattr(attn, "scale", None))
-        cosine = cosine_kernel_scale(logit_scale, x)
+        cosine = cosine_kernel_scale(logit_scale, dtype, x, *attn.parameters())
         kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, scale, dtype,
                              cosine=cosine is not None)
         qkv, pad_qkv = packed_inputs(x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
@@ -129,6 +129,12 @@ def _cr_table(patch, m, window, heads, dtype):
     its meta MLP run on one pair of each relative position (``patch._pairs`` caches the
     pairs per window, or False when the buffer is not a function of the relative
     position; under torch.compile they are a constant of the graph)."""
+    if m.meta_mlp.training and any(isinstance(d, torch.nn.Dropout) and d.p > 0
+                                   for d in m.meta_mlp.modules()):
+        # timm's meta MLP drops hidden units of each (i, j) pair's row: its bias is
+        # then no function of the relative position, and no table holds it
+        raise Fallback("the meta MLP's dropout in training mode (its bias is then not a "
+                       "relative position bias)")
     coords = m.relative_coordinates_log
     if torch.compiler.is_compiling():
         found = _cr_pairs(coords, window)  # run once, at trace time (a trace constant)
@@ -178,8 +184,9 @@ class TimmCrAttention(Patch):
     ``layout="auto"``; this module then runs only where that one falls back),
     which hands this module windows and its mask; masks of maps a single window
     long on a shifted axis (``always_partition``) go through
-    :func:`.windows.run_windows`'s virtual map.  Kept in torch: training (the meta
-    MLP has dropout); ``sequential_attn`` is not read by this forward."""
+    :func:`.windows.run_windows`'s virtual map.  Kept in torch: training mode
+    (the meta MLP's dropout, :func:`_cr_table`); under autograd in eval mode the
+    kernel runs, with its backward.  ``sequential_attn`` is not read by this forward."""
 
     framework = "timm"
 
@@ -200,7 +207,7 @@ class TimmCrAttention(Patch):
             raise Fallback(f"{n} tokens per window, window is {window}")
         table = self._table(m, window, heads, x.dtype)
         q, k, v = qkv_windows(project(m.qkv, x), b, n, heads, head_dim)
-        cosine_qk(q, k, m.logit_scale, head_axis=1)
+        q, k = cosine_qk(q, k, m.logit_scale, head_axis=1)
         out = run_windows(self, q, k, v, table, window, 1.0, dtype, mask)
         return m.proj_drop(project(m.proj, out))
 
@@ -234,10 +241,12 @@ class TimmCrBlock(Patch):
         head_dim = c // heads
         table = _cr_table(self, attn, window, heads, x.dtype)
         kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, 1.0, dtype)
-        qkv = qkv_packed(x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias, heads, head_dim)
-        cosine_qk(qkv[:, :, 0], qkv[:, :, 1], attn.logit_scale, head_axis=2)
+        qkv = cosine_packed(qkv_packed(x.reshape(b, h * w, c), attn.qkv.weight, attn.qkv.bias,
+                                       heads, head_dim), attn.logit_scale)
         pad_qkv = pad_rows(attn.qkv.bias, c)
         per_head = pad_qkv.view(3, heads, head_dim)
-        cosine_qk(per_head[0], per_head[1], attn.logit_scale, head_axis=0)
+        # in place (detached: the padding rows have no gradient; padded maps fall
+        # back under autograd, ops.KernelCall)
+        cosine_qk(per_head[0], per_head[1], attn.logit_scale.detach(), head_axis=0)
         out = kern(qkv, table, pad_qkv=pad_qkv)
         return attn.proj_drop(project(attn.proj, out)).view(b, h, w, c)

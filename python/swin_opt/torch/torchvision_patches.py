@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import reference as _ref
 from .fallback import Fallback
-from .patching import Patch
-from .projections import cosine_kernel_scale, cosine_qk, linear, packed_inputs, qkv_windows
+from .patching import Patch, cosine_kernel_scale
+from .projections import cosine_qk, linear, packed_inputs, qkv_windows
 from .tracing import trace_constant
 
 try:
@@ -43,8 +43,8 @@ class TorchvisionAttention(Patch):
         table, scale, qkv_bias, logit_scale = self.attention_core(
             m, window, heads, x.dtype, m.qkv.bias, None)
         pads = (pad_h, pad_w) != (h, w)
-        # SwinV2 at inference: the cosine kernels normalize q and k themselves
-        cosine = cosine_kernel_scale(logit_scale, x)
+        # SwinV2: the cosine kernels normalize q and k themselves, or they are prepared here
+        cosine = cosine_kernel_scale(logit_scale, dtype, x, *m.parameters())
         cosine_cfg = {"cosine": True} if cosine is not None else {}
         if self.options.layout == "auto" and h >= window[0] and w >= window[1]:
             kern = self.kernel(window, heads, head_dim, scale, dtype, layout="tokens",
@@ -71,7 +71,7 @@ class TorchvisionAttention(Patch):
         q, k, v = qkv_windows(linear(xw, m.qkv.weight, qkv_bias), xw.shape[0], n, heads,
                               head_dim)
         if cosine is None:
-            cosine_qk(q, k, logit_scale, head_axis=1)
+            q, k = cosine_qk(q, k, logit_scale, head_axis=1)
         out = linear(kern(q, k, v, table, logit_scale=cosine), m.proj.weight, m.proj.bias)
         out = out.view(b, nh, nw, window[0], window[1], c).permute(0, 1, 3, 2, 4, 5)
         out = out.reshape(b, pad_h, pad_w, c)

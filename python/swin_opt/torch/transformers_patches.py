@@ -10,8 +10,8 @@ from __future__ import annotations
 import inspect
 
 from .fallback import Fallback
-from .patching import Patch
-from .projections import cosine_kernel_scale, cosine_qk, heads_first, project
+from .patching import Patch, cosine_kernel_scale
+from .projections import cosine_qk, heads_first, project
 from .windows import run_windows
 
 __all__ = ["HFAttention", "HFSelfAttention", "is_hf_swinv2"]
@@ -60,10 +60,10 @@ def _hf_attention(patch, m, hidden_states, attention_mask, window_size, heads, h
                for p in projections)
     cosine = None
     if cpb:
-        # at inference the cosine kernel normalizes q and k itself
-        cosine = cosine_kernel_scale(m.logit_scale, hidden_states)
+        # the cosine kernel normalizes q and k itself, or they are prepared here
+        cosine = cosine_kernel_scale(m.logit_scale, dtype, hidden_states, *m.parameters())
         if cosine is None:
-            cosine_qk(q, k, m.logit_scale, head_axis=1)
+            q, k = cosine_qk(q, k, m.logit_scale, head_axis=1)
         scale = 1.0
     return run_windows(patch, q, k, v, table, window, scale, dtype, attention_mask,
                        mask_repeats=mask_repeats, logit_scale=cosine)

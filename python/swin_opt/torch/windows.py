@@ -185,7 +185,7 @@ def run_windows(patch, q, k, v, table, window, scale, dtype, mask, *,
     if logit_scale is not None and extra:
         # the region channels widen q and k, which the kernel would normalize
         # with them: normalize here and run the plain kernel
-        cosine_qk(q, k, logit_scale, head_axis=1)
+        q, k = cosine_qk(q, k, logit_scale, head_axis=1)
         logit_scale = None
     cosine = {"cosine": True} if logit_scale is not None else {}
     kern = patch.kernel(window, heads, d + extra, scale, dtype, **cfg, **cosine)
