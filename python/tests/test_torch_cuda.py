@@ -825,6 +825,18 @@ def assert_like_original(got, want32, torch_lowp=None):
         assert rel_err(got, want) <= 2 * rel_err(torch_lowp, want) + 2e-2
 
 
+def assert_swapped_runs_like_original(model, original, dtype):
+    """The swapped ``model`` on a CUDA image: every attention on a kernel (no
+    fallback), its output like the ``original``'s (:func:`assert_like_original`)."""
+    x = _img(device="cuda")
+    with no_fallback():
+        got = _run(model, x, dtype)
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls > 0 and fallbacks == 0, reasons
+    assert_like_original(got, _run(original, x, "float32"),
+                         None if dtype == "float32" else _run(original, x, dtype))
+
+
 @requires_gpu
 @pytest.mark.parametrize("dtype", sorted(AUTOCAST))
 @pytest.mark.parametrize("order", ["swap-then-move", "move-then-swap"])
@@ -837,13 +849,7 @@ def test_gpu_swapped_model_matches_the_original(opts, order, dtype):
     else:
         model = model.cuda()
         st.swap_attention(model, mlp=False, **opts)
-    x = _img(device="cuda")
-    with no_fallback():
-        got = _run(model, x, dtype)
-    kernel_calls, fallbacks, reasons = _calls(model)
-    assert kernel_calls > 0 and fallbacks == 0, reasons
-    assert_like_original(got, _run(original, x, "float32"),
-                         None if dtype == "float32" else _run(original, x, dtype))
+    assert_swapped_runs_like_original(model, original, dtype)
 
 
 @requires_gpu
@@ -978,13 +984,7 @@ def test_gpu_swinv2_matches_the_original(opts, dtype):
     original = _timm_model(v2=True).cuda()
     model = copy.deepcopy(original)
     st.swap_attention(model, mlp=False, **opts)
-    x = _img(device="cuda")
-    with no_fallback():
-        got = _run(model, x, dtype)
-    kernel_calls, fallbacks, reasons = _calls(model)
-    assert kernel_calls > 0 and fallbacks == 0, reasons
-    assert_like_original(got, _run(original, x, "float32"),
-                         None if dtype == "float32" else _run(original, x, dtype))
+    assert_swapped_runs_like_original(model, original, dtype)
 
 
 @requires_gpu
