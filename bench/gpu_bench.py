@@ -3,6 +3,7 @@
 
     python3 bench/gpu_bench.py [--dtype f16|bf16|f32] [--kernel warps|rows|both]
                                [--repeat 20] [--chip sm_90] [--record] [--model]
+                               [--backward]
 
 First measures the device's copy bandwidth (cuMemcpyDtoD of 1 GiB: read +
 write), the yardstick of a kernel that is memory-bound at these sizes. Then,
@@ -16,6 +17,15 @@ ratio against torch.nn.functional.scaled_dot_product_attention with the bias
 exits with a clear message where no GPU is present. ``--record`` only
 compiles every kernel it would run, for every dtype (no GPU needed; see
 scripts/device/record.py), the model's too where torch and timm import.
+
+``--backward``: the training figures instead, per configuration: the kernel
+compiled with its backward (``grad=True``, the warp kernel), the forward's
+and the backward's times (dq, dk, dv and the table's gradient), their ratio
+(issue 26's target: the backward <= 2.5x the forward), and forward +
+backward against the same step in PyTorch: SDPA with the bias gathered from
+a table that requires grad (plus the shift mask), and FlexAttention
+(``torch.compile``d) with a ``score_mod`` that reads the learnable table.
+With ``--record`` the backward's kernels are recorded too.
 
 ``--model``: the model-level figures instead: timm's swin_tiny_patch4_window7_224
 (random weights) at batch 128, inference (``torch.inference_mode``, eager)
@@ -48,6 +58,129 @@ CONFIGS = [
     ("window 12 (N=144)", 1024, 4, (12, 12), 32, None, 0),
     ("window 16 (N=256)", 512, 4, (16, 16), 32, None, 0),
 ]
+
+
+def _torch_events_ms(fn, repeat):
+    """Median milliseconds of ``fn()`` on torch's current stream, by CUDA events."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(repeat):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return float(np.median(times))
+
+
+def torch_training_steps(windows, heads, window, d, mask, dtype, device="cuda"):
+    """One attention step, forward + backward, in PyTorch with a learnable bias
+    table, per path: ``{"SDPA": step, "FlexAttention": step}`` (callables). The
+    table ``[T, heads]`` (float32, requires grad) is gathered by Swin's relative
+    index into the bias each step (plus the shift mask ``[nW, N, N]`` when
+    given), so that its gradient is part of the backward as in our kernel's."""
+    import torch
+
+    tdtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
+    n = int(np.prod(window))
+    q, k, v = (torch.randn(windows, heads, n, d, device=device, dtype=tdtype,
+                           requires_grad=True) for _ in range(3))
+    dout = torch.randn(windows, heads, n, d, device=device, dtype=tdtype)
+    table = torch.randn(ref.table_rows(window), heads, device=device, requires_grad=True)
+    index = torch.as_tensor(ref.relative_index(window), device=device)
+    shift = None if mask is None else torch.as_tensor(mask, device=device, dtype=torch.float32)
+    nw = 1 if shift is None else shift.shape[0]
+
+    def sdpa_step():
+        bias = table[index].permute(2, 0, 1)  # [heads, N, N]
+        if shift is None:
+            attn = bias.expand(windows, heads, n, n)
+        else:  # window w of an image takes mask w: windows are image-major
+            attn = (bias[None, None] + shift[None, :, None]).expand(
+                windows // nw, nw, heads, n, n).reshape(windows, heads, n, n)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn.to(tdtype))
+        out.backward(dout)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        score = score + table[index[q_idx, kv_idx], h]
+        if shift is not None:
+            score = score + shift[b % nw, q_idx, kv_idx]
+        return score
+
+    flex = None
+
+    def flex_step():
+        nonlocal flex
+        if flex is None:
+            from torch.nn.attention.flex_attention import flex_attention
+            flex = torch.compile(flex_attention)
+        flex(q, k, v, score_mod=score_mod).backward(dout)
+
+    return {"SDPA": sdpa_step, "FlexAttention": flex_step}
+
+
+def torch_training_ms(windows, heads, window, d, mask, dtype, repeat):
+    """:func:`torch_training_steps` timed on the GPU: ``{path: ms}`` (None for a
+    path that fails, with its error printed), or None without torch on a GPU."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+    results = {}
+    for path, step in torch_training_steps(windows, heads, window, d, mask, dtype).items():
+        try:
+            results[path] = _torch_events_ms(step, repeat)
+        except Exception as exc:  # a backend that refuses the configuration: say so, go on
+            print(f"gpu_bench: {path} training step failed: {type(exc).__name__}: {exc}")
+            results[path] = None
+    return results
+
+
+def training_figures(args):
+    """The ``--backward`` table (see the module docstring)."""
+    name = cuda.available()
+    if name is None:
+        print("gpu_bench: no CUDA driver or GPU on this machine; nothing to measure.")
+        return 0
+    driver = cuda.Driver()
+    np_type = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32}[args.dtype]
+    itemsize = np.dtype(np_type).itemsize
+    print(f"device: {driver.name}, dtype {args.dtype}; forward and backward (grad=True, warps)")
+    print(f"{'config':22} {'fwd ms':>8} {'bwd ms':>8} {'bwd/fwd':>8} {'f+b ms':>8} "
+          f"{'SDPA f+b':>9} {'vs SDPA':>8} {'Flex f+b':>9} {'vs Flex':>8}")
+    rng = np.random.default_rng(0)
+    for label, windows, heads, window, d, resolution, shift in CONFIGS:
+        n = int(np.prod(window))
+        rows = ref.table_rows(window)
+        q, k, v, dout = (T.to_storage(rng.standard_normal((windows, heads, n, d)).astype(np.float32),
+                                      args.dtype) for _ in range(4))
+        table = T.to_storage(rng.standard_normal((rows, heads)).astype(np.float32), args.dtype)
+        inputs = [driver.to_device(a) for a in (q, k, v, table, dout)]
+        out, dq, dk, dv = (driver.alloc(windows * heads * n * d * itemsize) for _ in range(4))
+        dtable = driver.alloc(rows * heads * 4)
+        kernel = compile_kernel(window, heads, d, resolution, shift, args.dtype, args.chip,
+                                "warps", grad=True)
+        fwd = driver.time_ms(lambda: kernel(*inputs[:4], out, windows), repeat=args.repeat)
+        bwd = driver.time_ms(lambda: kernel.backward(*inputs[:4], out, inputs[4], dq, dk, dv,
+                                                     dtable, windows), repeat=args.repeat)
+        mask = ref.shift_mask(resolution, window, (shift, shift)) if shift else None
+        theirs = torch_training_ms(windows, heads, window, d, mask, args.dtype, args.repeat) or {}
+
+        def versus(key):
+            ms = theirs.get(key)
+            return (f"{ms:9.3f} {ms / (fwd + bwd):7.2f}x" if ms else f"{'n/a':>9} {'n/a':>8}")
+
+        print(f"{label:22} {fwd:8.3f} {bwd:8.3f} {bwd / fwd:7.2f}x {fwd + bwd:8.3f} "
+              f"{versus('SDPA')} {versus('FlexAttention')}")
+        for p in inputs + [out, dq, dk, dv, dtable]:
+            driver.free(p)
+    return 0
 
 
 def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
@@ -168,10 +301,10 @@ def model_figures(repeat):
     return 0
 
 
-def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which):
+def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which, grad=False):
     return cuda.compile_gpu(window, heads, d, resolution=resolution,
                             shift=(shift, shift) if shift else None, dtype=dtype, chip=chip,
-                            kernel=which)
+                            kernel=which, **({"grad": True} if grad else {}))
 
 
 def main():
@@ -182,6 +315,9 @@ def main():
     parser.add_argument("--chip", default="sm_90")
     parser.add_argument("--record", action="store_true",
                         help="compile the kernels of every dtype, run nothing")
+    parser.add_argument("--backward", action="store_true",
+                        help="the training figures: forward and backward against SDPA and "
+                             "FlexAttention with a learnable table")
     parser.add_argument("--model", action="store_true",
                         help=f"the model-level figures ({MODEL}, batch {MODEL_BATCH})")
     args = parser.parse_args()
@@ -191,8 +327,13 @@ def main():
             for _, _, heads, window, d, resolution, shift in CONFIGS:
                 for which in kernels:
                     compile_kernel(window, heads, d, resolution, shift, dtype, args.chip, which)
+                if args.backward:
+                    compile_kernel(window, heads, d, resolution, shift, dtype, args.chip,
+                                   "warps", grad=True)
         record_model_kernels(args.chip)
         return 0
+    if args.backward:
+        return training_figures(args)
     if args.model:
         return model_figures(args.repeat)
     name = cuda.available()

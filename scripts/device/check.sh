@@ -25,6 +25,8 @@ for dtype in f16 bf16 f32; do
   echo "== GPU benchmark, $dtype"
   timeout -k 5 100 python3 bench/gpu_bench.py --dtype $dtype 2>&1 | tee "$out/gpu-bench-$dtype.log"
 done
+echo "== GPU training step, f16: our forward and backward against SDPA and FlexAttention with a learnable table"
+timeout -k 5 150 python3 bench/gpu_bench.py --backward --dtype f16 2>&1 | tee "$out/gpu-bench-backward-f16.log"
 echo "== swin_tiny, batch 128, inference: original against swapped (f16, bf16 autocast)"
 timeout -k 5 200 python3 bench/gpu_bench.py --model 2>&1 | tee "$out/gpu-bench-model.log"
 echo "== CPU kernels built for this CPU"

@@ -70,8 +70,8 @@ def main():
         if torch_tests.returncode != 0:
             print("record: the kernels of test_torch_cuda.py's GPU tests are not recorded "
                   f"(no torch or timm for {args.python}?)")
-        for python, script in ((args.python, ["bench/gpu_bench.py", "--record", "--chip",
-                                              args.chip]),
+        for python, script in ((args.python, ["bench/gpu_bench.py", "--record", "--backward",
+                                              "--chip", args.chip]),
                                (sys.executable, ["bench/cross_cpu.py", "--record", "--cpu",
                                                  args.cpu])):
             subprocess.run([str(python), str(ROOT / script[0]), *script[1:]], env=env,
