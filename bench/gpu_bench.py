@@ -60,11 +60,13 @@ CONFIGS = [
 ]
 
 
-def _torch_events_ms(fn, repeat):
-    """Median milliseconds of ``fn()`` on torch's current stream, by CUDA events."""
+def _torch_events_ms(fn, repeat, warmup=1):
+    """Median milliseconds of ``fn()`` on torch's current stream, by CUDA events,
+    after ``warmup`` untimed calls."""
     import torch
 
-    fn()
+    for _ in range(warmup):
+        fn()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
@@ -197,18 +199,9 @@ def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
         nw = mask.shape[0]
         attn_mask = (attn_mask + torch.as_tensor(mask, device="cuda", dtype=tdtype)[:, None]
                      ).repeat(windows // nw, 1, 1, 1)
-    fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # noqa: E731
-    fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(repeat):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return float(np.median(times))
+    return _torch_events_ms(
+        lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask),
+        repeat)
 
 
 MODEL = "swin_tiny_patch4_window7_224"
@@ -265,18 +258,8 @@ def model_figures(repeat):
         def forward():
             with torch.inference_mode(), torch.autocast("cuda", dtype=dtype):
                 return model(x)
-        for _ in range(3):
-            out = forward()
-        torch.cuda.synchronize()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(repeat):
-            start.record()
-            forward()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return float(np.median(times)), out.float()
+        out = forward()  # the first of three untimed calls
+        return _torch_events_ms(forward, repeat, warmup=2), out.float()
 
     print(f"device: {torch.cuda.get_device_name()}; {MODEL}, batch {MODEL_BATCH}, inference, "
           "eager")
