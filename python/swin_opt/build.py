@@ -19,7 +19,6 @@ import os
 import threading
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -260,9 +259,7 @@ def _build(info: ToolInfo, cfg: KernelConfig, emit: str, table_bytes: Optional[b
     """Run swin-aot (and, for GPU binaries, build the host runtime) into a temporary
     directory, check every expected output, then publish it as ``final`` atomically."""
     global _builds
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
-    try:
+    with cache.staging(root) as tmp:
         art = Artifacts.in_directory(cfg, emit, tmp)
         cmd = [str(info.path), *cfg.aot_args(), *toolkit_args(cfg)]
         if table_bytes is not None:
@@ -290,9 +287,6 @@ def _build(info: ToolInfo, cfg: KernelConfig, emit: str, table_bytes: Optional[b
                 "tool_version": info.version,
                 "build_seconds": round(time.perf_counter() - start, 3)}
         cache.publish(tmp, final, meta)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     with _builds_lock:
         _builds += 1
     # A build takes seconds: one line for each, also without a terminal (swin_opt.log).

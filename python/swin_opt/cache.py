@@ -7,6 +7,7 @@ and clearing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -14,6 +15,7 @@ import json
 import os
 import platform
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -155,6 +157,20 @@ def prune_cache(directory: Optional[os.PathLike] = None, *, older_than_days: Opt
         for e in removed:
             shutil.rmtree(e.path, ignore_errors=True)
     return removed
+
+
+@contextlib.contextmanager
+def staging(root: Path):
+    """A fresh directory in ``root`` (created if missing) for a build to write
+    into before :func:`publish` renames it, removed on leaving when it was not
+    published (a failed build, or another process's entry kept)."""
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    try:
+        yield tmp
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def publish(staging: Path, final: Path, meta: dict) -> None:

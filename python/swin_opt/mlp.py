@@ -37,8 +37,6 @@ import dataclasses
 import functools
 import hashlib
 import os
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -294,9 +292,7 @@ def _build(info, config: MlpConfig, text: str, root: Path, final: Path) -> None:
     """``swin-aot --input`` into a temporary directory of ``root``, published as
     ``final`` atomically (as :mod:`swin_opt.build` publishes kernels)."""
     global _builds
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
-    try:
+    with cache.staging(root) as tmp:
         source = tmp / "mlp.mlir"
         source.write_text(text)
         library = tmp / (cache.STEM + ".so")
@@ -315,9 +311,6 @@ def _build(info, config: MlpConfig, text: str, root: Path, final: Path) -> None:
                 "module_sha256": hashlib.sha256(text.encode()).hexdigest(),
                 "build_seconds": round(time.perf_counter() - start, 3)}
         cache.publish(tmp, final, meta)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     with _builds_lock:
         _builds += 1
     log.info(f"swin_opt: built {config.describe()} in {meta['build_seconds']:.1f} s")
