@@ -3,7 +3,8 @@
 
 // Packed panels of 48 columns: 2 panels of N = 96, M = 16 rows in blocks of
 // 8 (AVX-512: 8 x 3 vectors of accumulators), items (panel, block) in
-// parallel. Per k: 3 loads of the panel, 8 broadcasts of A, 24 FMAs. The
+// parallel. Per k: a prefetch of the next row block's A (element 8 k of
+// its 8 x 32), 3 loads of the panel, 8 broadcasts of A, 24 FMAs. The
 // epilogue (a bias read at n) runs on each vector before its store.
 // CHECK-LABEL: func @packed_bias
 // CHECK-SAME: (%[[X:.*]]: memref<16x32xf32>, %[[W:.*]]: memref<2x32x48xf32>, %[[B:.*]]: memref<96xf32>, %[[O:.*]]: memref<16x96xf32>)
@@ -14,6 +15,12 @@
 // CHECK: arith.remui %[[ITEM]], %c2{{.*}} : index
 // CHECK: arith.muli %[[BLOCK]], %c8{{.*}} : index
 // CHECK: scf.for %[[K:.*]] = %{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
+// CHECK: %[[FLAT:.*]] = arith.muli %[[K]], %c8{{.*}} : index
+// CHECK: %[[NEXT:.*]] = arith.divui %[[FLAT]], %c32{{.*}} : index
+// CHECK: arith.addi %c8{{.*}}, %[[NEXT]] : index
+// CHECK: %[[ROW:.*]] = arith.minui
+// CHECK: %[[COLUMN:.*]] = arith.remui %[[FLAT]], %c32{{.*}} : index
+// CHECK: memref.prefetch %[[X]][%[[ROW]], %[[COLUMN]]], read, locality<3>, data : memref<16x32xf32>
 // CHECK-COUNT-3: vector.load %[[W]][%{{.*}}, %[[K]], %{{.*}}] : memref<2x32x48xf32>, vector<16xf32>
 // CHECK: memref.load %[[X]][%{{.*}}, %[[K]]] : memref<16x32xf32>
 // CHECK-NEXT: vector.broadcast %{{.*}} : f32 to vector<16xf32>
