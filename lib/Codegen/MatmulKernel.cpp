@@ -79,6 +79,16 @@ using namespace mlir::rpe;
 
 namespace {
 
+/// Where a tile is: rows m0 .. m0 + MR of A and the output, and the
+/// columns of panel p.
+struct Tile {
+  Value panel;
+  SmallVector<Value> rowIndices; // m0 + r for r in [0, MR)
+  Value panelStart;              // p NR, the first column
+  int64_t columns;               // NR, or fewer in the last panel
+  int64_t vectors;               // ceil(columns / L)
+};
+
 /// Emits the kernel of one bufferized rpe.matmul where the op is.
 class MatmulKernel {
 public:
@@ -127,13 +137,9 @@ private:
                      bool lastPanel);
   void emitTile(Value rhs, Value panel, Value m0, int64_t tileRows,
                 bool lastPanel);
-  SmallVector<Value> emitProducts(Value rhs, Value panel,
-                                  ArrayRef<Value> rowIndices, int64_t vectors);
-  SmallVector<Value> emitPairProducts(Value rhs, Value panel,
-                                      ArrayRef<Value> rowIndices,
-                                      int64_t vectors);
-  void prefetchNextRowBlock(Value step, ArrayRef<Value> rowIndices,
-                            int64_t elementsPerStep);
+  SmallVector<Value> emitProducts(Value rhs, const Tile &tile);
+  SmallVector<Value> emitPairProducts(Value rhs, const Tile &tile);
+  void prefetchNextRowBlock(const Tile &tile, Value step, int64_t steps);
   Value broadcastPair(Value row, Value pair);
   Value broadcastLastAlone(Value row);
   Value loadEpilogueInput(unsigned input, Value row, Value column,
@@ -337,17 +343,20 @@ void MatmulKernel::emitRowBlocks(Value rhs, Value panel, Value m0, Value rows,
 /// product in registers over K, then the epilogue and the store.
 void MatmulKernel::emitTile(Value rhs, Value panel, Value m0, int64_t rowCount,
                             bool lastPanel) {
-  int64_t columns = lastPanel ? n - (panels - 1) * panelWidth : panelWidth;
-  int64_t vectors = llvm::divideCeil(columns, lanes);
-  SmallVector<Value> rowIndices;
+  Tile tile;
+  tile.panel = panel;
   for (int64_t r = 0; r < rowCount; ++r)
-    rowIndices.push_back(arith::AddIOp::create(b, m0, index(r)));
+    tile.rowIndices.push_back(arith::AddIOp::create(b, m0, index(r)));
+  tile.panelStart = arith::MulIOp::create(b, panel, index(panelWidth));
+  tile.columns = lastPanel ? n - (panels - 1) * panelWidth : panelWidth;
+  tile.vectors = llvm::divideCeil(tile.columns, lanes);
   SmallVector<Value> products =
-      pairs ? emitPairProducts(rhs, panel, rowIndices, vectors)
-            : emitProducts(rhs, panel, rowIndices, vectors);
+      pairs ? emitPairProducts(rhs, tile) : emitProducts(rhs, tile);
 
   Value out = op.getInit();
-  Value panelStart = arith::MulIOp::create(b, panel, index(panelWidth));
+  ArrayRef<Value> rowIndices = tile.rowIndices;
+  Value panelStart = tile.panelStart;
+  int64_t columns = tile.columns, vectors = tile.vectors;
   for (int64_t r = 0; r < rowCount; ++r)
     for (int64_t v = 0; v < vectors; ++v) {
       int64_t validLanes = std::min(lanes, columns - v * lanes);
@@ -368,10 +377,11 @@ void MatmulKernel::emitTile(Value rhs, Value panel, Value m0, int64_t rowCount,
 
 /// acc[r][v] = sum_k A[row r, k] * Bp[p, k, v L : v L + L]: a broadcast of
 /// A per row and k, FMAs on f32 (bf16 widened).
-SmallVector<Value> MatmulKernel::emitProducts(Value rhs, Value panel,
-                                              ArrayRef<Value> rowIndices,
-                                              int64_t vectors) {
+SmallVector<Value> MatmulKernel::emitProducts(Value rhs, const Tile &tile) {
   Value lhs = op.getLhs();
+  Value panel = tile.panel;
+  ArrayRef<Value> rowIndices = tile.rowIndices;
+  int64_t vectors = tile.vectors;
   Type element = getElementTypeOrSelf(lhs.getType());
   auto f32Vector = VectorType::get({lanes}, b.getF32Type());
   int64_t rowCount = rowIndices.size();
@@ -390,7 +400,7 @@ SmallVector<Value> MatmulKernel::emitProducts(Value rhs, Value panel,
                      : b.getF32Type();
       return element.isF32() ? v : arith::ExtFOp::create(b, f32, v);
     };
-    prefetchNextRowBlock(kk, rowIndices, rowIndices.size());
+    prefetchNextRowBlock(tile, kk, k);
     SmallVector<Value> columnsOfB;
     for (int64_t v = 0; v < vectors; ++v)
       columnsOfB.push_back(widen(vector::LoadOp::create(
@@ -410,37 +420,73 @@ SmallVector<Value> MatmulKernel::emitProducts(Value rhs, Value panel,
   return SmallVector<Value>(loop.getResults());
 }
 
-/// At `step` of the k loop, a prefetch of the next row block's A: its
-/// element `step * elementsPerStep` of MR x K, so that the loop's steps
-/// cover the block (each line twice with 8 rows of f32 per step). A tall A
-/// streams from memory (L3 or DRAM at batch 8), and a row block's rows are
-/// too short (K = 96: 6 lines) for the hardware prefetchers to run ahead of
-/// the tile that reads them: at batch 8 this takes Swin-T's K = 96 GEMMs
-/// from 60-80% of the FMA peak to 83-98% on one Zen 5 core.
-void MatmulKernel::prefetchNextRowBlock(Value step, ArrayRef<Value> rowIndices,
-                                        int64_t elementsPerStep) {
+/// Step `step` of the `steps` of the k loop prefetches a part of what the
+/// tile below this one (the next row block, same panel) will read: A's
+/// MR x K and the MR x NR of every epilogue input read at (m, n), such as
+/// a residual. A tall A streams from L3 or DRAM (batch 8: 25,088 rows), and
+/// a row block's rows are too short (K = 96: 6 lines) for the hardware
+/// prefetchers to run ahead of the tile that reads them: on one Zen 5 core
+/// this takes Swin-T's batch-8 stage-1 GEMMs from 59-80% of the FMA peak
+/// to 80-97% (a residual's: 83 to 93%). Prefetching the output's lines for
+/// writing as well changed nothing measurable. The parts are elements
+/// `step * ceil(size / steps)` of each (a line is touched more than once
+/// where that is under 16 floats); rows past A's last are prefetched as
+/// the last.
+void MatmulKernel::prefetchNextRowBlock(const Tile &tile, Value step,
+                                        int64_t steps) {
   Value lhs = op.getLhs();
-  Value flat = arith::MulIOp::create(b, step, index(elementsPerStep));
-  Value row = arith::AddIOp::create(
-      b, rowIndices.front(),
-      arith::AddIOp::create(b, index(rowIndices.size()),
-                            arith::DivUIOp::create(b, flat, index(k))));
-  // The last block's prefetches stay on A's last row.
+  Value m0 = tile.rowIndices.front();
+  int64_t rowCount = tile.rowIndices.size();
   Value lastRow = arith::SubIOp::create(b, memref::DimOp::create(b, lhs, 0),
                                         index(1));
-  row = arith::MinUIOp::create(b, row, lastRow);
-  Value column = arith::RemUIOp::create(b, flat, index(k));
+  // Element `step * ceil(rows * columns / steps)` of the next block's rows
+  // x `columns`, as (row, column from its first).
+  auto elementOfNext = [&](int64_t columns) -> std::pair<Value, Value> {
+    int64_t size = rowCount * columns;
+    Value flat = arith::MinUIOp::create(
+        b,
+        arith::MulIOp::create(
+            b, step,
+            index(llvm::divideCeil(size, std::max<int64_t>(steps, 1)))),
+        index(size - 1));
+    Value row = arith::AddIOp::create(
+        b, m0,
+        arith::AddIOp::create(b, index(rowCount),
+                              arith::DivUIOp::create(b, flat, index(columns))));
+    return {arith::MinUIOp::create(b, row, lastRow),
+            arith::RemUIOp::create(b, flat, index(columns))};
+  };
+  auto [row, column] = elementOfNext(k);
   memref::PrefetchOp::create(b, lhs, ValueRange{row, column},
                              /*isWrite=*/false, /*localityHint=*/3,
                              /*isDataCache=*/true);
+
+  // Epilogue inputs at (m, n): the tile's columns of the next rows.
+  AffineMap atRowAndColumn =
+      AffineMap::getMultiDimIdentityMap(2, b.getContext());
+  Value inputRow, inputColumn;
+  for (auto [input, map] :
+       llvm::zip(op.getEpilogueInputs(), op.getEpilogueMaps())) {
+    if (cast<AffineMapAttr>(map).getValue() != atRowAndColumn)
+      continue;
+    if (!inputRow) {
+      Value offset;
+      std::tie(inputRow, offset) = elementOfNext(tile.columns);
+      inputColumn = arith::AddIOp::create(b, tile.panelStart, offset);
+    }
+    memref::PrefetchOp::create(b, input, ValueRange{inputRow, inputColumn},
+                               /*isWrite=*/false, /*localityHint=*/3,
+                               /*isDataCache=*/true);
+  }
 }
 
 /// acc[r][v] = sum_k A[row r, k] * B[k, columns of vector v] over the pairs
 /// of k, one dot product per (row, vector) and pair, `rhs` the pairs of
 /// each panel as rows, [P, K / 2, 2 NR]; an odd K's last k after the loop.
-SmallVector<Value> MatmulKernel::emitPairProducts(Value rhs, Value panel,
-                                                  ArrayRef<Value> rowIndices,
-                                                  int64_t vectors) {
+SmallVector<Value> MatmulKernel::emitPairProducts(Value rhs, const Tile &tile) {
+  Value panel = tile.panel;
+  ArrayRef<Value> rowIndices = tile.rowIndices;
+  int64_t vectors = tile.vectors;
   auto f32Vector = VectorType::get({lanes}, b.getF32Type());
   auto pairVector = VectorType::get({2 * lanes}, b.getBF16Type());
   int64_t rowCount = rowIndices.size();
@@ -467,7 +513,7 @@ SmallVector<Value> MatmulKernel::emitPairProducts(Value rhs, Value panel,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value j = loop.getInductionVar();
-    prefetchNextRowBlock(j, rowIndices, 2 * rowCount);
+    prefetchNextRowBlock(tile, j, k / 2);
     SmallVector<Value> a;
     for (Value row : rowIndices)
       a.push_back(broadcastPair(row, j));

@@ -24,7 +24,7 @@ func.func @f32_unchanged(%x: memref<16x32xf32>, %w: memref<2x32x48xf32>, %o: mem
 // bf16 weights packed in pairs of k (K = 5: pairs (0, 1), (2, 3) and (4, a
 // zero row)) take AVX512-BF16 dot products with bf16-dot: each panel's
 // pairs read as rows of 2 NR bf16 (a prefetch of the next row block's A
-// takes 16 of its bf16 per pair), one 32-bit broadcast of A's pair per row
+// at 20 of its 8 x 5 bf16 per pair), one 32-bit broadcast of A's pair per row
 // and one dot product per (row, vector) and pair; the odd K's last k is
 // read alone after the loop (its bits zero-extended: the pair (a, 0)), not
 // with the element past the row.
@@ -33,7 +33,7 @@ func.func @f32_unchanged(%x: memref<16x32xf32>, %w: memref<2x32x48xf32>, %o: mem
 // CHECK: %[[PAIRS:.*]] = memref.collapse_shape %[[W]] {{\[}}[0], [1], [2, 3]] : memref<1x3x48x2xbf16> into memref<1x3x96xbf16>
 // CHECK: scf.parallel
 // CHECK: scf.for %[[J:.*]] = %{{.*}} to %c2{{.*}} step %c1{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
-// CHECK: arith.muli %[[J]], %c16{{.*}} : index
+// CHECK: arith.muli %[[J]], %c20{{.*}} : index
 // CHECK: memref.prefetch %[[X]][%{{.*}}, %{{.*}}], read, locality<3>, data : memref<9x5xbf16>
 // CHECK: %[[TWO:.*]] = vector.load %[[X]][%{{.*}}, %{{.*}}] : memref<9x5xbf16>, vector<2xbf16>
 // CHECK-NEXT: %[[BITS:.*]] = vector.bitcast %[[TWO]] : vector<2xbf16> to vector<1xi32>

@@ -15,7 +15,8 @@
 // CHECK: arith.remui %[[ITEM]], %c2{{.*}} : index
 // CHECK: arith.muli %[[BLOCK]], %c8{{.*}} : index
 // CHECK: scf.for %[[K:.*]] = %{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
-// CHECK: %[[FLAT:.*]] = arith.muli %[[K]], %c8{{.*}} : index
+// CHECK: %[[STEP:.*]] = arith.muli %[[K]], %c8{{.*}} : index
+// CHECK: %[[FLAT:.*]] = arith.minui %[[STEP]], %c255 : index
 // CHECK: %[[NEXT:.*]] = arith.divui %[[FLAT]], %c32{{.*}} : index
 // CHECK: arith.addi %c8{{.*}}, %[[NEXT]] : index
 // CHECK: %[[ROW:.*]] = arith.minui
@@ -49,7 +50,9 @@ func.func @packed_bias(%x: memref<16x32xf32>, %w: memref<2x32x48xf32>, %b: memre
 
 // Run-time weights [N, K] are packed into a buffer first (freed after),
 // and N = 20 of a panel of 48 leaves the last vector with 4 columns:
-// masked. A dynamic M ends in single rows; its residual is read at (m, n).
+// masked. A dynamic M ends in single rows; its residual is read at (m, n),
+// and prefetched there for the next row block (its 8 x 20 of 160 elements
+// over the 8 steps of k: 20 per step) after A (64 elements: 8 per step).
 // GELU's erf becomes x P(x^2) / Q(x^2).
 // CHECK-LABEL: func @runtime_weights
 // CHECK-SAME: (%[[X:.*]]: memref<?x8xf32>, %[[W:.*]]: memref<20x8xf32>, %[[R:.*]]: memref<?x20xf32>, %[[O:.*]]: memref<?x20xf32>)
@@ -57,6 +60,12 @@ func.func @packed_bias(%x: memref<16x32xf32>, %w: memref<2x32x48xf32>, %b: memre
 // CHECK: memref.load %[[W]]
 // CHECK: memref.store %{{.*}}, %[[P]]
 // CHECK: scf.parallel
+// CHECK: scf.for %[[K:.*]] = %{{.*}} to %c8{{.*}} step %c1{{.*}} iter_args
+// CHECK: arith.muli %[[K]], %c8{{.*}} : index
+// CHECK: memref.prefetch %[[X]]
+// CHECK: %[[STEP:.*]] = arith.muli %[[K]], %c20{{.*}} : index
+// CHECK: arith.minui %[[STEP]], %c159 : index
+// CHECK: memref.prefetch %[[R]][%{{.*}}, %{{.*}}], read, locality<3>, data : memref<?x20xf32>
 // CHECK-NOT: math.erf
 // CHECK: arith.divf {{.*}} : vector<16xf32>
 // CHECK: vector.maskedstore %[[O]]
