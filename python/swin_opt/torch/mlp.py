@@ -61,7 +61,7 @@ from ..mlp import compile_mlp
 from .fallback import Fallback
 from .ops import _no_grad_error
 from .patching import Patch, _items
-from .tensors import require_torch
+from .tensors import once, require_torch
 from .tracing import apply_trace_constants, trace_constant
 
 try:
@@ -73,7 +73,6 @@ __all__ = ["mlp", "mlp_key", "register", "kernel_for", "forget_packed_weights", 
            "TorchvisionMlp", "mlp_sites"]
 
 _lock = threading.Lock()
-_registered = False
 _kernels: dict = {}  # config string -> MlpKernel
 #: weight tensor -> (what the copy is valid for: _stamp, packed copy)
 _packed = None
@@ -235,30 +234,24 @@ def mlp(x, w1, b1, w2, b2, residual, config: str):
     return out.view(*lead, o)
 
 
+@once
 def register() -> None:
     """Define ``swin_opt::mlp`` (once per process; needs torch)."""
-    global _registered
-    if _registered:
-        return
     require_torch()
-    with _lock:
-        if _registered:
-            return
 
-        @torch.library.custom_op("swin_opt::mlp", mutates_args=(), schema=(
-            "(Tensor x, Tensor w1, Tensor? b1, Tensor w2, Tensor? b2, Tensor? residual, "
-            "str config) -> Tensor"))
-        def mlp_op(x, w1, b1, w2, b2, residual, config):
-            return mlp(x, w1, b1, w2, b2, residual, config)
+    @torch.library.custom_op("swin_opt::mlp", mutates_args=(), schema=(
+        "(Tensor x, Tensor w1, Tensor? b1, Tensor w2, Tensor? b2, Tensor? residual, "
+        "str config) -> Tensor"))
+    def mlp_op(x, w1, b1, w2, b2, residual, config):
+        return mlp(x, w1, b1, w2, b2, residual, config)
 
-        @mlp_op.register_fake
-        def _(x, w1, b1, w2, b2, residual, config):
-            return x.new_empty((*x.shape[:-1], w2.shape[0]))
+    @mlp_op.register_fake
+    def _(x, w1, b1, w2, b2, residual, config):
+        return x.new_empty((*x.shape[:-1], w2.shape[0]))
 
-        setup, backward = _no_grad_error("mlp")
-        mlp_op.register_autograd(backward, setup_context=setup)
-        apply_trace_constants()
-        _registered = True
+    setup, backward = _no_grad_error("mlp")
+    mlp_op.register_autograd(backward, setup_context=setup)
+    apply_trace_constants()
 
 
 # --------------------------------------------------------------------------- #

@@ -109,7 +109,7 @@ from ..config import make_config
 from ..errors import CompileError, SwinAotNotFoundError
 from . import attention_math as _attention_math
 from .fallback import Fallback, warn_fallback
-from .tensors import compile_kernel, require_torch
+from .tensors import compile_kernel, once, require_torch
 from .tracing import apply_trace_constants, trace_constant
 
 try:
@@ -118,7 +118,6 @@ except ImportError:  # swin_opt.torch imports without PyTorch; its entry points 
     torch = None
 
 _lock = threading.Lock()
-_registered = False
 _kernels: Dict[str, Any] = {}  # config string -> Kernel
 
 
@@ -693,106 +692,100 @@ def _register_cuda() -> None:
         torch.library.register_kernel(f"swin_opt::{name}", "cuda", fn)
 
 
+@once
 def register() -> None:
     """Define the ``swin_opt::`` operators (once per process; needs torch)."""
-    global _registered
-    if _registered:
-        return
     require_torch()
-    with _lock:
-        if _registered:
-            return
 
-        @torch.library.custom_op("swin_opt::window_attention", mutates_args=(), schema=(
-            "(Tensor q, Tensor k, Tensor v, Tensor? table, Tensor? pad_qkv, str config) "
-            "-> Tensor"))
-        def window_attention(q, k, v, table, pad_qkv, config):
-            kern = kernel_for(config)
-            return _run(kern, [q, k, v, table], pad_qkv)
+    @torch.library.custom_op("swin_opt::window_attention", mutates_args=(), schema=(
+        "(Tensor q, Tensor k, Tensor v, Tensor? table, Tensor? pad_qkv, str config) "
+        "-> Tensor"))
+    def window_attention(q, k, v, table, pad_qkv, config):
+        kern = kernel_for(config)
+        return _run(kern, [q, k, v, table], pad_qkv)
 
-        @window_attention.register_fake
-        def _(q, k, v, table, pad_qkv, config):
-            if q.dim() == 4:  # window layout [nW, heads, N, d] -> [nW, N, heads * d]
-                return q.new_empty((q.shape[0], q.shape[2], q.shape[1] * q.shape[3]))
-            return q.new_empty(q.shape)  # token layout [B, L, C]
+    @window_attention.register_fake
+    def _(q, k, v, table, pad_qkv, config):
+        if q.dim() == 4:  # window layout [nW, heads, N, d] -> [nW, N, heads * d]
+            return q.new_empty((q.shape[0], q.shape[2], q.shape[1] * q.shape[3]))
+        return q.new_empty(q.shape)  # token layout [B, L, C]
 
-        @torch.library.custom_op("swin_opt::window_attention_packed", mutates_args=(), schema=(
-            "(Tensor qkv, Tensor? table, Tensor? pad_qkv, str config) -> Tensor"))
-        def window_attention_packed(qkv, table, pad_qkv, config):
-            kern = kernel_for(config)
-            return _run(kern, [qkv, table], pad_qkv)
+    @torch.library.custom_op("swin_opt::window_attention_packed", mutates_args=(), schema=(
+        "(Tensor qkv, Tensor? table, Tensor? pad_qkv, str config) -> Tensor"))
+    def window_attention_packed(qkv, table, pad_qkv, config):
+        kern = kernel_for(config)
+        return _run(kern, [qkv, table], pad_qkv)
 
-        @window_attention_packed.register_fake
-        def _(qkv, table, pad_qkv, config):  # [B, L, 3, heads, d] -> [B, L, heads * d]
-            return qkv.new_empty((qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4]))
+    @window_attention_packed.register_fake
+    def _(qkv, table, pad_qkv, config):  # [B, L, 3, heads, d] -> [B, L, heads * d]
+        return qkv.new_empty((qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4]))
 
-        @torch.library.custom_op("swin_opt::window_attention_cosine", mutates_args=(),
-                                 schema=("(Tensor q, Tensor k, Tensor v, Tensor? table, "
-                                         "Tensor logit_scale, Tensor? pad_qkv, str config) "
-                                         "-> Tensor"))
-        def window_attention_cosine(q, k, v, table, logit_scale, pad_qkv, config):
-            kern = kernel_for(config)
-            return _run(kern, [q, k, v, table], pad_qkv, logit_scale=_logit_scale(logit_scale))
+    @torch.library.custom_op("swin_opt::window_attention_cosine", mutates_args=(),
+                             schema=("(Tensor q, Tensor k, Tensor v, Tensor? table, "
+                                     "Tensor logit_scale, Tensor? pad_qkv, str config) "
+                                     "-> Tensor"))
+    def window_attention_cosine(q, k, v, table, logit_scale, pad_qkv, config):
+        kern = kernel_for(config)
+        return _run(kern, [q, k, v, table], pad_qkv, logit_scale=_logit_scale(logit_scale))
 
-        @window_attention_cosine.register_fake
-        def _(q, k, v, table, logit_scale, pad_qkv, config):
-            if q.dim() == 4:
-                return q.new_empty((q.shape[0], q.shape[2], q.shape[1] * q.shape[3]))
-            return q.new_empty(q.shape)
+    @window_attention_cosine.register_fake
+    def _(q, k, v, table, logit_scale, pad_qkv, config):
+        if q.dim() == 4:
+            return q.new_empty((q.shape[0], q.shape[2], q.shape[1] * q.shape[3]))
+        return q.new_empty(q.shape)
 
-        @torch.library.custom_op("swin_opt::window_attention_packed_cosine", mutates_args=(),
-                                 schema=("(Tensor qkv, Tensor? table, Tensor logit_scale, "
-                                         "Tensor? pad_qkv, str config) -> Tensor"))
-        def window_attention_packed_cosine(qkv, table, logit_scale, pad_qkv, config):
-            kern = kernel_for(config)
-            return _run(kern, [qkv, table], pad_qkv, logit_scale=_logit_scale(logit_scale))
+    @torch.library.custom_op("swin_opt::window_attention_packed_cosine", mutates_args=(),
+                             schema=("(Tensor qkv, Tensor? table, Tensor logit_scale, "
+                                     "Tensor? pad_qkv, str config) -> Tensor"))
+    def window_attention_packed_cosine(qkv, table, logit_scale, pad_qkv, config):
+        kern = kernel_for(config)
+        return _run(kern, [qkv, table], pad_qkv, logit_scale=_logit_scale(logit_scale))
 
-        @window_attention_packed_cosine.register_fake
-        def _(qkv, table, logit_scale, pad_qkv, config):
-            return qkv.new_empty((qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4]))
+    @window_attention_packed_cosine.register_fake
+    def _(qkv, table, logit_scale, pad_qkv, config):
+        return qkv.new_empty((qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4]))
 
-        @torch.library.custom_op("swin_opt::linear", mutates_args=(), schema=(
-            "(Tensor x, Tensor weight, Tensor? bias) -> Tensor"))
-        def linear(x, weight, bias):
-            """``x @ weightᵀ + bias`` through oneDNN, opaque to inductor (see
-            :func:`swin_opt.torch.projections.linear`)."""
-            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    @torch.library.custom_op("swin_opt::linear", mutates_args=(), schema=(
+        "(Tensor x, Tensor weight, Tensor? bias) -> Tensor"))
+    def linear(x, weight, bias):
+        """``x @ weightᵀ + bias`` through oneDNN, opaque to inductor (see
+        :func:`swin_opt.torch.projections.linear`)."""
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
-        @linear.register_fake
-        def _(x, weight, bias):
-            return x.new_empty((*x.shape[:-1], weight.shape[0]))
+    @linear.register_fake
+    def _(x, weight, bias):
+        return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
-        @torch.library.custom_op("swin_opt::window_attention_backward", mutates_args=(),
-                                 schema=("(Tensor q, Tensor k, Tensor v, Tensor? table, "
-                                         "Tensor out, Tensor dout, str config) "
-                                         "-> (Tensor, Tensor, Tensor, Tensor)"))
-        def window_attention_backward(q, k, v, table, out, dout, config):
-            return _run_backward([q, k, v], table, out, dout, config)
+    @torch.library.custom_op("swin_opt::window_attention_backward", mutates_args=(),
+                             schema=("(Tensor q, Tensor k, Tensor v, Tensor? table, "
+                                     "Tensor out, Tensor dout, str config) "
+                                     "-> (Tensor, Tensor, Tensor, Tensor)"))
+    def window_attention_backward(q, k, v, table, out, dout, config):
+        return _run_backward([q, k, v], table, out, dout, config)
 
-        @window_attention_backward.register_fake
-        def _(q, k, v, table, out, dout, config):
-            return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape),
-                    q.new_empty(_table_shape(config)))
+    @window_attention_backward.register_fake
+    def _(q, k, v, table, out, dout, config):
+        return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape),
+                q.new_empty(_table_shape(config)))
 
-        @torch.library.custom_op("swin_opt::window_attention_packed_backward", mutates_args=(),
-                                 schema=("(Tensor qkv, Tensor? table, Tensor out, Tensor dout, "
-                                         "str config) -> (Tensor, Tensor)"))
-        def window_attention_packed_backward(qkv, table, out, dout, config):
-            return _run_backward([qkv], table, out, dout, config)
+    @torch.library.custom_op("swin_opt::window_attention_packed_backward", mutates_args=(),
+                             schema=("(Tensor qkv, Tensor? table, Tensor out, Tensor dout, "
+                                     "str config) -> (Tensor, Tensor)"))
+    def window_attention_packed_backward(qkv, table, out, dout, config):
+        return _run_backward([qkv], table, out, dout, config)
 
-        @window_attention_packed_backward.register_fake
-        def _(qkv, table, out, dout, config):
-            return qkv.new_empty(qkv.shape), qkv.new_empty(_table_shape(config))
+    @window_attention_packed_backward.register_fake
+    def _(qkv, table, out, dout, config):
+        return qkv.new_empty(qkv.shape), qkv.new_empty(_table_shape(config))
 
-        for op in (window_attention, window_attention_packed):
-            op.register_autograd(_attention_backward, setup_context=_attention_setup)
-        linear.register_autograd(_linear_backward, setup_context=_linear_setup)
-        # The cosine kernels have no backward (yet): their autograd refuses.
-        for op, name in ((window_attention_cosine, "window_attention_cosine"),
-                         (window_attention_packed_cosine, "window_attention_packed_cosine")):
-            setup, backward = _no_grad_error(name)
-            op.register_autograd(backward, setup_context=setup)
+    for op in (window_attention, window_attention_packed):
+        op.register_autograd(_attention_backward, setup_context=_attention_setup)
+    linear.register_autograd(_linear_backward, setup_context=_linear_setup)
+    # The cosine kernels have no backward (yet): their autograd refuses.
+    for op, name in ((window_attention_cosine, "window_attention_cosine"),
+                     (window_attention_packed_cosine, "window_attention_packed_cosine")):
+        setup, backward = _no_grad_error(name)
+        op.register_autograd(backward, setup_context=setup)
 
-        _register_cuda()
-        apply_trace_constants()
-        _registered = True
+    _register_cuda()
+    apply_trace_constants()

@@ -5,6 +5,7 @@ modules of :mod:`swin_opt.torch` share."""
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from typing import Dict, Optional
@@ -24,6 +25,27 @@ def require_torch() -> None:
     """ImportError with what to install, when PyTorch is not importable."""
     if torch is None:
         raise ImportError("swin_opt.torch needs PyTorch (pip install torch)")
+
+
+def once(fn):
+    """``fn()`` (no arguments) run by the first call that returns, once per process:
+    later and concurrent calls return without running it (they wait for the
+    first); a call that raises leaves it to the next. The operators' registrations
+    use it (:func:`.ops.register`, :func:`.mlp.register`)."""
+    lock = threading.Lock()
+    done = False
+
+    @functools.wraps(fn)
+    def run_once() -> None:
+        nonlocal done
+        if done:
+            return
+        with lock:
+            if not done:
+                fn()
+                done = True
+
+    return run_once
 
 
 # --------------------------------------------------------------------------- #
