@@ -70,9 +70,16 @@ def onednn_linear() -> bool:
     return _ONEDNN
 
 
-def qkv_windows(qkv, b, n, heads, head_dim):
-    """``[B_, N, 3*A]`` fused qkv -> three contiguous ``[B_, heads, N, head_dim]`` views (one copy)."""
-    t = qkv.view(b, n, 3, heads, head_dim).permute(2, 0, 3, 1, 4).contiguous()
+def qkv_windows(qkv, b, n, heads, head_dim, *, head_first: bool = False):
+    """``[B_, N, 3*A]`` fused qkv -> three contiguous ``[B_, heads, N, head_dim]`` views (one copy).
+
+    The channels are ``[3, heads, head_dim]`` (Swin's), or with ``head_first``
+    ``[heads, 3, head_dim]`` (timm's MaxViT / CoAtNet configs).  ``qkv`` may be any
+    view whose last axis can be split (a transposed NCHW map, say)."""
+    if head_first:
+        t = qkv.view(b, n, heads, 3, head_dim).permute(3, 0, 2, 1, 4).contiguous()
+    else:
+        t = qkv.view(b, n, 3, heads, head_dim).permute(2, 0, 3, 1, 4).contiguous()
     return t[0], t[1], t[2]
 
 

@@ -1,5 +1,6 @@
 """The model-level entry points: :func:`swap_attention` (find the supported
-modules of every framework and install patches on the instances),
+modules of every framework, Swin's and timm's MaxViT family, and install
+patches on the instances),
 :func:`restore_attention` and :func:`patch_stats`."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import warnings
 import weakref
 from typing import List, Optional
 
+from . import maxvit_patches
+from .maxvit_patches import MaxxVitAttention, MaxxVitAttention2d
 from .mlp import mlp_sites
 from .patching import Patch, PatchOptions, is_swinv2
 from .tensors import require_torch
@@ -155,6 +158,10 @@ def _classes():
         found.append(("timm", getattr(timm_cr, "WindowMultiHeadAttention", None),
                       TimmCrAttention))
         found.append(("timm", getattr(timm_cr, "SwinTransformerV2CrBlock", None), TimmCrBlock))
+    timm_maxxvit = sys.modules.get("timm.models.maxxvit")
+    if timm_maxxvit is not None:  # MaxViT, CoAtNet, MaxxViT: block, grid and global attention
+        found.append(("timm", getattr(timm_maxxvit, "AttentionCl", None), MaxxVitAttention))
+        found.append(("timm", getattr(timm_maxxvit, "Attention2d", None), MaxxVitAttention2d))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
@@ -189,6 +196,8 @@ def _supported(patch_type, module) -> Optional[str]:
         if not hasattr(module, "relative_position_bias_table"):
             return "no relative_position_bias_table"
         table = module.relative_position_bias_table
+    elif patch_type in (MaxxVitAttention, MaxxVitAttention2d):
+        return maxvit_patches.supported(module)
     elif patch_type is TimmCrAttention:
         mlp_out = getattr(getattr(module.meta_mlp, "fc2", None), "out_features", None)
         if mlp_out != module.num_heads:
@@ -204,6 +213,12 @@ def _supported(patch_type, module) -> Optional[str]:
 def swap_attention(model, *, layout: str = "auto", fallback: bool = True, frameworks=None,
                    mlp: bool = True, **compile_options) -> int:
     """Replace the attention core of the Swin window-attention modules in ``model`` with kernels.
+
+    Swin, SwinV2 and their relatives in timm, torchvision and transformers
+    (see :mod:`swin_opt.torch`), and the attention of timm's MaxViT family
+    (MaxViT block and grid attention, MaxxViT, CoAtNet: ``maxxvit.AttentionCl``
+    and ``Attention2d`` with a ``RelPosBias`` or ``RelPosBiasTf`` table,
+    :mod:`.maxvit_patches`).
 
     ``model`` may be a whole model or a single attention module / block.
     Modules are patched in place (instance attributes; the class is not
