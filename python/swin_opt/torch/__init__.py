@@ -29,6 +29,11 @@ timm (SwinV2)          ``timm.models.swin_transformer_v2.WindowAttention`` and
                        ``SwinTransformerV2Block._attn``, as for timm above
 timm (SwinV2-CR)       ``timm.models.swin_transformer_v2_cr.WindowMultiHeadAttention``
                        (window layout; meta-MLP bias as a compact table)
+timm (MaxViT family)   ``timm.models.maxxvit.AttentionCl`` and ``...Attention2d``
+                       (NCHW): MaxViT's block and grid attention, MaxxViT,
+                       CoAtNet's whole-map attention; window layout on timm's
+                       partitions, ``RelPosBias`` or ``RelPosBiasTf`` tables
+                       (:mod:`.maxvit_patches`)
 torchvision            ``torchvision.models.swin_transformer.ShiftedWindowAttention``
                        and ``...V2``; token layout when the map is at least one
                        window on both axes, else window layout with torch-side
@@ -113,7 +118,8 @@ torch: the CUDA backward and fallback), :mod:`.ops` (the custom operators and
 their CUDA implementations, the process's kernels), :mod:`.projections` (the projections and q/k/v preparation the
 adapters share), :mod:`.patching` (the patch base), :mod:`.windows`
 (window-layout calls), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
-:mod:`.transformers_patches` (one per framework), :mod:`.mlp` (the MLP
+:mod:`.transformers_patches`, :mod:`.maxvit_patches` (one per framework or model
+family), :mod:`.mlp` (the MLP
 operator and patches), :mod:`.swap` (the model entry points) and
 :mod:`.warmup`.
 """
