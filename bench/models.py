@@ -4,7 +4,8 @@
     python bench/models.py [--batch 1 8] [--threads 2] [--repeat 6] [--compile]
                            [--models timm,torchvision,transformers] [--json out.json]
 
-For each model (Swin-T of timm, torchvision and transformers, random
+For each model (Swin-T of timm, torchvision and transformers; on request
+SwinV2-T, MaxViT-T and CoAtNet-0 of timm; random
 weights redrawn by ``swin_opt.testing.sharpen_weights``, eval mode,
 ``torch.inference_mode``) and batch size it builds the
 original and a deep copy swapped by :func:`swin_opt.torch.swap_attention`,
@@ -77,14 +78,31 @@ def timm_swinv2_t(torch):
     return timm.create_model("swinv2_tiny_window8_256", pretrained=False)
 
 
+def timm_maxvit_t(torch):
+    import timm
+
+    # TensorFlow-layout relative position bias (RelPosBiasTf), block and grid attention
+    return timm.create_model("maxvit_tiny_tf_224", pretrained=False)
+
+
+def timm_coatnet_0(torch):
+    import timm
+
+    # whole-map attention (Attention2d, NCHW) on the 14x14 and 7x7 stages
+    return timm.create_model("coatnet_0_rw_224", pretrained=False)
+
+
 MODELS: Dict[str, Callable] = {
     "timm": timm_swin_t,
     "torchvision": torchvision_swin_t,
     "transformers": transformers_swin_t,
 }
 #: Models run only when named in --models: SwinV2 (cosine attention, the
-#: continuous position bias), on its own 256x256 input.
-EXTRA_MODELS: Dict[str, Callable] = {"timm-swinv2": timm_swinv2_t}
+#: continuous position bias), on its own 256x256 input; MaxViT-T and CoAtNet-0
+#: (timm's MaxViT family, issue 28).
+EXTRA_MODELS: Dict[str, Callable] = {"timm-swinv2": timm_swinv2_t,
+                                     "timm-maxvit": timm_maxvit_t,
+                                     "timm-coatnet": timm_coatnet_0}
 IMAGE_SIZE: Dict[str, int] = {"timm-swinv2": 256}
 ALL_MODELS: Dict[str, Callable] = {**MODELS, **EXTRA_MODELS}
 
@@ -314,7 +332,7 @@ def main(argv=None) -> int:
                 print(f"  {name} batch {batch}: {rows[-1]['speedup']:.2f}x", file=sys.stderr)
     finally:
         clock.uninstall()
-    print(f"Swin-T, 224x224 (SwinV2-T 256x256), f32, random weights; torch {torch.__version__}, "
+    print(f"224x224 (SwinV2-T 256x256), f32, random weights; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; {platform.processor() or platform.machine()}; "
           f"best of {args.repeat} alternating rounds")
     print_table(rows, args.compile)

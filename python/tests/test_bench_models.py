@@ -14,7 +14,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "models.py"
 FRAMEWORK = {"timm": "timm", "torchvision": "torchvision", "transformers": "transformers",
-             "timm-swinv2": "timm"}
+             "timm-swinv2": "timm", "timm-maxvit": "timm", "timm-coatnet": "timm"}
 
 
 @pytest.fixture(scope="module")
