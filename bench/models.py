@@ -9,7 +9,10 @@ SwinV2-T, MaxViT-T and CoAtNet-0 of timm; random
 weights redrawn by ``swin_opt.testing.sharpen_weights``, eval mode,
 ``torch.inference_mode``) and batch size it builds the
 original and a deep copy swapped by :func:`swin_opt.torch.swap_attention`,
-checks that their outputs agree (1e-4 relative; the run fails otherwise),
+checks that their outputs agree (1e-4 relative, or, where the original's own
+float32 rounding is that large, no farther from a float64 copy of the
+original than twice the original is: :func:`check_output`; the run fails
+otherwise),
 then times one forward of each **alternately**, ``--repeat`` times, and
 reports the best of each: the speed-up is measured in the same process, on
 the same warmed-up threads, under the same load.
@@ -185,6 +188,30 @@ def relative_error(torch, got, want) -> float:
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
+def check_output(torch, name: str, batch: int, original, x, got, want, row: dict) -> None:
+    """Fail unless the swapped model's output ``got`` is the original's ``want``.
+
+    The gate is 1e-4 relative.  Deep models with redrawn weights can round
+    that much in float32 on their own (MaxViT-T: the original is ~1e-4 from
+    float64), so where the two differ by more, both are compared with a
+    float64 copy of the original instead (``f64_error_original`` /
+    ``f64_error_swapped``): the swapped model passes when its error is at most
+    ``max(1e-4, 2 * the original's)``, i.e. the kernels add no more than
+    float32 rounding."""
+    row["rel_error"] = relative_error(torch, got, want)
+    if row["rel_error"] <= TOLERANCE:
+        return
+    exact = first_tensor(copy.deepcopy(original).double()(x.double()))
+    row["f64_error_original"] = relative_error(torch, want.double(), exact)
+    row["f64_error_swapped"] = relative_error(torch, got.double(), exact)
+    if row["f64_error_swapped"] <= max(TOLERANCE, 2 * row["f64_error_original"]):
+        return
+    raise SystemExit(f"{name} batch {batch}: swapped output differs from the original by "
+                     f"{row['rel_error']:.3g} (relative); from float64 "
+                     f"{row['f64_error_swapped']:.3g} against the original's "
+                     f"{row['f64_error_original']:.3g}")
+
+
 def openvino_forward(torch, model, x, threads: int):
     """``model`` converted and compiled by OpenVINO for the CPU (f32, ``threads``),
     as a function of no arguments on ``x``, or None without openvino."""
@@ -216,10 +243,7 @@ def bench_model(torch, name: str, batch: int, repeat: int, compile_too: bool,
         got = first_tensor(swapped(x))
         row["first_call_s"] = time.perf_counter() - start  # compiles (or loads) kernels
         want = first_tensor(original(x))
-        row["rel_error"] = relative_error(torch, got, want)
-        if not row["rel_error"] <= TOLERANCE:
-            raise SystemExit(f"{name} batch {batch}: swapped output differs from the original "
-                             f"by {row['rel_error']:.3g} (relative)")
+        check_output(torch, name, batch, original, x, got, want, row)
         kernel_calls = sum(s["kernel_calls"] for s in patch_stats(swapped))
         row["kernel_calls_per_forward"] = kernel_calls
         fns = {"original": lambda: original(x), "swapped": lambda: swapped(x)}
