@@ -31,6 +31,8 @@ Without a GPU (every machine this project is built on) these tests exercise:
   handed (in a process of its own): eval in float32 and bfloat16, training
   (autograd through the CUDA backward), ``torch.compile(fullgraph=True)``;
   a swapped timm SwinV2 the same way (eval, training with ``dlogit_scale``);
+  small timm MaxViT (block and grid, TF table) and CoAtNet (NCHW whole-map
+  attention) models the same way (eval in both dtypes, training);
 * the torch computation of the CUDA backward and of the operators' fallback
   (swin_opt.torch.attention_math) against the CPU kernels, forward and
   gradients, for every layout, and its backward against autograd of its
@@ -641,6 +643,45 @@ def test_swinv2_training_through_the_cuda_path_simulated_on_the_cpu(run_alone, o
     assert kernel_calls > 0 and fallbacks == 0, reasons
 
 
+#: small timm MaxViT-family models (issue 28): block and grid AttentionCl with
+#: the TF table on non-square windows, CoAtNet's whole-map NCHW Attention2d
+_MAXVIT_SMALL = {
+    # (no stem conv bias: a batch norm follows it, its gradient is rounding noise)
+    "maxvit_tiny_tf_224": dict(img_size=64, transformer_window_size=(4, 2),
+                               transformer_grid_size=(2, 4), embed_dim=(16, 16), depths=(1, 1),
+                               stem_bias=False),
+    "coatnet_0_rw_224": dict(img_size=96, embed_dim=(16, 16, 16, 32), depths=(1, 1, 1, 2)),
+}
+
+
+@pytest.mark.aot
+@pytest.mark.parametrize("arch", sorted(_MAXVIT_SMALL))
+def test_swapped_maxvit_through_the_cuda_path_simulated_on_the_cpu(run_alone, opts, chip,
+                                                                   monkeypatch, arch):
+    """timm's MaxViT family on the simulated GPU (:func:`_simulate_the_gpu`): the
+    window-layout GPU kernels in float32 and bfloat16, and one float32 training
+    step through the CUDA backward (every gradient the original's), each
+    attention on a kernel."""
+    if run_alone():
+        return
+    timm = pytest.importorskip("timm")
+    launched = _simulate_the_gpu(monkeypatch)
+    cfg = _MAXVIT_SMALL[arch]
+    torch.manual_seed(0)
+    original = sharpen_weights(timm.create_model(arch, pretrained=False, num_classes=10,
+                                                 stem_width=16, transformer_dim_head=8, **cfg))
+    model = copy.deepcopy(original)
+    n = st.swap_attention(model, **opts)
+    x = _img(size=cfg["img_size"])
+    with no_fallback():
+        _assert_eval_like_original(original, model, x)
+        assert sorted(set(launched)) == ["bf16", "f32"]
+        _assert_trains_like_original(original, model, x, 1e-4)
+    assert "backward" in launched
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls == 3 * n and fallbacks == 0, reasons
+
+
 # --------------------------------------------------------------------------- #
 # The torch computation of the CUDA backward and fallback, on CPU tensors
 # --------------------------------------------------------------------------- #
@@ -795,8 +836,9 @@ def _timm_model(v2=False):
     return sharpen_weights(model).eval()
 
 
-def _img(batch=2, device="cpu"):
-    return torch.randn(batch, 3, 56, 56, generator=torch.Generator().manual_seed(1)).to(device)
+def _img(batch=2, device="cpu", size=56):
+    return torch.randn(batch, 3, size, size,
+                       generator=torch.Generator().manual_seed(1)).to(device)
 
 
 def _calls(model):
