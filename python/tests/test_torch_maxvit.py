@@ -146,6 +146,28 @@ def test_model_forward(torch, timm, opts, name):
     assert _rel_err(got, want) <= RTOL
 
 
+@pytest.mark.aot
+def test_torch_compile_keeps_the_kernels(torch, timm, opts, run_alone):
+    """dynamo traces the patches without a graph break (``fullgraph=True``; the TF
+    lookups' and the index's checks are trace-time constants) and the compiled
+    models call the kernels: channels-last block/grid attention with the TF
+    table, CoAtNet's NCHW whole-map attention."""
+    if run_alone():
+        return
+    for name in ("maxvit_tf", "coatnet"):
+        model = _model(timm, torch, name)
+        x = _input(torch, name)
+        n_layers = MODELS[name][2]
+        with torch.inference_mode():
+            want = model(x)
+        st.swap_attention(model, **opts)
+        with torch.inference_mode():
+            got = torch.compile(model, fullgraph=True, backend="eager")(x)
+        _check_stats(model, n_layers)
+        st.restore_attention(model)
+        assert _rel_err(got, want) <= RTOL, name
+
+
 # --------------------------------------------------------------------------- #
 # Whole models: training (the kernels' backward)
 # --------------------------------------------------------------------------- #
