@@ -39,7 +39,7 @@ def test_public_names_import_without_torch():
 
     for name in ("tracing", "fallback", "tensors", "masks", "ops", "projections", "patching",
                  "windows", "timm_patches", "torchvision_patches", "transformers_patches",
-                 "swap", "warmup"):
+                 "maxvit_patches", "swap", "warmup"):
         importlib.import_module(f"swin_opt.torch.{name}")
     for name in ("attention", "compile_kernel", "match_shift_mask", "swap_attention",
                  "restore_attention", "patch_stats", "KernelUnavailable", "NO_MASK",
