@@ -160,8 +160,7 @@ class MaxxVitAttention(Patch):
         return run_windows(self, q, k, v, table, window, m.scale, dtype, None)
 
     def run(self, m, x, shared_rel_pos=None):
-        if shared_rel_pos is not None:
-            raise Fallback("shared_rel_pos given (timm ignores it next to rel_pos)")
+        # shared_rel_pos: timm adds it only to modules without a rel_pos (never patched)
         if x.dim() < 3:
             raise Fallback("expected [B, ..., C]")
         b, c = x.shape[0], x.shape[-1]
@@ -181,8 +180,7 @@ class MaxxVitAttention2d(MaxxVitAttention):
     (:func:`.projections.qkv_windows` on its transposed view)."""
 
     def run(self, m, x, shared_rel_pos=None):
-        if shared_rel_pos is not None:
-            raise Fallback("shared_rel_pos given (timm ignores it next to rel_pos)")
+        # shared_rel_pos: as for AttentionCl, ignored next to rel_pos
         if x.dim() != 4:
             raise Fallback("expected [B, C, H, W]")
         b, _, h, w = x.shape
