@@ -207,9 +207,12 @@ def test_model_gradients(torch, timm, opts, name):
 
 
 @pytest.mark.aot
-def test_attention_dropout_falls_back_in_training(torch, timm, opts):
+def test_attention_dropout_falls_back_in_training(torch, timm, opts, monkeypatch):
     """Attention dropout in training mode runs timm's forward (the kernels have no
     dropout), with its reason; in eval mode the kernels run."""
+    from swin_opt.torch import fallback
+
+    monkeypatch.setattr(fallback, "warned_reasons", set())  # this process's warnings
     arch, cfg, n_layers = MODELS["maxvit_tf"]
     torch.manual_seed(0)
     model = timm.create_model(arch, pretrained=False, transformer_attn_drop=0.1, **cfg)
