@@ -36,6 +36,9 @@ def Rpe_FusedAttentionOpInterface : OpInterface<"FusedAttentionOpInterface"> {
     InterfaceMethod<"", "std::optional<::llvm::ArrayRef<int64_t>>", "getImage">,
     InterfaceMethod<"", "::mlir::rpe::PaddingOrder", "getPadding">,
     InterfaceMethod<"", "bool", "getPackedQkv">,
+    InterfaceMethod<"BEiT's class token: token 0 of each window, the grid's "
+                    "tokens after it, the table's three rows past Swin's",
+                    "bool", "getClassToken">,
     InterfaceMethod<"SwinV2's raw per-head logit scale `[H]` (cosine "
                     "attention), or null", "::mlir::Value", "getLogitScale">,
     InterfaceMethod<"An explicit additive mask `[nW, N, N]` (window `b` adds "
@@ -49,7 +52,9 @@ def Rpe_FusedAttentionOpInterface : OpInterface<"FusedAttentionOpInterface"> {
       return ::llvm::cast<::mlir::ShapedType>($_op.getTable().getType())
           .getDimSize(1);
     }
-    int64_t getNumTokens() { return ::mlir::rpe::getNumTokens($_op.getWindow()); }
+    int64_t getNumTokens() {
+      return ::mlir::rpe::getNumTokens($_op.getWindow(), $_op.getClassToken());
+    }
     int64_t getHeadDim() {
       ::mlir::ShapedType qType = getQueryType();
       return hasTokenLayout() ? qType.getDimSize(2) / getNumHeads() /

@@ -34,16 +34,31 @@ def Rpe_RelativeIndexOp : Rpe_Op<"relative_index", [Pure]> {
 
     For a 3-D window `Wd x Wh x Ww` the depth offset `(zi - zj + Wd - 1)` is
     the outermost digit, multiplied by `(2Wh - 1)(2Ww - 1)`. Values lie in
-    `[0, (2Wh-1)(2Ww-1))`. The op depends only on its attribute: it folds to
-    a constant.
+    `[0, T)`, `T = (2Wh-1)(2Ww-1)`. The op depends only on its attributes:
+    it folds to a constant.
+
+    With `class_token` it is BEiT's index (BEiT, BEiT v2, data2vec-vision):
+    global attention over the `window` grid of patches plus a class token
+    at position 0, so `N = Wh * Ww + 1` and the grid's tokens are `1..N-1`.
+    Pairs of grid tokens read Swin's index of their grid positions; the
+    pairs with the class token read three rows past Swin's:
+
+    ```
+    idx(i, j) = i == 0 ? (j == 0 ? T + 2 : T)       class -> class, class -> token
+                       : (j == 0 ? T + 1            token -> class
+                                 : swin(i - 1, j - 1))
+    ```
 
     Example:
 
     ```mlir
     %idx = rpe.relative_index {window = array<i64: 7, 7>} : tensor<49x49xi64>
+    // BEiT-base at 224x224: a 14x14 grid and the class token.
+    %cls = rpe.relative_index {window = array<i64: 14, 14>, class_token}
+             : tensor<197x197xi64>
     ```
   }];
-  let arguments = (ins DenseI64ArrayAttr:$window);
+  let arguments = (ins DenseI64ArrayAttr:$window, UnitAttr:$class_token);
   let results = (outs Rpe_IndexTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -71,13 +86,22 @@ def Rpe_LookupOp : Rpe_Op<"lookup", [Pure]> {
     bias in memory, the passes of this project fold `idx` into constant
     addresses and fuse the gather into the softmax of the attention.
 
+    With `class_token` the lookup is BEiT's (`rpe.relative_index` with
+    `class_token`): the table has `T + 3` rows, Swin's `T` then the
+    class -> token, token -> class and class -> class rows, and the bias is
+    `H x N x N` with `N = Wh * Ww + 1`, the class token first.
+
     Example:
 
     ```mlir
     %b = rpe.lookup %table {window = array<i64: 7, 7>} : tensor<169x3xf32> -> tensor<3x49x49xf32>
+    // BEiT: 729 + 3 rows for a 14x14 grid and its class token.
+    %c = rpe.lookup %btable {window = array<i64: 14, 14>, class_token}
+           : tensor<732x12xf32> -> tensor<12x197x197xf32>
     ```
   }];
-  let arguments = (ins Rpe_FloatTensor:$table, DenseI64ArrayAttr:$window);
+  let arguments = (ins Rpe_FloatTensor:$table, DenseI64ArrayAttr:$window,
+                       UnitAttr:$class_token);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = "$table attr-dict `:` type($table) `->` type($result)";
   let hasVerifier = 1;
@@ -412,6 +436,13 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
     exp(min(logit_scale[h], ln 100)) * q̂ · k̂` with rows normalized by
     `max(|x|, 1e-12)`. The kernels normalize q and k while they pack them.
 
+    With `class_token` the bias is BEiT's (`rpe.lookup` with
+    `class_token`): global attention over the `window` grid plus a class
+    token first, `N = prod(window) + 1`, and a table of `T + 3` rows. Only
+    the windows layout, without a mask or `logit_scale`, has it; the CPU
+    tiles kernels read the class token's row and column of the bias as a
+    select on `i == 0` and `j == 0`.
+
     It is produced by `rpe-fuse-bias-softmax` and lowered, after
     bufferization, by `rpe-lower-fused-attention`. The op is in
     destination-passing style: on tensors it returns the result; on memrefs
@@ -451,7 +482,8 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                            "::mlir::rpe::kSwinMaskValue">:$mask_value,
                        OptionalAttr<DenseI64ArrayAttr>:$image,
                        Rpe_DefaultPaddingOrder:$padding,
-                       UnitAttr:$packed_qkv);
+                       UnitAttr:$packed_qkv,
+                       UnitAttr:$class_token);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   // Both derive the result from `init` (one result on tensors, none on
   // memrefs) and the mask value defaults to Swin's, so that a call states
@@ -459,7 +491,7 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
   let builders = [
     // Windows layout. A non-empty `resolution` and `shift` are the geometry
     // of the shifted-window mask (rpe.shift_mask) that the attention adds;
-    // without them there is no mask.
+    // without them there is no mask. `classToken`: BEiT's bias.
     OpBuilder<(ins "Value":$query, "Value":$key, "Value":$value,
                    "Value":$table, "Value":$init,
                    "ArrayRef<int64_t>":$window, "float":$scale,
@@ -467,7 +499,8 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                    CArg<"ArrayRef<int64_t>", "{}">:$shift,
                    CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue,
                    CArg<"Value", "nullptr">:$logitScale,
-                   CArg<"Value", "nullptr">:$mask)>,
+                   CArg<"Value", "nullptr">:$mask,
+                   CArg<"bool", "false">:$classToken)>,
     // Token layout on `image`-sized maps; the mask (a non-zero `shift`) is
     // built on the image padded to whole windows, which the builder
     // computes. `packedQkv`: query, key and value are one `[batch, L, 3C]`
@@ -523,6 +556,10 @@ def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
     dtable[t, h] = sum over windows and (i, j) with idx(i, j) = t of dS[i, j]
     ```
 
+    With `class_token` (BEiT), `dtable`'s three rows past Swin's `T` sum
+    `dS` over the class token's row (`T`), its column (`T + 1`) and their
+    corner (`T + 2`).
+
     `dtable` is overwritten with the sum over every window of the operands,
     in the table's type or in f32 (a sum of many terms, kept in f32 where
     the table is f16 or bf16). The mask is a constant and has no gradient. In the token layout the
@@ -565,7 +602,8 @@ def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
                            "::mlir::rpe::kSwinMaskValue">:$mask_value,
                        OptionalAttr<DenseI64ArrayAttr>:$image,
                        Rpe_DefaultPaddingOrder:$padding,
-                       UnitAttr:$packed_qkv);
+                       UnitAttr:$packed_qkv,
+                       UnitAttr:$class_token);
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `,` $table `,` $out `,` $dout `:`
       type($query) `,` type($key) `,` type($value) `,` type($table) `,`

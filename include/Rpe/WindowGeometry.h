@@ -29,19 +29,31 @@ constexpr int64_t kMaxConstantElements = int64_t(1) << 24;
 /// of every mask_value attribute and of every builder that takes one.
 constexpr double kSwinMaskValue = -100.0;
 
-/// N = Wh * Ww (* Wd): tokens in a window.
-int64_t getNumTokens(llvm::ArrayRef<int64_t> window);
+/// N = Wh * Ww (* Wd): tokens in a window; with BEiT's class token, one
+/// more (the class token is token 0, the grid's tokens follow).
+int64_t getNumTokens(llvm::ArrayRef<int64_t> window, bool classToken = false);
 
-/// T = prod(2 * w - 1): rows of the compact relative position table.
-int64_t getNumTableRows(llvm::ArrayRef<int64_t> window);
+/// T = prod(2 * w - 1): rows of the compact relative position table; with
+/// BEiT's class token, T + 3 (getClassTokenRelativeIndex).
+int64_t getNumTableRows(llvm::ArrayRef<int64_t> window,
+                        bool classToken = false);
 
 /// Swin's relative index of the token pair (i, j), tokens numbered row-major
 /// (depth outermost): sum over axes of (ci - cj + w - 1) * stride, where the
 /// stride of an axis is the product of (2w - 1) of the axes inside it.
 int64_t getRelativeIndex(llvm::ArrayRef<int64_t> window, int64_t i, int64_t j);
 
-/// The whole N x N index, row-major.
-llvm::SmallVector<int64_t> computeRelativeIndex(llvm::ArrayRef<int64_t> window);
+/// BEiT's relative index of the token pair (i, j) of a grid `window` with a
+/// class token at position 0 (timm's `gen_relative_position_index`): grid
+/// tokens i, j >= 1 read Swin's index of tokens i - 1 and j - 1; with T =
+/// getNumTableRows(window), class -> token (i = 0, j >= 1) reads row T,
+/// token -> class (i >= 1, j = 0) row T + 1 and class -> class row T + 2.
+int64_t getClassTokenRelativeIndex(llvm::ArrayRef<int64_t> window, int64_t i,
+                                   int64_t j);
+
+/// The whole N x N index, row-major (N = getNumTokens(window, classToken)).
+llvm::SmallVector<int64_t> computeRelativeIndex(llvm::ArrayRef<int64_t> window,
+                                                bool classToken = false);
 
 /// nW = prod(resolution / window): windows of one image.
 int64_t getNumWindows(llvm::ArrayRef<int64_t> resolution,

@@ -109,7 +109,7 @@ static LogicalResult verifyWindowAttr(Operation *op, ArrayRef<int64_t> window) {
 LogicalResult RelativeIndexOp::verify() {
   if (failed(verifyWindowAttr(*this, getWindow())))
     return failure();
-  int64_t n = getNumTokens(getWindow());
+  int64_t n = getNumTokens(getWindow(), getClassToken());
   return verifyStaticShape(*this, "result", getResult().getType(), {n, n});
 }
 
@@ -121,7 +121,7 @@ OpFoldResult RelativeIndexOp::fold(FoldAdaptor) {
                        ? IndexType::kInternalStorageBitWidth
                        : type.getElementType().getIntOrFloatBitWidth();
   SmallVector<APInt> values;
-  for (int64_t index : computeRelativeIndex(getWindow()))
+  for (int64_t index : computeRelativeIndex(getWindow(), getClassToken()))
     values.emplace_back(width, index);
   return DenseElementsAttr::get(type, values);
 }
@@ -142,13 +142,14 @@ LogicalResult LookupOp::verify() {
   if (!tableType.hasStaticShape())
     return emitOpError() << "expects a table of static shape, got "
                          << formatShape(tableType.getShape());
-  int64_t rows = getNumTableRows(getWindow());
+  int64_t rows = getNumTableRows(getWindow(), getClassToken());
   int64_t heads = tableType.getDimSize(1);
   if (tableType.getDimSize(0) != rows)
     return emitOpError() << "expects a table of " << rows << " rows for window "
-                         << formatShape(getWindow()) << ", got "
-                         << tableType.getDimSize(0);
-  int64_t n = getNumTokens(getWindow());
+                         << formatShape(getWindow())
+                         << (getClassToken() ? " and a class token" : "")
+                         << ", got " << tableType.getDimSize(0);
+  int64_t n = getNumTokens(getWindow(), getClassToken());
   if (failed(verifyStaticShape(*this, "result", resultType, {heads, n, n})))
     return failure();
   if (tableType.getElementType() != resultType.getElementType())
@@ -164,14 +165,15 @@ OpFoldResult LookupOp::fold(FoldAdaptor adaptor) {
   if (!table)
     return {};
   int64_t heads = getTable().getType().getDimSize(1);
-  int64_t n = getNumTokens(getWindow());
+  int64_t n = getNumTokens(getWindow(), getClassToken());
   if (getResult().getType().getNumElements() > kMaxConstantElements)
     return {};
   if (table.isSplat())
     return SplatElementsAttr::get(getResult().getType(),
                                   table.getSplatValue<Attribute>());
   auto tableValues = llvm::to_vector(table.getValues<APFloat>());
-  SmallVector<int64_t> index = computeRelativeIndex(getWindow());
+  SmallVector<int64_t> index =
+      computeRelativeIndex(getWindow(), getClassToken());
   SmallVector<APFloat> bias;
   bias.reserve(heads * n * n);
   for (int64_t h = 0; h < heads; ++h)
@@ -574,7 +576,8 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
                                    ArrayRef<int64_t> window, float scale,
                                    ArrayRef<int64_t> resolution,
                                    ArrayRef<int64_t> shift, double maskValue,
-                                   Value logitScale, Value mask) {
+                                   Value logitScale, Value mask,
+                                   bool classToken) {
   auto optionalArray = [&](ArrayRef<int64_t> values) {
     return values.empty() ? nullptr : builder.getDenseI64ArrayAttr(values);
   };
@@ -585,7 +588,8 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
         optionalArray(resolution), optionalArray(shift),
         builder.getF64FloatAttr(maskValue), /*image=*/nullptr,
         PaddingOrderAttr::get(builder.getContext(), PaddingOrder::PadThenShift),
-        /*packed_qkv=*/nullptr);
+        /*packed_qkv=*/nullptr,
+        classToken ? builder.getUnitAttr() : nullptr);
 }
 
 void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
@@ -604,7 +608,7 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
         builder.getDenseI64ArrayAttr(shift), builder.getF64FloatAttr(maskValue),
         builder.getDenseI64ArrayAttr(image),
         PaddingOrderAttr::get(builder.getContext(), padding),
-        packedQkv ? builder.getUnitAttr() : nullptr);
+        packedQkv ? builder.getUnitAttr() : nullptr, /*class_token=*/nullptr);
 }
 
 /// The checks the forward and the gradient share: the window, the table,
@@ -617,13 +621,15 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
   if (failed(verifyWindowAttr(op, op.getWindow())))
     return failure();
   auto tableType = cast<ShapedType>(op.getTable().getType());
-  if (tableType.getRank() != 2 ||
-      tableType.getDimSize(0) != getNumTableRows(op.getWindow()) ||
+  int64_t tableRows = getNumTableRows(op.getWindow(), op.getClassToken());
+  if (tableType.getRank() != 2 || tableType.getDimSize(0) != tableRows ||
       ShapedType::isDynamic(tableType.getDimSize(1)) ||
       tableType.getDimSize(1) < 1)
-    return op.emitOpError()
-           << "expects a table of shape " << getNumTableRows(op.getWindow())
-           << "x<heads>, got " << formatShape(tableType.getShape());
+    return op.emitOpError() << "expects a table of shape " << tableRows
+                            << "x<heads>"
+                            << (op.getClassToken() ? " (with a class token)"
+                                                   : "")
+                            << ", got " << formatShape(tableType.getShape());
   if (!isa<FloatType>(tableType.getElementType()))
     return op.emitOpError() << "expects a floating-point table";
   int64_t heads = op.getNumHeads(), n = op.getNumTokens();
@@ -635,6 +641,15 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
   if (failed(verifyLogitScale(op, op.getLogitScale(), heads)))
     return failure();
 
+  // BEiT attends globally over its grid: one window per image, no map.
+  if (op.getClassToken()) {
+    if (op.hasTokenLayout() || op.getResolution())
+      return op.emitOpError() << "expects a class token only in the windows "
+                                 "layout, without resolution and shift";
+    if (op.getMask() || op.isCosine())
+      return op.emitOpError() << "expects a class token without a mask or "
+                                 "logit_scale";
+  }
   if (op.getPackedQkv() &&
       (!op.hasTokenLayout() || op.getQuery() != op.getKey() ||
        op.getQuery() != op.getValue()))

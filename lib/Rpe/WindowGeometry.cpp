@@ -12,18 +12,19 @@ using namespace mlir::rpe;
 using llvm::ArrayRef;
 using llvm::SmallVector;
 
-int64_t mlir::rpe::getNumTokens(ArrayRef<int64_t> window) {
+int64_t mlir::rpe::getNumTokens(ArrayRef<int64_t> window, bool classToken) {
   int64_t n = 1;
   for (int64_t w : window)
     n *= w;
-  return n;
+  return classToken ? n + 1 : n;
 }
 
-int64_t mlir::rpe::getNumTableRows(ArrayRef<int64_t> window) {
+int64_t mlir::rpe::getNumTableRows(ArrayRef<int64_t> window,
+                                   bool classToken) {
   int64_t t = 1;
   for (int64_t w : window)
     t *= 2 * w - 1;
-  return t;
+  return classToken ? t + 3 : t;
 }
 
 int64_t mlir::rpe::getRelativeIndex(ArrayRef<int64_t> window, int64_t i,
@@ -42,13 +43,25 @@ int64_t mlir::rpe::getRelativeIndex(ArrayRef<int64_t> window, int64_t i,
   return index;
 }
 
-SmallVector<int64_t> mlir::rpe::computeRelativeIndex(ArrayRef<int64_t> window) {
-  int64_t n = getNumTokens(window);
+int64_t mlir::rpe::getClassTokenRelativeIndex(ArrayRef<int64_t> window,
+                                              int64_t i, int64_t j) {
+  if (i > 0 && j > 0)
+    return getRelativeIndex(window, i - 1, j - 1);
+  int64_t grid = getNumTableRows(window);
+  if (i == 0 && j == 0)
+    return grid + 2;
+  return i == 0 ? grid : grid + 1;
+}
+
+SmallVector<int64_t> mlir::rpe::computeRelativeIndex(ArrayRef<int64_t> window,
+                                                     bool classToken) {
+  int64_t n = getNumTokens(window, classToken);
   SmallVector<int64_t> index;
   index.reserve(n * n);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j)
-      index.push_back(getRelativeIndex(window, i, j));
+      index.push_back(classToken ? getClassTokenRelativeIndex(window, i, j)
+                                 : getRelativeIndex(window, i, j));
   return index;
 }
 

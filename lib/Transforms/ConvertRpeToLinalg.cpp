@@ -127,14 +127,14 @@ struct LowerLookup : public OpRewritePattern<LookupOp> {
   LogicalResult matchAndRewrite(LookupOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    int64_t n = getNumTokens(op.getWindow());
+    int64_t n = getNumTokens(op.getWindow(), op.getClassToken());
     if (n * n > kMaxConstantElements)
       return op.emitOpError() << "has a " << n << "x" << n
                               << " relative index, too large to materialize "
                                  "(fuse it into the attention instead)";
     auto indexType = RankedTensorType::get({n, n}, b.getI32Type());
     SmallVector<int32_t> index32;
-    for (int64_t v : computeRelativeIndex(op.getWindow()))
+    for (int64_t v : computeRelativeIndex(op.getWindow(), op.getClassToken()))
       index32.push_back(static_cast<int32_t>(v));
     Value index = arith::ConstantOp::create(
         b, DenseElementsAttr::get(indexType, ArrayRef<int32_t>(index32)));

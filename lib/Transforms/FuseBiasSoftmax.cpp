@@ -68,6 +68,10 @@ static FailureOr<FusibleBias> matchBias(WindowAttentionOp op,
   bias.lookup = op.getBias().getDefiningOp<LookupOp>();
   if (!bias.lookup)
     return rewriter.notifyMatchFailure(op, "bias is not an rpe.lookup");
+  // BEiT's class token: global attention over the grid, never masked.
+  if (bias.lookup.getClassToken() && (op.getMask() || op.getLogitScale()))
+    return rewriter.notifyMatchFailure(
+        op, "the fused class token takes no mask and no logit scale");
   if (Value mask = op.getMask()) {
     bias.shiftMask = mask.getDefiningOp<ShiftMaskOp>();
     if (!bias.shiftMask) {
@@ -115,7 +119,7 @@ struct FuseWindowAttention : public OpRewritePattern<WindowAttentionOp> {
         op, op.getQuery(), op.getKey(), op.getValue(), bias->lookup.getTable(),
         init, bias->lookup.getWindow(), op.getEffectiveScale(),
         bias->maskResolution(), bias->maskShift(), bias->maskValue(),
-        op.getLogitScale(), bias->explicitMask);
+        op.getLogitScale(), bias->explicitMask, bias->lookup.getClassToken());
     return success();
   }
 
@@ -191,7 +195,8 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
         matchBias(attention, rewriter, maxScratchBytes);
     if (failed(bias))
       return failure();
-    if (bias->lookup.getWindow() != reverse.getWindow())
+    if (bias->lookup.getWindow() != reverse.getWindow() ||
+        bias->lookup.getClassToken())
       return rewriter.notifyMatchFailure(reverse, "bias of another window");
     // The shift mask must be the partition's, built on the padded map; a
     // shift without a mask is not Swin's attention.

@@ -16,6 +16,21 @@ func.func @lookup(%t: tensor<9x2xf16>) -> tensor<2x4x4xf16> {
 
 // -----
 
+// BEiT's class token: the same gather at the class-token index, row and
+// column 0 reading the table's three rows past Swin's 9.
+// CHECK-LABEL: func @lookup_class_token
+// CHECK-SAME: (%[[T:.*]]: tensor<12x2xf32>)
+// CHECK: %[[IDX:.*]] = arith.constant dense<{{\[}}[11, 9, 9, 9, 9], [10, 4, 3, 1, 0], [10, 5, 4, 2, 1], [10, 7, 6, 4, 3], [10, 8, 7, 5, 4]]> : tensor<5x5xi32>
+// CHECK: linalg.generic {{.*}} ins(%[[IDX]] : tensor<5x5xi32>) outs(%{{.*}} : tensor<2x5x5xf32>)
+// CHECK:   tensor.extract %[[T]][%{{.*}}, %{{.*}}] : tensor<12x2xf32>
+// CHECK-NOT: rpe.
+func.func @lookup_class_token(%t: tensor<12x2xf32>) -> tensor<2x5x5xf32> {
+  %b = rpe.lookup %t {window = array<i64: 2, 2>, class_token} : tensor<12x2xf32> -> tensor<2x5x5xf32>
+  return %b : tensor<2x5x5xf32>
+}
+
+// -----
+
 // Window attention: a forall over (window, head), the unfused steps on
 // N x N tiles in f32, the mask of window w read at w mod nW, the tile
 // written to columns h*d of the merged-heads result.

@@ -55,6 +55,36 @@ func.func @arbitrary_bias(%q: tensor<?x3x49x32xf32>, %b: tensor<3x49x49xf32>) ->
 
 // -----
 
+// BEiT's class-token lookup fuses with its class token: the kernel reads
+// the class row and column of the table as it reads Swin's.
+// CHECK-LABEL: func @class_token_bias
+// CHECK-SAME: (%[[Q:.*]]: tensor<?x3x5x32xf32>, %[[T:.*]]: tensor<12x3xf32>)
+// CHECK-NOT: rpe.lookup
+// CHECK: rpe.fused_window_attention ins(%[[Q]], %[[Q]], %[[Q]], %[[T]]
+// CHECK-SAME: class_token
+// CHECK-SAME: window = array<i64: 2, 2>
+func.func @class_token_bias(%q: tensor<?x3x5x32xf32>, %t: tensor<12x3xf32>) -> tensor<?x3x5x32xf32> {
+  %b = rpe.lookup %t {window = array<i64: 2, 2>, class_token} : tensor<12x3xf32> -> tensor<3x5x5xf32>
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x5x32xf32>, tensor<?x3x5x32xf32>, tensor<?x3x5x32xf32>)
+         bias(%b : tensor<3x5x5xf32>) -> tensor<?x3x5x32xf32>
+  return %0 : tensor<?x3x5x32xf32>
+}
+
+// -----
+
+// With a mask the class token does not fuse (BEiT's attention has none).
+// CHECK-LABEL: func @class_token_masked
+// CHECK-NOT: rpe.fused_window_attention
+// CHECK: rpe.window_attention
+func.func @class_token_masked(%q: tensor<?x3x5x32xf32>, %t: tensor<12x3xf32>, %m: tensor<1x5x5xf32>) -> tensor<?x3x5x32xf32> {
+  %b = rpe.lookup %t {window = array<i64: 2, 2>, class_token} : tensor<12x3xf32> -> tensor<3x5x5xf32>
+  %0 = rpe.window_attention ins(%q, %q, %q : tensor<?x3x5x32xf32>, tensor<?x3x5x32xf32>, tensor<?x3x5x32xf32>)
+         bias(%b : tensor<3x5x5xf32>) mask(%m : tensor<1x5x5xf32>) -> tensor<?x3x5x32xf32>
+  return %0 : tensor<?x3x5x32xf32>
+}
+
+// -----
+
 // A mask that is not Swin's shift mask (here a runtime one, as timm's
 // WindowAttention.forward(x, mask) takes) fuses as the kernel's mask
 // operand, read as it is; the bias still comes from the table.
