@@ -101,6 +101,13 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
          : config.cpbMlp
              ? "; computed at compile time from the CPB MLP: may be NULL.\n"
              : ".\n");
+  if (config.classToken)
+    os << " *          BEiT's class token: " << config.numTableRows() - 3
+       << " rows of Swin's, then the class ->\n"
+       << " *          token, token -> class and class -> class rows; token "
+          "0 of a\n"
+       << " *          window is the class token, the grid's tokens follow "
+          "row-major.\n";
   if (config.cosine)
     os << " *          SwinV2: the final bias, 16 * sigmoid(cpb_mlp(...)) "
           "gathered\n"

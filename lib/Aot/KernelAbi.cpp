@@ -297,6 +297,7 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
       {"baked_table", config.hasCompileTimeTable()},
       {"cpb_mlp", config.cpbMlp.has_value()},
       {"cosine", config.cosine},
+      {"class_token", config.classToken},
       {"count_multiple", abi.countMultiple},
       {"returns", "int32"},
       {"arguments", describeArguments(abi)}};

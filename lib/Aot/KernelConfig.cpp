@@ -19,8 +19,12 @@
 using namespace mlir;
 using namespace mlir::rpe;
 
-int64_t KernelConfig::numTokens() const { return getNumTokens(window); }
-int64_t KernelConfig::numTableRows() const { return getNumTableRows(window); }
+int64_t KernelConfig::numTokens() const {
+  return getNumTokens(window, classToken);
+}
+int64_t KernelConfig::numTableRows() const {
+  return getNumTableRows(window, classToken);
+}
 bool KernelConfig::isShifted() const {
   return llvm::any_of(shift, [](int64_t s) { return s != 0; });
 }
@@ -107,12 +111,14 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
   if (config.table && static_cast<int64_t>(config.table->size()) !=
                           config.numTableRows() * config.heads)
     return configError(llvm::formatv(
-        "--table holds {0} floats, expected {1} ([{2}, {3}] for window {4})",
+        "--table holds {0} floats, expected {1} ([{2}, {3}] for window "
+        "{4}{5})",
         config.table->size(), config.numTableRows() * config.heads,
         config.numTableRows(), config.heads,
         llvm::join(llvm::map_range(config.window,
                                    [](int64_t w) { return std::to_string(w); }),
-                   "x")));
+                   "x"),
+        config.classToken ? " and a class token" : ""));
   if (config.cpbMlp) {
     const KernelConfig::CpbMlp &mlp = *config.cpbMlp;
     if (!config.cosine)
@@ -154,6 +160,22 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
   if (config.isGpu() && config.cosine)
     return configError("--cosine: the GPU kernels have no cosine attention "
                        "yet; use --target=cpu");
+  if (config.classToken) {
+    // BEiT attends globally over its patch grid: no windows of a map.
+    if (config.hasTokenLayout() || config.hasResolution())
+      return configError("--class-token is global attention over the window "
+                         "grid: it takes the windows layout, no --resolution "
+                         "or --shift");
+    if (config.cosine)
+      return configError("--class-token: the cosine attention (--cosine) has "
+                         "no class-token form");
+    if (config.isGpu())
+      return configError("--class-token: the GPU kernels have no class token "
+                         "yet; use --target=cpu");
+    if (config.effectiveKernel() != KernelStrategy::Tiles)
+      return configError("--class-token: only the tiles kernel (the CPU's "
+                         "default) has a class token");
+  }
   if (config.isGpu() && config.numTokens() > 1024)
     return configError(llvm::formatv(
         "--target=nvptx: a window of {0} tokens exceeds the 1024 threads of "

@@ -183,7 +183,8 @@ static void buildBackwardKernel(OpBuilder &b, ModuleOp module,
       b.getF32FloatAttr(config.effectiveScale()), resolution, shift,
       b.getF64FloatAttr(kSwinMaskValue), image,
       PaddingOrderAttr::get(&context, config.padding),
-      config.packedQkv ? b.getUnitAttr() : nullptr);
+      config.packedQkv ? b.getUnitAttr() : nullptr,
+      config.classToken ? b.getUnitAttr() : nullptr);
   func::ReturnOp::create(b, loc);
 }
 
@@ -339,8 +340,9 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
     table = createContinuousPositionBias(b, loc, config, element);
 
   auto window = b.getDenseI64ArrayAttr(config.window);
-  Value bias = LookupOp::create(
-      b, loc, RankedTensorType::get({h, n, n}, element), table, window);
+  Value bias =
+      LookupOp::create(b, loc, RankedTensorType::get({h, n, n}, element),
+                       table, window, config.classToken);
   Value mask;
   if (config.isShifted())
     mask = ShiftMaskOp::create(

@@ -142,9 +142,9 @@ void BackwardKernel::emitScoreGradients(Value w, Value h,
     Value delta = broadcast(vector::ReductionOp::create(
         b, vector::CombiningKind::ADD, dot, arith::FastMathFlags::reassoc));
     Value inv = broadcast(memref::LoadOp::create(b, scratch.invSums, lr));
-    Value queryBase = arith::SubIOp::create(b, index(g.center), tableOffset(i));
-    forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
-      Value keyRowBase = add(queryBase, tableOffset(mulConst(r, g.rowLength)));
+    QueryBias query = queryBias(i);
+    // One row of keys: r, at G's column keyRowBase (keyRowBias).
+    auto keyRow = [&](Value r, Value keyRowBase) {
       Value rowStart = mulConst(r, g.paddedRowLength);
       for (int64_t v = 0; v < g.rowVectors; ++v) {
         Value column = add(rowStart, index(v * g.lanes));
@@ -171,19 +171,31 @@ void BackwardKernel::emitScoreGradients(Value w, Value h,
             ds);
         vector::StoreOp::create(b, sum, tableGradient, ValueRange{h, at});
       }
-      return SmallVector<Value>{};
-    });
+    };
+    if (g.classToken)
+      keyRow(index(0), keyRowBias(query, /*classRow=*/true, Value()));
+    forLoop(index(g.firstGridRow), index(g.keyRows), 1, {},
+            [&](Value r, ValueRange) {
+              Value gridRow = arith::SubIOp::create(b, r, index(g.firstGridRow));
+              keyRow(r, keyRowBias(query, /*classRow=*/false,
+                                   tableOffset(mulConst(gridRow, g.rowLength))));
+              return SmallVector<Value>{};
+            });
     return SmallVector<Value>{};
   });
 }
 
-/// dtable[t, h] = G[h, T - 1 - t], in the table's element type.
+/// dtable[t, h] = G[h, T - 1 - t], in the table's element type. With a
+/// class token, its three rows: the class -> token stretch summed over the
+/// grid row's Wx keys (every row of keys added into it), then lane 0 of
+/// the token -> class and class -> class stretches (their other lanes
+/// hold the padding keys' dS, never read).
 void BackwardKernel::storeTableGradient(Value tableGradient) {
   auto grad = cast<FusedWindowAttentionGradOp>(op.getOperation());
   Value dtable = grad.getDtable();
   Type element = getElementTypeOrSelf(dtable.getType());
-  forLoop(index(0), index(g.tableRows), 1, {}, [&](Value t, ValueRange) {
-    Value reversed = arith::SubIOp::create(b, index(g.tableRows - 1), t);
+  forLoop(index(0), index(g.gridTableRows), 1, {}, [&](Value t, ValueRange) {
+    Value reversed = arith::SubIOp::create(b, index(g.gridTableRows - 1), t);
     forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {
       Value sum =
           memref::LoadOp::create(b, tableGradient, ValueRange{h, reversed});
@@ -191,6 +203,26 @@ void BackwardKernel::storeTableGradient(Value tableGradient) {
                               ValueRange{t, h});
       return SmallVector<Value>{};
     });
+    return SmallVector<Value>{};
+  });
+  if (!g.classToken)
+    return;
+  forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {
+    auto load = [&](int64_t column) -> Value {
+      return memref::LoadOp::create(b, tableGradient,
+                                    ValueRange{h, index(column)});
+    };
+    Value classToToken = load(g.classToTokenOffset);
+    for (int64_t x = 1; x < g.rowLength; ++x)
+      classToToken =
+          arith::AddFOp::create(b, classToToken, load(g.classToTokenOffset + x));
+    std::pair<Value, int64_t> rows[] = {
+        {classToToken, g.gridTableRows},
+        {load(g.tokenToClassOffset), g.gridTableRows + 1},
+        {load(g.classToClassOffset), g.gridTableRows + 2}};
+    for (auto [sum, row] : rows)
+      memref::StoreOp::create(b, convertFloat(sum, element), dtable,
+                              ValueRange{index(row), h});
     return SmallVector<Value>{};
   });
 }
@@ -322,7 +354,7 @@ BackwardKernel::Scratch BackwardKernel::allocateScratch() {
     scratch.zeroRow = flatten(b, b.getLoc(), zeroRow);
   }
   // G: the reversed table's layout, with room for a stretch's padding.
-  int64_t gradientColumns = g.tableRows + g.paddedRowLength;
+  int64_t gradientColumns = g.reversedTableColumns;
   scratch.tableGradient = alloc({g.heads, gradientColumns});
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
   forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {

@@ -63,19 +63,35 @@ struct KernelGeometry {
   int64_t queryBlock;        // query rows per block of scores
   /// P(t) = sum_a coord_a(t) * tableStride[a]: the table offset of a token.
   SmallVector<int64_t> tableStrides;
-  int64_t center; // (T - 1) / 2
+  int64_t center; // (T - 1) / 2, T = gridTableRows
+  /// BEiT's class token (op.getClassToken()): token 0, alone at column 0 of
+  /// a key row of its own (row 0) before the grid's rows; grid token t is
+  /// token t + 1. The table has T + 3 rows (tableRows), Swin's T first.
+  bool classToken;
+  int64_t gridTableRows; // T = prod(2w - 1)
+  int64_t firstGridRow;  // the grid's first key row (and token): 0 or 1
+  /// The class token's stretches of the tiles kernels' reversed table (and
+  /// of the gradient's G), Wpad columns each after Swin's T + Wpad:
+  /// class -> token (table[T] in every lane), token -> class (table[T + 1])
+  /// and class -> class (table[T + 2]) in lane 0.
+  int64_t classToTokenOffset, tokenToClassOffset, classToClassOffset;
+  /// Columns of the reversed table: T + Wpad (+ 3 Wpad).
+  int64_t reversedTableColumns;
 
   KernelGeometry(FusedAttentionOpInterface op, int64_t width,
                  int64_t scoreBlockBytes)
       : window(op.getWindow()), heads(op.getNumHeads()),
         tokens(op.getNumTokens()), headDim(op.getHeadDim()),
-        tableRows(getNumTableRows(op.getWindow())),
-        lanes(std::min<int64_t>(width, 8)), computeLanes(width) {
+        tableRows(getNumTableRows(op.getWindow(), op.getClassToken())),
+        lanes(std::min<int64_t>(width, 8)), computeLanes(width),
+        classToken(op.getClassToken()),
+        gridTableRows(getNumTableRows(op.getWindow())),
+        firstGridRow(classToken ? 1 : 0) {
     // 16 lanes means AVX-512 and its 32 registers; else AVX2's 16.
     registers = computeLanes >= 16 ? 32 : 16;
     rowLength = window.back();
     paddedRowLength = llvm::divideCeil(rowLength, lanes) * lanes;
-    keyRows = tokens / rowLength;
+    keyRows = (tokens - firstGridRow) / rowLength + firstGridRow;
     paddedTokens = keyRows * paddedRowLength;
     scoreColumns = llvm::divideCeil(paddedTokens, computeLanes) * computeLanes;
     keyVectors = paddedTokens / lanes;
@@ -87,17 +103,27 @@ struct KernelGeometry {
     tableStrides.assign(window.size(), 1);
     for (int64_t a = window.size() - 2; a >= 0; --a)
       tableStrides[a] = tableStrides[a + 1] * (2 * window[a + 1] - 1);
-    center = (tableRows - 1) / 2;
+    center = (gridTableRows - 1) / 2;
+    classToTokenOffset = gridTableRows + paddedRowLength;
+    tokenToClassOffset = classToTokenOffset + paddedRowLength;
+    classToClassOffset = tokenToClassOffset + paddedRowLength;
+    reversedTableColumns = classToken ? classToClassOffset + paddedRowLength
+                                      : gridTableRows + paddedRowLength;
   }
 
   /// The key at column `column` of the padded key layout (row r = column /
-  /// Wpad, x = column % Wpad: key r * Wx + x), or none for the padding at
-  /// the end of each row and the columns past the last row.
+  /// Wpad, x = column % Wpad: key r * Wx + x; with a class token, the class
+  /// token at column 0 and key 1 + (r - 1) * Wx + x), or none for the
+  /// padding at the end of each row and the columns past the last row.
   std::optional<int64_t> keyOfColumn(int64_t column) const {
     int64_t r = column / paddedRowLength, x = column % paddedRowLength;
-    if (r >= keyRows || x >= rowLength)
+    if (r >= keyRows)
       return std::nullopt;
-    return r * rowLength + x;
+    if (r < firstGridRow)
+      return x == 0 ? std::optional<int64_t>(0) : std::nullopt;
+    if (x >= rowLength)
+      return std::nullopt;
+    return firstGridRow + (r - firstGridRow) * rowLength + x;
   }
 
   /// P(t) of a token known at compile time (KernelEmitter::tableOffset

@@ -66,8 +66,10 @@ struct TileSteps::SoftmaxRow {
 TileSteps::Segment TileSteps::segmentOf(int64_t c, int64_t t) {
   int64_t s = c * (g.computeLanes / g.lanes) + t;
   Segment seg{s / g.rowVectors, (s % g.rowVectors) * g.lanes, 0};
+  // The class token's row has one key, at column 0.
+  int64_t rowKeys = seg.row < g.firstGridRow ? 1 : g.rowLength;
   if (seg.row < g.keyRows)
-    seg.keys = std::clamp<int64_t>(g.rowLength - seg.x0, 0, g.lanes);
+    seg.keys = std::clamp<int64_t>(rowKeys - seg.x0, 0, g.lanes);
   return seg;
 }
 
@@ -141,11 +143,13 @@ void TileSteps::emitSoftmaxRows(Value h, Value image, const ScoreTerms &terms,
 
 /// The bias of score vector `c` of query row i, one contiguous load per
 /// segment from the head's reversed table: bias(i, j) = R_h[P(j) - P(i) +
-/// center] with P(j) = P(row r, x = 0) + x (`queryBase` = center - P(i)),
-/// masked to the segment's keys; and, with an explicit mask operand, its
-/// segments of mask[image, i, :]. Segments past the last row add zeros.
+/// center] with P(j) = P(row r, x = 0) + x (`query.base` = center - P(i)),
+/// or the class token's stretches (keyRowBias), masked to the segment's
+/// keys; and, with an explicit mask operand, its segments of mask[image,
+/// i, :]. Segments past the last row add zeros.
 TileSteps::VectorTerms TileSteps::loadVectorTerms(const SoftmaxCall &call,
-                                                  Value i, Value queryBase,
+                                                  Value i,
+                                                  const QueryBias &query,
                                                   int64_t c) {
   VectorTerms terms;
   for (int64_t t = 0; t < g.computeLanes / g.lanes; ++t) {
@@ -158,8 +162,12 @@ TileSteps::VectorTerms TileSteps::loadVectorTerms(const SoftmaxCall &call,
     // The lanes past the row's keys read zeros, not the table entries past
     // the stretch: -inf (their scores) plus an infinite entry would be NaN
     // in a row whose scores are all finite.
-    Value at =
-        add(queryBase, index(g.tableOffsetOf(seg.row * g.rowLength) + seg.x0));
+    bool classRow = seg.row < g.firstGridRow;
+    Value rowOffset =
+        classRow ? Value()
+                 : index(g.tableOffsetOf((seg.row - g.firstGridRow) *
+                                         g.rowLength));
+    Value at = add(keyRowBias(query, classRow, rowOffset), index(seg.x0));
     terms.biases.push_back(
         loadVector(call.terms.rtab, {call.h, at}, seg.keys, g.lanes));
     if (flatMask) {
@@ -183,7 +191,7 @@ void TileSteps::addBiasAndMask(const SoftmaxCall &call, SoftmaxRow &row,
   Value i = add(call.qb, row.lr);
   if (extra.eachRow)
     extra.eachRow(i);
-  Value queryBase = arith::SubIOp::create(b, index(g.center), tableOffset(i));
+  QueryBias query = queryBias(i);
   Value queryLabel;
   if (call.terms.labels)
     queryLabel = vector::BroadcastOp::create(
@@ -192,7 +200,7 @@ void TileSteps::addBiasAndMask(const SoftmaxCall &call, SoftmaxRow &row,
                                ValueRange{call.image, paddedPosition(i)}));
   for (int64_t c = 0; c < g.computeKeyVectors; ++c) {
     Value column = index(c * g.computeLanes);
-    VectorTerms terms = loadVectorTerms(call, i, queryBase, c);
+    VectorTerms terms = loadVectorTerms(call, i, query, c);
     Value s = produced.empty()
                   ? vector::LoadOp::create(b, computeType, call.scores,
                                            ValueRange{row.lr, column})

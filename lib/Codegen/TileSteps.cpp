@@ -37,29 +37,69 @@ FailureOr<TileSteps::ScoreTerms> TileSteps::emitScoreTerms() {
 }
 /// R[h, t] = table[T - 1 - t, h] for t < T, 0 on the padding after it: one
 /// contiguous, per-head copy of the compact table (H x (T + Wpad) floats),
-/// made once per call and shared by every window.
+/// made once per call and shared by every window. With a class token, the
+/// class token's three stretches follow (KernelGeometry): table[T, h] in
+/// every lane of the first, table[T + 1, h] and table[T + 2, h] in lane 0
+/// of the others, zeros elsewhere.
 Value TileSteps::emitReversedTables() {
-  auto type = MemRefType::get({g.heads, g.tableRows + g.paddedRowLength}, f32);
+  auto type = MemRefType::get({g.heads, g.reversedTableColumns}, f32);
   Value rtab = memref::AllocaOp::create(b, type);
   Value table = op.getTable();
+  Value log2e = arith::ConstantOp::create(b, b.getF32FloatAttr(kLog2E));
+  auto biasLog2 = [&](Value row, Value h) -> Value {
+    return arith::MulFOp::create(b, loadScalar(table, {row, h}), log2e);
+  };
   forLoop(index(0), index(g.heads), 1, {}, [&](Value h, ValueRange) {
-    forLoop(index(0), index(g.tableRows), 1, {}, [&](Value t, ValueRange) {
-      Value row = arith::SubIOp::create(b, index(g.tableRows - 1), t);
-      Value biasLog2 = arith::MulFOp::create(
-          b, loadScalar(table, {row, h}),
-          arith::ConstantOp::create(b, b.getF32FloatAttr(kLog2E)));
-      memref::StoreOp::create(b, biasLog2, rtab, ValueRange{h, t});
+    forLoop(index(0), index(g.gridTableRows), 1, {}, [&](Value t, ValueRange) {
+      Value row = arith::SubIOp::create(b, index(g.gridTableRows - 1), t);
+      memref::StoreOp::create(b, biasLog2(row, h), rtab, ValueRange{h, t});
       return SmallVector<Value>{};
     });
     Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
-    forLoop(index(g.tableRows), index(g.tableRows + g.paddedRowLength), 1, {},
+    forLoop(index(g.gridTableRows), index(g.reversedTableColumns), 1, {},
             [&](Value t, ValueRange) {
               memref::StoreOp::create(b, zero, rtab, ValueRange{h, t});
               return SmallVector<Value>{};
             });
+    if (!g.classToken)
+      return SmallVector<Value>{};
+    Value classToToken = biasLog2(index(g.gridTableRows), h);
+    forLoop(index(g.classToTokenOffset),
+            index(g.classToTokenOffset + g.paddedRowLength), 1, {},
+            [&](Value t, ValueRange) {
+              memref::StoreOp::create(b, classToToken, rtab, ValueRange{h, t});
+              return SmallVector<Value>{};
+            });
+    memref::StoreOp::create(b, biasLog2(index(g.gridTableRows + 1), h), rtab,
+                            ValueRange{h, index(g.tokenToClassOffset)});
+    memref::StoreOp::create(b, biasLog2(index(g.gridTableRows + 2), h), rtab,
+                            ValueRange{h, index(g.classToClassOffset)});
     return SmallVector<Value>{};
   });
   return rtab;
+}
+
+TileSteps::QueryBias TileSteps::queryBias(Value i) {
+  if (!g.classToken)
+    return {arith::SubIOp::create(b, index(g.center), tableOffset(i)),
+            Value()};
+  // Grid token i - 1; the class token's base is never read (a select
+  // below), so it takes grid token 0's.
+  Value gridToken = arith::SubIOp::create(
+      b, arith::MaxUIOp::create(b, i, index(1)), index(1));
+  return {arith::SubIOp::create(b, index(g.center), tableOffset(gridToken)),
+          compare(arith::CmpIPredicate::eq, i, index(0))};
+}
+
+Value TileSteps::keyRowBias(const QueryBias &query, bool classRow,
+                            Value rowOffset) {
+  if (classRow)
+    return select(query.isClass, index(g.classToClassOffset),
+                  index(g.tokenToClassOffset));
+  Value grid = add(query.base, rowOffset);
+  if (!query.isClass)
+    return grid;
+  return select(query.isClass, index(g.classToTokenOffset), grid);
 }
 /// The shift mask as data: a constant [nW, N'] table of region labels in
 /// the padded key layout, rows extended to the micro-kernels' score columns
@@ -130,18 +170,25 @@ void TileSteps::emitPackTransposed(Input which, Value w, Value h,
   if (g.lanes == 8 && g.headDim % 8 == 0) {
     Value scaleVector = broadcast(scale);
     Value zeros = splat(0.0);
-    forLoop(index(0), index(g.keyRows), 1, {}, [&](Value r, ValueRange) {
+    // The class token's row is packed apart (it has one key); the grid's
+    // row r holds keys from firstGridRow + (r - firstGridRow) * Wx on.
+    if (g.classToken)
+      emitPackClassKey(which, w, h, kt, scale, /*zerosOnly=*/false);
+    int64_t firstKeyShift = g.firstGridRow * (1 - g.rowLength);
+    forLoop(index(g.firstGridRow), index(g.keyRows), 1, {}, [&](Value r,
+                                                                ValueRange) {
       for (int64_t v = 0; v < g.rowVectors; ++v) {
         // The keys of this vector of the padded row; lanes past the row
         // are padding.
         SmallVector<std::optional<Row>> keys;
         for (int64_t lane = 0; lane < 8; ++lane) {
           int64_t x = v * 8 + lane;
-          keys.push_back(
-              x < g.rowLength
-                  ? std::optional<Row>(inputRow(
-                        which, w, h, add(mulConst(r, g.rowLength), index(x))))
-                  : std::nullopt);
+          keys.push_back(x < g.rowLength
+                             ? std::optional<Row>(inputRow(
+                                   which, w, h,
+                                   add(mulConst(r, g.rowLength),
+                                       index(x + firstKeyShift))))
+                             : std::nullopt);
         }
         Value column = add(mulConst(r, g.paddedRowLength), index(v * 8));
         SmallVector<Value, 8> keyScales;
@@ -181,6 +228,8 @@ void TileSteps::emitPackTransposed(Input which, Value w, Value h,
     });
     return SmallVector<Value>{};
   });
+  if (g.classToken)
+    emitPackClassKey(which, w, h, kt, scale, /*zerosOnly=*/true);
   if (g.paddedRowLength == g.rowLength) {
     zeroExtraKeyColumns(kt);
     return;
@@ -201,6 +250,20 @@ void TileSteps::emitPackTransposed(Input which, Value w, Value h,
     return SmallVector<Value>{};
   });
   zeroExtraKeyColumns(kt);
+}
+void TileSteps::emitPackClassKey(Input which, Value w, Value h, Value kt,
+                                 Value scale, bool zerosOnly) {
+  Row key = inputRow(which, w, h, index(0));
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0));
+  forLoop(index(0), index(g.headDim), 1, {}, [&](Value e, ValueRange) {
+    if (!zerosOnly)
+      memref::StoreOp::create(
+          b, arith::MulFOp::create(b, loadElement(key, e), scale), kt,
+          ValueRange{e, index(0)});
+    for (int64_t x = 1; x < g.paddedRowLength; ++x)
+      memref::StoreOp::create(b, zero, kt, ValueRange{e, index(x)});
+    return SmallVector<Value>{};
+  });
 }
 /// Columns of kᵀ past the padded keys, up to a whole vector of the
 /// micro-kernel, are zero: their scores are computed and never read.
@@ -238,12 +301,21 @@ Value TileSteps::emitPackRows(function_ref<Row(Value)> row,
   return scratch;
 }
 
-/// j' = j + (j / Wx) * (Wpad - Wx): the padded position of token j.
+/// j' = j + (j / Wx) * (Wpad - Wx): the padded position of token j; with a
+/// class token, 0 for the class token and Wpad + (j - 1)' for the grid's.
 Value TileSteps::paddedPosition(Value token) {
-  if (g.paddedRowLength == g.rowLength)
-    return token;
-  return add(token, mulConst(divConst(token, g.rowLength),
-                             g.paddedRowLength - g.rowLength));
+  auto gridPosition = [&](Value t) {
+    if (g.paddedRowLength == g.rowLength)
+      return t;
+    return add(t, mulConst(divConst(t, g.rowLength),
+                           g.paddedRowLength - g.rowLength));
+  };
+  if (!g.classToken)
+    return gridPosition(token);
+  Value gridToken = arith::SubIOp::create(
+      b, arith::MaxUIOp::create(b, token, index(1)), index(1));
+  return select(compare(arith::CmpIPredicate::eq, token, index(0)), index(0),
+                add(index(g.paddedRowLength), gridPosition(gridToken)));
 }
 
 Value TileSteps::reciprocalRowNorm(Row row) {

@@ -51,12 +51,28 @@ protected:
   FailureOr<ScoreTerms> emitScoreTerms();
   Value emitReversedTables();
   Value emitRegionLabels();
+  /// Where query row i's bias stretches are in the reversed table: `base`
+  /// = center - P(i) (of the grid token, with a class token), and, with a
+  /// class token, whether i is the class token (i1; null without one).
+  struct QueryBias {
+    Value base, isClass;
+  };
+  QueryBias queryBias(Value i);
+  /// The reversed table's column of the first key of a row of keys, for
+  /// query `query`: the class token's row (`classRow`), or a row of the
+  /// grid whose first key has table offset `rowOffset`. The backward adds
+  /// dS at the same columns of G.
+  Value keyRowBias(const QueryBias &query, bool classRow, Value rowOffset);
 
   //===--- packing (TileSteps.cpp) -----------------------------------------===//
   /// j' = j + (j / Wx) * (Wpad - Wx): the padded position of token j.
   Value paddedPosition(Value token);
   void emitPackTransposed(Input which, Value w, Value h, Value kt,
                           double scale);
+  /// The class token's key row of kᵀ: column 0 the scaled row of token 0,
+  /// columns [1, Wpad) zero (or, with `zerosOnly`, only the zeros).
+  void emitPackClassKey(Input which, Value w, Value h, Value kt, Value scale,
+                        bool zerosOnly);
   void zeroExtraKeyColumns(Value kt);
   Value emitPackRows(function_ref<Row(Value)> row, Value scratch);
   /// reciprocalNorm of a q or k row's head_dim channels, read as vectors of
@@ -113,7 +129,7 @@ private:
     SmallVector<Value> biases, masks;
   };
   VectorTerms loadVectorTerms(const SoftmaxCall &call, Value i,
-                              Value queryBase, int64_t c);
+                              const QueryBias &query, int64_t c);
   void addBiasAndMask(const SoftmaxCall &call, SoftmaxRow &row,
                       ArrayRef<Value> produced);
   void reduceRowMaxima(MutableArrayRef<SoftmaxRow> rows);

@@ -90,7 +90,9 @@ TilesKernel::TilesKernel(ImplicitLocOpBuilder &b, FusedAttentionOpInterface op,
                          const FusedKernelOptions &options)
     : TileSteps(b, op, g), options(options) {
   avx512 = options.avx512 || options.bf16Dot;
-  pairs = options.bf16Dot && canPairBf16();
+  // The paired products pack keys and values in pairs of tokens of the
+  // grid's layout, which has no class token.
+  pairs = options.bf16Dot && canPairBf16() && !g.classToken;
   // The micro-kernels read each q element once per row and each v row once
   // per block of rows, and a conversion there costs as much as the FMA it
   // feeds.

@@ -67,6 +67,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     chip: Optional[str] = None,
     cosine: bool = False,
     grad: bool = False,
+    class_token: bool = False,
     emit: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
 ):
@@ -130,6 +131,12 @@ def compile(  # noqa: A001 - the public name is part of the API
         kernel is called with ``logit_scale=`` (the raw ``[heads]``
         parameter, float32); ``table`` is SwinV2's final bias (``16 *
         sigmoid`` of the CPB MLP).  CPU only.
+    class_token:
+        BEiT's relative position bias (BEiT, BEiT v2, data2vec-vision):
+        global attention over the ``window`` patch grid plus a class token
+        first, ``N = prod(window) + 1``; ``table`` (or the table argument)
+        is ``[prod(2W-1) + 3, heads]``, Swin's rows then class -> token,
+        token -> class and class -> class. Windows layout, CPU tiles kernel.
     grad:
         Also compile the gradient (``swin-aot --grad``): see
         :meth:`Kernel.backward` and, for ``target="nvptx"``,
@@ -153,7 +160,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
                       cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel,
-                      chip=chip, cosine=cosine, grad=grad)
+                      chip=chip, cosine=cosine, grad=grad, class_token=class_token)
     if emit is None:
         emit = DEFAULT_EMIT[cfg.target]
     if emit not in EMITS[cfg.target]:
@@ -165,7 +172,8 @@ def compile(  # noqa: A001 - the public name is part of the API
         baked = _to_numpy_f32(table, "table")
         if baked.shape != (cfg.table_rows, cfg.heads):
             raise ValueError(f"table must have shape [{cfg.table_rows}, {cfg.heads}] for "
-                             f"window {cfg.window}, got {tuple(baked.shape)}")
+                             f"window {cfg.window}{' and a class token' if cfg.class_token else ''}"
+                             f", got {tuple(baked.shape)}")
         baked = np.ascontiguousarray(baked, dtype="<f4")
         baked.setflags(write=False)
         table_bytes = baked.tobytes()

@@ -76,16 +76,19 @@ class KernelConfig:
     #: ``swin-aot --cosine``: SwinV2's scaled cosine attention; the kernel
     #: takes the raw per-head ``logit_scale`` after the table.
     cosine: bool = False
+    #: ``swin-aot --class-token``: BEiT's global attention over the ``window``
+    #: grid plus a class token first; the table has three more rows.
+    class_token: bool = False
 
     @property
     def tokens_per_window(self) -> int:
-        """``N``: tokens in one window."""
-        return math.prod(self.window)
+        """``N``: tokens in one window (with a class token, the grid's and it)."""
+        return math.prod(self.window) + int(self.class_token)
 
     @property
     def table_rows(self) -> int:
-        """Rows of the bias table, ``prod(2W - 1)``."""
-        return math.prod(2 * w - 1 for w in self.window)
+        """Rows of the bias table, ``prod(2W - 1)`` (``+ 3`` with a class token)."""
+        return math.prod(2 * w - 1 for w in self.window) + 3 * int(self.class_token)
 
     @property
     def channels(self) -> int:
@@ -140,6 +143,8 @@ class KernelConfig:
                 args.append("--packed-qkv")
         if self.cosine:
             args.append("--cosine")
+        if self.class_token:
+            args.append("--class-token")
         args += [f"--dtype={self.dtype}", f"--target={self.target}"]
         if self.name != DEFAULT_NAME:
             args.append(f"--name={self.name}")
@@ -162,7 +167,8 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 name: Optional[str] = None, cpu: Optional[str] = None,
                 parallel: bool = True, packed_qkv: bool = False,
                 kernel: Optional[str] = None, chip: Optional[str] = None,
-                cosine: bool = False, grad: bool = False) -> KernelConfig:
+                cosine: bool = False, grad: bool = False,
+                class_token: bool = False) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of
     :func:`swin_opt.compile` but the table; see the module docstring for what is
     checked here)."""
@@ -235,6 +241,15 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
     dtype = normalize_dtype(dtype)
     if grad and cosine:
         raise ValueError("grad=True: the cosine attention has no backward kernel yet")
+    if class_token:
+        if resolution is not None or layout != "windows":
+            raise ValueError("class_token=True is global attention over the window grid: "
+                             "layout='windows', no resolution or shift")
+        if cosine:
+            raise ValueError("class_token=True has no cosine form")
+        if target != "cpu" or kernel not in (None, "tiles"):
+            raise ValueError("class_token=True kernels are the CPU tiles kernels (target='cpu', "
+                             "kernel='tiles' or None): the GPU kernels have no class token yet")
     if grad and target == "cpu" and dtype != "f32" and kernel != "warps":
         raise ValueError("grad=True on the CPU needs float32, or kernel='warps' (the GPU's "
                          "backward, emulated), which takes float16 and bfloat16 too")
@@ -242,7 +257,8 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                         shift=sft, padding=pad, layout=layout, dtype=dtype,
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),
                         packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip,
-                        cosine=bool(cosine), grad=bool(grad))
+                        cosine=bool(cosine), grad=bool(grad),
+                        class_token=bool(class_token))
 
 
 def describe(cfg: KernelConfig) -> str:
@@ -262,6 +278,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append("packed_qkv")
     if cfg.cosine:
         parts.append("cosine")
+    if cfg.class_token:
+        parts.append("class_token")
     if cfg.scale is not None:
         parts.append(f"scale={cfg.scale!r}")
     if cfg.target != "cpu":

@@ -45,6 +45,8 @@ __all__ = [
     "padded_resolution",
     "relative_index",
     "lookup",
+    "class_token_relative_index",
+    "class_token_lookup",
     "window_partition",
     "window_reverse",
     "cyclic_shift",
@@ -109,6 +111,39 @@ def lookup(table: np.ndarray, window: IntOrSeq) -> np.ndarray:
             f"got {table.shape}"
         )
     return np.ascontiguousarray(table[relative_index(window)].transpose(2, 0, 1))
+
+
+def class_token_relative_index(window: IntOrSeq) -> np.ndarray:
+    """BEiT's ``relative_position_index`` of a patch grid ``window`` with a class
+    token first: int64 ``[N + 1, N + 1]``, ``N = prod(window)``.
+
+    Built as BEiT builds it (timm's ``gen_relative_position_index``): Swin's
+    index between the grid's tokens ``1..N``, then, with ``L = prod(2W - 1)``,
+    row 0 (class -> token) set to ``L``, column 0 (token -> class) to ``L + 1``
+    and the corner (class -> class) to ``L + 2``, in that order.
+    """
+    w = normalize_window(window)
+    rows = math.prod(2 * size - 1 for size in w)
+    n = math.prod(w)
+    idx = np.zeros((n + 1, n + 1), dtype=np.int64)
+    idx[1:, 1:] = relative_index(w)
+    idx[0, :] = rows
+    idx[:, 0] = rows + 1
+    idx[0, 0] = rows + 2
+    return idx
+
+
+def class_token_lookup(table: np.ndarray, window: IntOrSeq) -> np.ndarray:
+    """BEiT's bias ``[heads, N + 1, N + 1]`` from a table ``[prod(2W-1) + 3, heads]``
+    (see :func:`class_token_relative_index`)."""
+    table = np.asarray(table)
+    rows = math.prod(2 * size - 1 for size in normalize_window(window)) + 3
+    if table.ndim != 2 or table.shape[0] != rows:
+        raise ValueError(
+            f"table must have shape [{rows}, heads] for window {normalize_window(window)} "
+            f"and a class token, got {table.shape}"
+        )
+    return np.ascontiguousarray(table[class_token_relative_index(window)].transpose(2, 0, 1))
 
 
 # --------------------------------------------------------------------------- #
@@ -451,8 +486,10 @@ def swin_block_attention_tokens(
 # --------------------------------------------------------------------------- #
 # Backward (gradients of the attention above, float64)
 # --------------------------------------------------------------------------- #
-def window_attention_backward(q, k, v, table, dout, window, mask=None, scale=None):
-    """Gradients of :func:`window_attention` with the bias looked up from ``table``.
+def window_attention_backward(q, k, v, table, dout, window, mask=None, scale=None,
+                              class_token=False):
+    """Gradients of :func:`window_attention` with the bias looked up from ``table``
+    (with ``class_token``: BEiT's, :func:`class_token_lookup`, ``N = prod(window) + 1``).
 
     ``q, k, v``: ``[B_, H, N, d]``; ``table``: ``[T, H]`` (``None``: no bias,
     then ``dtable`` is ``None``); ``mask``: ``[nW, N, N]`` or ``None`` (window
@@ -475,8 +512,10 @@ def window_attention_backward(q, k, v, table, dout, window, mask=None, scale=Non
     q, k, v = _check_qkv(q, k, v)
     b_, heads, n, d = q.shape
     w = normalize_window(window)
-    if math.prod(w) != n:
-        raise ValueError(f"window {w} has {math.prod(w)} tokens, q has N = {n}")
+    if math.prod(w) + int(bool(class_token)) != n:
+        raise ValueError(f"window {w}{' and a class token' if class_token else ''} has "
+                         f"{math.prod(w) + int(bool(class_token))} tokens, q has N = {n}")
+    index = class_token_relative_index(w) if class_token else relative_index(w)
     dout = np.asarray(dout, dtype=np.float64)
     if dout.shape != (b_, n, heads * d):
         raise ValueError(f"dout must be [{b_}, {n}, {heads * d}], got {dout.shape}")
@@ -486,8 +525,8 @@ def window_attention_backward(q, k, v, table, dout, window, mask=None, scale=Non
     if table is not None:
         table = np.asarray(table, dtype=np.float64)
         if table.ndim != 2 or table.shape[1] != heads:
-            raise ValueError(f"table must be [{table_rows(w)}, {heads}], got {table.shape}")
-        bias = lookup(table, w)
+            raise ValueError(f"table must be [rows, {heads}], got {table.shape}")
+        bias = class_token_lookup(table, w) if class_token else lookup(table, w)
 
     p = attention_weights(q, k, bias=bias, mask=mask, scale=scale)  # [B_, H, N, N]
     do = dout.reshape(b_, n, heads, d).transpose(0, 2, 1, 3)  # [B_, H, N, d]
@@ -501,7 +540,7 @@ def window_attention_backward(q, k, v, table, dout, window, mask=None, scale=Non
     if table is not None:
         dtable = np.zeros_like(table)
         # scatter-add of every (i, j) pair's dS, summed over windows, into its table row
-        np.add.at(dtable, relative_index(w).reshape(-1), ds.sum(axis=0).reshape(heads, -1).T)
+        np.add.at(dtable, index.reshape(-1), ds.sum(axis=0).reshape(heads, -1).T)
     return dq, dk, dv, dtable
 
 

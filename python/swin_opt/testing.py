@@ -144,7 +144,10 @@ def reference_output(config: KernelConfig, q, k, v, table64, pad_qkv=None) -> np
             q64, k64, v64, table64, resolution=config.resolution, window=config.window,
             shift=config.shift, scale=config.scale, padding=config.padding,
             pad_qkv=None if pad_qkv is None else np.asarray(pad_qkv, dtype=np.float64))
-    bias = ref.lookup(table64, config.window)
+    if config.class_token:
+        bias = ref.class_token_lookup(table64, config.window)
+    else:
+        bias = ref.lookup(table64, config.window)
     mask = None
     if config.resolution is not None and any(config.shift):
         mask = ref.shift_mask(config.padded_resolution, config.window, config.shift)

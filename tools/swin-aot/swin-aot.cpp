@@ -3,7 +3,8 @@
 //   swin-aot --window=7,7 --heads=3 --head-dim=32 [--scale=F]
 //            [--resolution=H,W --shift=S|SH,SW] [--layout=windows|tokens]
 //            [--table=FILE] [--cosine [--cpb-mlp=FILE --cpb-hidden=H
-//            [--pretrained-window=Ph,Pw]]] [--dtype=f32|f16|bf16]
+//            [--pretrained-window=Ph,Pw]]] [--class-token]
+//            [--dtype=f32|f16|bf16]
 //            [--target=cpu|nvptx] [--grad]
 //            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
 //   swin-aot --input=MODEL.mlir [--cpu=CPU] [--no-parallel]
@@ -176,6 +177,13 @@ static cl::opt<bool> cosineOpt(
     cl::desc("SwinV2's scaled cosine attention: a logit_scale [heads] "
              "argument after the table, q and k L2-normalized, no head_dim "
              "scale"),
+    cl::cat(category));
+static cl::opt<bool> classTokenOpt(
+    "class-token",
+    cl::desc("BEiT's class token: global attention over the --window grid "
+             "plus a class token first (N = Wh*Ww + 1), its table [T + 3, "
+             "heads] with the class -> token, token -> class and class -> "
+             "class rows after Swin's T"),
     cl::cat(category));
 static EnumOpt<ElementKind> dtypeOpt("dtype", cl::init(ElementKind::F32),
                                      cl::desc("Element type: f32, f16 or bf16"),
@@ -399,6 +407,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.grad = gradOpt;
   config.packedQkv = packedQkvOpt;
   config.cosine = cosineOpt;
+  config.classToken = classTokenOpt;
   config.elementKind = dtypeOpt;
   config.layout = layoutOpt;
   config.padding = paddingOpt;
@@ -866,6 +875,7 @@ int main(int argc, char **argv) {
              &cpbHiddenOpt,
              std::addressof(pretrainedWindowOpt),
              &cosineOpt,
+             &classTokenOpt,
              &dtypeOpt,
              &targetOpt,
              &chipOpt,

@@ -80,6 +80,10 @@ struct KernelConfig {
   /// SwinV2's scaled cosine attention: the entry point takes the raw
   /// per-head `logit_scale` after the table, and `scale` defaults to 1.
   bool cosine = false;
+  /// BEiT's class token (windows layout): global attention over the
+  /// `window` grid plus a class token first, N = prod(window) + 1, and a
+  /// table of T + 3 rows (rpe.lookup's `class_token`).
+  bool classToken = false;
   ElementKind elementKind = ElementKind::F32;
   std::string name = "swin_window_attention";
   Target target = Target::Cpu;
