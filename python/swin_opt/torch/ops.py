@@ -366,9 +366,11 @@ def _remember(memo, spec: KernelSpec) -> KernelSpec:
 
 
 @trace_constant
-def index_ok(index, window) -> bool:
-    """Whether ``index`` is Swin's standard relative position index for ``window``."""
-    want = _ref.relative_index(tuple(window)).reshape(-1)
+def index_ok(index, window, class_token=False) -> bool:
+    """Whether ``index`` is Swin's standard relative position index for ``window``
+    (with ``class_token``: BEiT's, :func:`swin_opt.reference.class_token_relative_index`)."""
+    make = _ref.class_token_relative_index if class_token else _ref.relative_index
+    want = make(tuple(window)).reshape(-1)
     got = index.detach().to("cpu").reshape(-1).numpy()
     return bool(got.shape == want.shape and np.array_equal(got, want))
 

@@ -192,23 +192,28 @@ class Patch:
                                "no dropout)")
         return kernel_target(x.device, x.dtype)
 
-    def table(self, table, window, heads, index, dtype):
-        """The bias table as a contiguous tensor of ``dtype``, after checking the index once."""
+    def table(self, table, window, heads, index, dtype, class_token=False):
+        """The bias table as a contiguous tensor of ``dtype``, after checking the index once
+        (``class_token``: BEiT's table of three more rows, and its index)."""
         window = tuple(int(w) for w in window)
-        rows = 1
+        rows = 3 if class_token else 0
+        grid_rows = 1
         for w in window:  # _ref.table_rows, in a form dynamo traces (no math.prod(genexpr))
-            rows *= 2 * w - 1
+            grid_rows *= 2 * w - 1
+        rows += grid_rows
         if tuple(table.shape) != (rows, heads):
             raise Fallback(f"bias table shape {tuple(table.shape)} does not match window "
-                           f"{window} and {heads} heads")
+                           f"{window}{' and a class token' if class_token else ''} and "
+                           f"{heads} heads")
+        kind = "BEiT's" if class_token else "Swin's standard"
         if torch.compiler.is_compiling():
             # dynamo: checked once at trace time on the real buffer (a constant of the graph)
-            if index is not None and not ops.index_ok(index, window):
-                raise Fallback("relative_position_index is not Swin's standard index")
-        elif window not in self._checked_index:
-            if index is not None and not ops.index_ok(index, window):
-                raise Fallback("relative_position_index is not Swin's standard index")
-            self._checked_index.add(window)
+            if index is not None and not ops.index_ok(index, window, class_token):
+                raise Fallback(f"relative_position_index is not {kind} index")
+        elif (window, class_token) not in self._checked_index:
+            if index is not None and not ops.index_ok(index, window, class_token):
+                raise Fallback(f"relative_position_index is not {kind} index")
+            self._checked_index.add((window, class_token))
         # Not detached: under autograd the table's gradient is the kernel's.
         t = table
         if t.dtype != dtype:

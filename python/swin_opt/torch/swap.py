@@ -16,7 +16,8 @@ from .maxvit_patches import MaxxVitAttention, MaxxVitAttention2d
 from .mlp import mlp_sites
 from .patching import Patch, PatchOptions, is_swinv2
 from .tensors import require_torch
-from .timm_patches import TimmAttention, TimmBlock, TimmCrAttention, TimmCrBlock
+from .timm_patches import (TimmAttention, TimmBeitAttention, TimmBlock, TimmCrAttention,
+                           TimmCrBlock)
 from .torchvision_patches import TorchvisionAttention, TorchvisionAttention3d
 from .transformers_patches import HFAttention, HFSelfAttention, is_hf_swinv2
 
@@ -162,6 +163,9 @@ def _classes():
     if timm_maxxvit is not None:  # MaxViT, CoAtNet, MaxxViT: block, grid and global attention
         found.append(("timm", getattr(timm_maxxvit, "AttentionCl", None), MaxxVitAttention))
         found.append(("timm", getattr(timm_maxxvit, "Attention2d", None), MaxxVitAttention2d))
+    timm_beit = sys.modules.get("timm.models.beit")
+    if timm_beit is not None:
+        found.append(("timm", getattr(timm_beit, "Attention", None), TimmBeitAttention))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
@@ -198,6 +202,11 @@ def _supported(patch_type, module) -> Optional[str]:
         table = module.relative_position_bias_table
     elif patch_type in (MaxxVitAttention, MaxxVitAttention2d):
         return maxvit_patches.supported(module)
+    elif patch_type is TimmBeitAttention:
+        if getattr(module, "relative_position_bias_table", None) is None:
+            return ("no relative_position_bias_table of its own (BEiT without relative "
+                    "position bias, or with the shared one of use_shared_rel_pos_bias)")
+        table, heads = module.relative_position_bias_table, module.num_heads
     elif patch_type is TimmCrAttention:
         mlp_out = getattr(getattr(module.meta_mlp, "fc2", None), "out_features", None)
         if mlp_out != module.num_heads:

@@ -1,7 +1,8 @@
 """timm: ``WindowAttention.forward`` (window layout) and the blocks'
 ``_attn`` (token layout, packed qkv), for swin_transformer and swin_transformer_v2;
 ``WindowMultiHeadAttention.forward`` (window layout) and the blocks'
-``_shifted_window_attn`` (token layout) for swin_transformer_v2_cr."""
+``_shifted_window_attn`` (token layout) for swin_transformer_v2_cr; BEiT's
+``Attention.forward`` (beit: BEiT, BEiT v2; the class-token kernels)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ try:
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["TimmAttention", "TimmBlock", "TimmCrAttention", "TimmCrBlock"]
+__all__ = ["TimmAttention", "TimmBlock", "TimmCrAttention", "TimmCrBlock", "TimmBeitAttention"]
 
 
 def _timm_qkv_bias(attn):
@@ -250,3 +251,35 @@ class TimmCrBlock(Patch):
         cosine_qk(per_head[0], per_head[1], attn.logit_scale.detach(), head_axis=0)
         out = kern(qkv, table, pad_qkv=pad_qkv)
         return attn.proj_drop(project(attn.proj, out)).view(b, h, w, c)
+
+
+class TimmBeitAttention(Patch):
+    """``timm.models.beit.Attention.forward(x, shared_rel_pos_bias=None)`` of BEiT and
+    BEiT v2: global attention over the patch grid (``window_size``) and the class
+    token, ``x`` ``[B, Wh*Ww + 1, C]``, on the class-token kernels
+    (``class_token=True``: the table's three rows past Swin's are the class token's
+    row, column and corner, checked once against the module's
+    ``relative_position_index``).  The qkv projection (BEiT's ``q_bias``, zero
+    ``k_bias`` and ``v_bias``) and the output projection stay in torch.  Falls back
+    for a ``shared_rel_pos_bias`` (``use_shared_rel_pos_bias`` checkpoints: the bias
+    is then a tensor computed elsewhere) and where :meth:`Patch.common_checks` does;
+    modules without their own table are left unpatched (:func:`swap._supported`)."""
+
+    framework = "timm"
+
+    def run(self, m, x, shared_rel_pos_bias=None):
+        if shared_rel_pos_bias is not None:
+            raise Fallback("shared_rel_pos_bias (a bias tensor computed outside the module)")
+        dtype = self.common_checks(m, x)
+        b, n, _ = x.shape
+        window = tuple(int(s) for s in m.window_size)
+        if n != window[0] * window[1] + 1:
+            raise Fallback(f"{n} tokens, not the {window} grid and a class token")
+        heads = m.num_heads
+        head_dim = m.qkv.out_features // 3 // heads
+        table = self.table(m.relative_position_bias_table, window, heads,
+                           m.relative_position_index, x.dtype, class_token=True)
+        kern = self.kernel(window, heads, head_dim, m.scale, dtype, class_token=True)
+        q, k, v = qkv_windows(linear(x, m.qkv.weight, _timm_qkv_bias(m)), b, n, heads, head_dim)
+        out = kern(q, k, v, table)
+        return m.proj_drop(project(m.proj, out))
