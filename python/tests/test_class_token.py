@@ -11,12 +11,15 @@ errors of order 1). Every table is random N(0, 1) (the three class-token rows
 included), so each entry moves the softmax well above the tolerances.
 """
 
+import subprocess
+
 import numpy as np
 import pytest
 
 import swin_opt
 from swin_opt import reference as ref
 from swin_opt import testing
+from swin_opt.kernel import Kernel
 
 pytestmark = pytest.mark.aot
 
@@ -106,6 +109,34 @@ def test_gradients(build, window, heads, head_dim):
     # The class rows' gradients are sums over a row, a column and a corner:
     # none is zero, so each is checked above, not only the grid's.
     assert np.abs(want[3][-3:]).min() > 1e-6
+
+
+@pytest.mark.parametrize("width", [4, 16])
+@pytest.mark.parametrize("window", [(3, 5), (4, 4), (7, 7)])
+def test_vector_widths(aot_path, tmp_path, width, window):
+    """Other lanes than this machine's (``swin-aot --vector-width``): 4 lanes pad a
+    grid row to fewer columns; 16 (AVX-512's width, split by LLVM on AVX2) put two
+    key rows' segments, the class row's among them, in one score vector, and hand
+    the scores to the softmax in registers. Forward and gradients."""
+    lib = tmp_path / "k.so"
+    subprocess.run([str(aot_path), f"--window={window[0]},{window[1]}", "--heads=3",
+                    "--head-dim=8", "--class-token", "--grad", f"--vector-width={width}",
+                    "--emit=so", "-o", str(lib)], check=True)
+    cfg = swin_opt.make_config(window, 3, 8, class_token=True, grad=True)
+    kernel = Kernel(cfg, lib, tmp_path / "k.so.h")
+    rng = np.random.default_rng(width)
+    n = int(np.prod(window)) + 1
+    q, k, v = (rng.standard_normal((5, 3, n, 8)).astype(np.float32) for _ in range(3))
+    table = rng.standard_normal((cfg.table_rows, 3)).astype(np.float32)
+    out = kernel(q, k, v, table)
+    want = ref.window_attention(q, k, v, bias=ref.class_token_lookup(table, window))
+    err, allowed = testing.compare(out, want, "f32")
+    assert err <= allowed
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    got = kernel.backward(q, k, v, table, out, dout)
+    expected = ref.window_attention_backward(q, k, v, table, dout, window, class_token=True)
+    for name, g, w in zip(("dq", "dk", "dv", "dtable"), got, expected):
+        _close(g, w, name)
 
 
 @pytest.mark.parametrize("threads", [1, 3, 8])
