@@ -88,8 +88,10 @@ def RpeRaiseWindowAttention : Pass<"rpe-raise-window-attention"> {
     * the `P·v` `linalg.batch_matmul`.
 
     Nothing is raised on faith: the index constant must be Swin's relative
-    position index of some window (2-D, non-square, or 3-D), read from the
-    constant itself; a gather through any other index is left as it is. A
+    position index of some window (2-D, non-square, or 3-D), or BEiT's of
+    some grid and its class token (an `rpe.lookup` with `class_token`), read
+    from the constant itself; a gather through any other index is left as
+    it is. A
     constant mask that is Swin's shifted-window mask of some resolution and
     shift becomes `rpe.shift_mask`; any other mask, constant or a function
     argument, stays an explicit mask operand, which `rpe-fuse-bias-softmax`

@@ -6,7 +6,7 @@
 // rpe.window_attention over an rpe.lookup (and an rpe.shift_mask): the form
 // rpe-fuse-bias-softmax fuses, which matches rpe ops only. Nothing is raised
 // on faith: a gathered index must be Swin's relative position index of a
-// window, and a constant mask is an rpe.shift_mask only when it is Swin's
+// window (or BEiT's, of a grid and its class token), and a constant mask is an rpe.shift_mask only when it is Swin's
 // mask of some resolution and shift.
 //
 //===----------------------------------------------------------------------===//
@@ -78,25 +78,35 @@ static std::optional<SmallVector<float>> readF32Constant(Value value) {
 // Proofs: Swin's index and Swin's mask
 //===----------------------------------------------------------------------===//
 
-/// The window whose relative position index is `index` (N x N, row-major)
-/// for a table of `rows` rows, or nothing. 2-D windows are tried before
-/// 3-D ones; at most one window of each rank can match.
-static std::optional<SmallVector<int64_t>>
+/// The window (and whether BEiT's class token comes first) whose relative
+/// position index is `index` (N x N, row-major) for a table of `rows` rows,
+/// or nothing: Swin's index of an N-token window, or BEiT's of an (N - 1)-
+/// token grid and its class token (T + 3 rows). 2-D windows are tried
+/// before 3-D ones; at most one window of each rank can match.
+struct IndexedWindow {
+  SmallVector<int64_t> window;
+  bool classToken;
+};
+static std::optional<IndexedWindow>
 findWindowOfIndex(ArrayRef<int64_t> index, int64_t tokens, int64_t rows) {
   if (static_cast<int64_t>(index.size()) != tokens * tokens)
     return std::nullopt;
-  SmallVector<SmallVector<int64_t>> candidates;
-  for (int64_t h = 1; h <= tokens; ++h)
-    if (tokens % h == 0)
-      candidates.push_back({h, tokens / h});
-  for (int64_t d = 2; d <= tokens; ++d)
-    for (int64_t h = 1; d * h <= tokens; ++h)
-      if (tokens % (d * h) == 0)
-        candidates.push_back({d, h, tokens / (d * h)});
-  for (ArrayRef<int64_t> window : candidates)
-    if (!checkWindow(window) && getNumTableRows(window) == rows &&
-        ArrayRef<int64_t>(computeRelativeIndex(window)) == index)
-      return SmallVector<int64_t>(window);
+  for (bool classToken : {false, true}) {
+    int64_t grid = classToken ? tokens - 1 : tokens;
+    SmallVector<SmallVector<int64_t>> candidates;
+    for (int64_t h = 1; h <= grid; ++h)
+      if (grid % h == 0)
+        candidates.push_back({h, grid / h});
+    for (int64_t d = 2; d <= grid; ++d)
+      for (int64_t h = 1; d * h <= grid; ++h)
+        if (grid % (d * h) == 0)
+          candidates.push_back({d, h, grid / (d * h)});
+    for (ArrayRef<int64_t> window : candidates)
+      if (!checkWindow(window) &&
+          getNumTableRows(window, classToken) == rows &&
+          ArrayRef<int64_t>(computeRelativeIndex(window, classToken)) == index)
+        return IndexedWindow{SmallVector<int64_t>(window), classToken};
+  }
   return std::nullopt;
 }
 
@@ -223,8 +233,10 @@ struct RaiseLinalgAttention
     // relative position index of some window, and a constant mask that is
     // Swin's shifted-window mask becomes rpe.shift_mask (which fuses).
     SmallVector<int64_t> window;
+    bool classToken = false;
     if (attention->lookup) {
       window = SmallVector<int64_t>(attention->lookup.getWindow());
+      classToken = attention->lookup.getClassToken();
     } else {
       auto tableType =
           cast<RankedTensorType>(attention->gather->table.getType());
@@ -233,16 +245,19 @@ struct RaiseLinalgAttention
       if (!index)
         return rewriter.notifyMatchFailure(product,
                                            "the index is not constant");
-      std::optional<SmallVector<int64_t>> found =
+      std::optional<IndexedWindow> found =
           findWindowOfIndex(*index, tokens, tableType.getDimSize(0));
       if (!found)
         return rewriter.notifyMatchFailure(
-            product, "the index is not Swin's relative position index");
-      window = *found;
+            product, "the index is not Swin's (nor BEiT's) relative position "
+                     "index");
+      window = found->window;
+      classToken = found->classToken;
     }
     Value mask = attention->mask;
     std::optional<ShiftGeometry> shift;
-    if (mask && !mask.getDefiningOp<ShiftMaskOp>())
+    // (BEiT's attention is global: no window's shift mask.)
+    if (mask && !mask.getDefiningOp<ShiftMaskOp>() && !classToken)
       if (std::optional<SmallVector<float>> values = readF32Constant(mask))
         shift = findShiftOfMask(
             *values, window,
@@ -258,7 +273,7 @@ struct RaiseLinalgAttention
       bias = LookupOp::create(rewriter, loc,
                               RankedTensorType::get({heads, tokens, tokens},
                                                     tableType.getElementType()),
-                              attention->gather->table, window);
+                              attention->gather->table, window, classToken);
     }
     if (shift)
       mask =

@@ -622,6 +622,66 @@ func.func @single_window(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: t
 
 // -----
 
+// BEiT's attention spelled in linalg (one image: a 2x2 grid and its class
+// token, N = 5): the gathered index is BEiT's, Swin's between the grid's
+// tokens and rows 9, 10, 11 of the table for the class token's row, column
+// and corner, so it raises to a class-token lookup, which fuses.
+// CHECK-LABEL: func @class_token
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x5x2xf32>, %[[K:.*]]: tensor<1x2x5x2xf32>, %[[V:.*]]: tensor<2x5x2xf32>, %[[T:.*]]: tensor<12x2xf32>)
+// CHECK: %[[B:.*]] = rpe.lookup %[[T]] {class_token, window = array<i64: 2, 2>} : tensor<12x2xf32> -> tensor<2x5x5xf32>
+// CHECK: rpe.window_attention ins(%[[Q]], %[[K]], %{{.*}} : {{.*}}) bias(%[[B]] : tensor<2x5x5xf32>) {scale = 0.707106769 : f32} -> tensor<1x2x5x2xf32>
+// FUSED-LABEL: func @class_token
+// FUSED: rpe.fused_window_attention
+// FUSED-SAME: {class_token, scale = 0.707106769 : f32, window = array<i64: 2, 2>}
+// FUSED-NOT: rpe.window_attention
+func.func @class_token(%q: tensor<1x2x5x2xf32>, %k: tensor<1x2x5x2xf32>, %v: tensor<2x5x2xf32>, %table: tensor<12x2xf32>) -> tensor<2x5x2xf32> attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.000000e+00 : f32
+  %scale = arith.constant 0.70710678118654757 : f64
+  %idx = arith.constant dense<[[11, 9, 9, 9, 9], [10, 4, 3, 1, 0], [10, 5, 4, 2, 1], [10, 7, 6, 4, 3], [10, 8, 7, 5, 4]]> : tensor<5x5xi64>
+  %e_q = tensor.empty() : tensor<1x2x5x2xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<1x2x5x2xf32>) outs(%e_q : tensor<1x2x5x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %scale : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x5x2xf32>
+  %e_kt = tensor.empty() : tensor<1x2x2x5xf32>
+  %kt = linalg.transpose ins(%k : tensor<1x2x5x2xf32>) outs(%e_kt : tensor<1x2x2x5xf32>) permutation = [0, 1, 3, 2]
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<1x2x5x2xf32> into tensor<2x5x2xf32>
+  %kc = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<1x2x2x5xf32> into tensor<2x2x5xf32>
+  %e_s = tensor.empty() : tensor<2x5x5xf32>
+  %f_s = linalg.fill ins(%zero : f32) outs(%e_s : tensor<2x5x5xf32>) -> tensor<2x5x5xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<2x5x2xf32>, tensor<2x2x5xf32>) outs(%f_s : tensor<2x5x5xf32>) -> tensor<2x5x5xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [1, 2, 5, 5] : tensor<2x5x5xf32> into tensor<1x2x5x5xf32>
+  %e44 = tensor.empty() : tensor<1x2x5x5xf32>
+  %ic = tensor.collapse_shape %idx [[0, 1]] : tensor<5x5xi64> into tensor<25xi64>
+  %e_g = tensor.empty() : tensor<25x2xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%ic : tensor<25xi64>) outs(%e_g : tensor<25x2xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %i = arith.index_cast %in : i64 to index
+    %h = linalg.index 1 : index
+    %x = tensor.extract %table[%i, %h] : tensor<12x2xf32>
+    linalg.yield %x : f32
+  } -> tensor<25x2xf32>
+  %g3 = tensor.expand_shape %g [[0, 1], [2]] output_shape [5, 5, 2] : tensor<25x2xf32> into tensor<5x5x2xf32>
+  %e_b = tensor.empty() : tensor<2x5x5xf32>
+  %b = linalg.transpose ins(%g3 : tensor<5x5x2xf32>) outs(%e_b : tensor<2x5x5xf32>) permutation = [2, 0, 1]
+  %b4 = tensor.expand_shape %b [[0, 1], [2], [3]] output_shape [1, 2, 5, 5] : tensor<2x5x5xf32> into tensor<1x2x5x5xf32>
+  %sb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %b4 : tensor<1x2x5x5xf32>, tensor<1x2x5x5xf32>) outs(%e44 : tensor<1x2x5x5xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %y = arith.addf %in, %in_1 : f32
+    linalg.yield %y : f32
+  } -> tensor<1x2x5x5xf32>
+  %p = linalg.softmax dimension(3) ins(%sb : tensor<1x2x5x5xf32>) outs(%e44 : tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<1x2x5x5xf32> into tensor<2x5x5xf32>
+  %e_o = tensor.empty() : tensor<2x5x2xf32>
+  %f_o = linalg.fill ins(%zero : f32) outs(%e_o : tensor<2x5x2xf32>) -> tensor<2x5x2xf32>
+  %o = linalg.batch_matmul ins(%pc, %v : tensor<2x5x5xf32>, tensor<2x5x2xf32>) outs(%f_o : tensor<2x5x2xf32>) -> tensor<2x5x2xf32>
+  return %o : tensor<2x5x2xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func @single_window_bias_first
 // CHECK: rpe.lookup
 // CHECK: rpe.window_attention
