@@ -143,7 +143,8 @@ def test_unsupported_is_reported(torch, timm_beit, opts):
     st.swap_attention(dropped, mlp=False, **opts)
     try:
         dropped.train()
-        with pytest.warns(st.FallbackWarning, match="attention dropout"):
+        with warnings.catch_warnings():  # warned once per process and reason
+            warnings.simplefilter("ignore", st.FallbackWarning)
             dropped(torch.randn(1, 3, 32, 32))
         reasons = {r for s in st.patch_stats(dropped) for r in s["fallback_reasons"]}
         assert any("attention dropout" in r for r in reasons), reasons
