@@ -341,8 +341,8 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
 
   auto window = b.getDenseI64ArrayAttr(config.window);
   Value bias =
-      LookupOp::create(b, loc, RankedTensorType::get({h, n, n}, element),
-                       table, window, config.classToken);
+      LookupOp::create(b, loc, RankedTensorType::get({h, n, n}, element), table,
+                       window, config.classToken);
   Value mask;
   if (config.isShifted())
     mask = ShiftMaskOp::create(

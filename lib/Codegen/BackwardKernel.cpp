@@ -174,13 +174,14 @@ void BackwardKernel::emitScoreGradients(Value w, Value h,
     };
     if (g.classToken)
       keyRow(index(0), keyRowBias(query, /*classRow=*/true, Value()));
-    forLoop(index(g.firstGridRow), index(g.keyRows), 1, {},
-            [&](Value r, ValueRange) {
-              Value gridRow = arith::SubIOp::create(b, r, index(g.firstGridRow));
-              keyRow(r, keyRowBias(query, /*classRow=*/false,
-                                   tableOffset(mulConst(gridRow, g.rowLength))));
-              return SmallVector<Value>{};
-            });
+    forLoop(
+        index(g.firstGridRow), index(g.keyRows), 1, {},
+        [&](Value r, ValueRange) {
+          Value gridRow = arith::SubIOp::create(b, r, index(g.firstGridRow));
+          keyRow(r, keyRowBias(query, /*classRow=*/false,
+                               tableOffset(mulConst(gridRow, g.rowLength))));
+          return SmallVector<Value>{};
+        });
     return SmallVector<Value>{};
   });
 }
@@ -214,8 +215,8 @@ void BackwardKernel::storeTableGradient(Value tableGradient) {
     };
     Value classToToken = load(g.classToTokenOffset);
     for (int64_t x = 1; x < g.rowLength; ++x)
-      classToToken =
-          arith::AddFOp::create(b, classToToken, load(g.classToTokenOffset + x));
+      classToToken = arith::AddFOp::create(b, classToToken,
+                                           load(g.classToTokenOffset + x));
     std::pair<Value, int64_t> rows[] = {
         {classToToken, g.gridTableRows},
         {load(g.tokenToClassOffset), g.gridTableRows + 1},

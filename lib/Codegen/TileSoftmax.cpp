@@ -164,9 +164,9 @@ TileSteps::VectorTerms TileSteps::loadVectorTerms(const SoftmaxCall &call,
     // in a row whose scores are all finite.
     bool classRow = seg.row < g.firstGridRow;
     Value rowOffset =
-        classRow ? Value()
-                 : index(g.tableOffsetOf((seg.row - g.firstGridRow) *
-                                         g.rowLength));
+        classRow
+            ? Value()
+            : index(g.tableOffsetOf((seg.row - g.firstGridRow) * g.rowLength));
     Value at = add(keyRowBias(query, classRow, rowOffset), index(seg.x0));
     terms.biases.push_back(
         loadVector(call.terms.rtab, {call.h, at}, seg.keys, g.lanes));

@@ -81,8 +81,7 @@ Value TileSteps::emitReversedTables() {
 
 TileSteps::QueryBias TileSteps::queryBias(Value i) {
   if (!g.classToken)
-    return {arith::SubIOp::create(b, index(g.center), tableOffset(i)),
-            Value()};
+    return {arith::SubIOp::create(b, index(g.center), tableOffset(i)), Value()};
   // Grid token i - 1; the class token's base is never read (a select
   // below), so it takes grid token 0's.
   Value gridToken = arith::SubIOp::create(
@@ -175,45 +174,49 @@ void TileSteps::emitPackTransposed(Input which, Value w, Value h,
     if (g.classToken)
       emitPackClassKey(which, w, h, kt, scale, /*zerosOnly=*/false);
     int64_t firstKeyShift = g.firstGridRow * (1 - g.rowLength);
-    forLoop(index(g.firstGridRow), index(g.keyRows), 1, {}, [&](Value r,
-                                                                ValueRange) {
-      for (int64_t v = 0; v < g.rowVectors; ++v) {
-        // The keys of this vector of the padded row; lanes past the row
-        // are padding.
-        SmallVector<std::optional<Row>> keys;
-        for (int64_t lane = 0; lane < 8; ++lane) {
-          int64_t x = v * 8 + lane;
-          keys.push_back(x < g.rowLength
-                             ? std::optional<Row>(inputRow(
-                                   which, w, h,
-                                   add(mulConst(r, g.rowLength),
-                                       index(x + firstKeyShift))))
-                             : std::nullopt);
-        }
-        Value column = add(mulConst(r, g.paddedRowLength), index(v * 8));
-        SmallVector<Value, 8> keyScales;
-        for (const std::optional<Row> &key : keys)
-          keyScales.push_back(key && headScale ? broadcast(keyScale(*key))
-                                               : scaleVector);
-        forLoop(index(0), index(g.headDim), 8, {}, [&](Value e0, ValueRange) {
-          SmallVector<Value, 8> block;
-          for (auto [key, keyScaleVector] : llvm::zip(keys, keyScales))
-            block.push_back(
-                key ? arith::MulFOp::create(
-                          b,
-                          loadVector(key->memref, {add(key->offset, e0)}, 8, 8),
-                          keyScaleVector)
-                          .getResult()
-                    : zeros);
-          transpose8x8(b, block);
-          for (int64_t lane = 0; lane < 8; ++lane)
-            vector::StoreOp::create(b, block[lane], kt,
-                                    ValueRange{add(e0, index(lane)), column});
+    forLoop(
+        index(g.firstGridRow), index(g.keyRows), 1, {},
+        [&](Value r, ValueRange) {
+          for (int64_t v = 0; v < g.rowVectors; ++v) {
+            // The keys of this vector of the padded row; lanes past the row
+            // are padding.
+            SmallVector<std::optional<Row>> keys;
+            for (int64_t lane = 0; lane < 8; ++lane) {
+              int64_t x = v * 8 + lane;
+              keys.push_back(x < g.rowLength
+                                 ? std::optional<Row>(
+                                       inputRow(which, w, h,
+                                                add(mulConst(r, g.rowLength),
+                                                    index(x + firstKeyShift))))
+                                 : std::nullopt);
+            }
+            Value column = add(mulConst(r, g.paddedRowLength), index(v * 8));
+            SmallVector<Value, 8> keyScales;
+            for (const std::optional<Row> &key : keys)
+              keyScales.push_back(key && headScale ? broadcast(keyScale(*key))
+                                                   : scaleVector);
+            forLoop(
+                index(0), index(g.headDim), 8, {}, [&](Value e0, ValueRange) {
+                  SmallVector<Value, 8> block;
+                  for (auto [key, keyScaleVector] : llvm::zip(keys, keyScales))
+                    block.push_back(
+                        key ? arith::MulFOp::create(
+                                  b,
+                                  loadVector(key->memref,
+                                             {add(key->offset, e0)}, 8, 8),
+                                  keyScaleVector)
+                                  .getResult()
+                            : zeros);
+                  transpose8x8(b, block);
+                  for (int64_t lane = 0; lane < 8; ++lane)
+                    vector::StoreOp::create(
+                        b, block[lane], kt,
+                        ValueRange{add(e0, index(lane)), column});
+                  return SmallVector<Value>{};
+                });
+          }
           return SmallVector<Value>{};
         });
-      }
-      return SmallVector<Value>{};
-    });
     zeroExtraKeyColumns(kt);
     return;
   }
@@ -307,8 +310,8 @@ Value TileSteps::paddedPosition(Value token) {
   auto gridPosition = [&](Value t) {
     if (g.paddedRowLength == g.rowLength)
       return t;
-    return add(t, mulConst(divConst(t, g.rowLength),
-                           g.paddedRowLength - g.rowLength));
+    return add(
+        t, mulConst(divConst(t, g.rowLength), g.paddedRowLength - g.rowLength));
   };
   if (!g.classToken)
     return gridPosition(token);

@@ -570,14 +570,11 @@ static SmallVector<Type, 1> getDestinationResultTypes(Value init) {
   return {};
 }
 
-void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
-                                   Value query, Value key, Value value,
-                                   Value table, Value init,
-                                   ArrayRef<int64_t> window, float scale,
-                                   ArrayRef<int64_t> resolution,
-                                   ArrayRef<int64_t> shift, double maskValue,
-                                   Value logitScale, Value mask,
-                                   bool classToken) {
+void FusedWindowAttentionOp::build(
+    OpBuilder &builder, OperationState &state, Value query, Value key,
+    Value value, Value table, Value init, ArrayRef<int64_t> window, float scale,
+    ArrayRef<int64_t> resolution, ArrayRef<int64_t> shift, double maskValue,
+    Value logitScale, Value mask, bool classToken) {
   auto optionalArray = [&](ArrayRef<int64_t> values) {
     return values.empty() ? nullptr : builder.getDenseI64ArrayAttr(values);
   };
@@ -588,8 +585,7 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
         optionalArray(resolution), optionalArray(shift),
         builder.getF64FloatAttr(maskValue), /*image=*/nullptr,
         PaddingOrderAttr::get(builder.getContext(), PaddingOrder::PadThenShift),
-        /*packed_qkv=*/nullptr,
-        classToken ? builder.getUnitAttr() : nullptr);
+        /*packed_qkv=*/nullptr, classToken ? builder.getUnitAttr() : nullptr);
 }
 
 void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
@@ -625,11 +621,10 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
   if (tableType.getRank() != 2 || tableType.getDimSize(0) != tableRows ||
       ShapedType::isDynamic(tableType.getDimSize(1)) ||
       tableType.getDimSize(1) < 1)
-    return op.emitOpError() << "expects a table of shape " << tableRows
-                            << "x<heads>"
-                            << (op.getClassToken() ? " (with a class token)"
-                                                   : "")
-                            << ", got " << formatShape(tableType.getShape());
+    return op.emitOpError()
+           << "expects a table of shape " << tableRows << "x<heads>"
+           << (op.getClassToken() ? " (with a class token)" : "") << ", got "
+           << formatShape(tableType.getShape());
   if (!isa<FloatType>(tableType.getElementType()))
     return op.emitOpError() << "expects a floating-point table";
   int64_t heads = op.getNumHeads(), n = op.getNumTokens();

@@ -19,8 +19,7 @@ int64_t mlir::rpe::getNumTokens(ArrayRef<int64_t> window, bool classToken) {
   return classToken ? n + 1 : n;
 }
 
-int64_t mlir::rpe::getNumTableRows(ArrayRef<int64_t> window,
-                                   bool classToken) {
+int64_t mlir::rpe::getNumTableRows(ArrayRef<int64_t> window, bool classToken) {
   int64_t t = 1;
   for (int64_t w : window)
     t *= 2 * w - 1;

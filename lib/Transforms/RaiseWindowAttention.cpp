@@ -6,8 +6,8 @@
 // rpe.window_attention over an rpe.lookup (and an rpe.shift_mask): the form
 // rpe-fuse-bias-softmax fuses, which matches rpe ops only. Nothing is raised
 // on faith: a gathered index must be Swin's relative position index of a
-// window (or BEiT's, of a grid and its class token), and a constant mask is an rpe.shift_mask only when it is Swin's
-// mask of some resolution and shift.
+// window (or BEiT's, of a grid and its class token), and a constant mask is an
+// rpe.shift_mask only when it is Swin's mask of some resolution and shift.
 //
 //===----------------------------------------------------------------------===//
 
@@ -102,8 +102,7 @@ findWindowOfIndex(ArrayRef<int64_t> index, int64_t tokens, int64_t rows) {
         if (grid % (d * h) == 0)
           candidates.push_back({d, h, grid / (d * h)});
     for (ArrayRef<int64_t> window : candidates)
-      if (!checkWindow(window) &&
-          getNumTableRows(window, classToken) == rows &&
+      if (!checkWindow(window) && getNumTableRows(window, classToken) == rows &&
           ArrayRef<int64_t>(computeRelativeIndex(window, classToken)) == index)
         return IndexedWindow{SmallVector<int64_t>(window), classToken};
   }
