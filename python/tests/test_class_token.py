@@ -114,10 +114,11 @@ def test_gradients(build, window, heads, head_dim):
 @pytest.mark.parametrize("width", [4, 16])
 @pytest.mark.parametrize("window", [(3, 5), (4, 4), (7, 7)])
 def test_vector_widths(aot_path, tmp_path, width, window):
-    """Other lanes than this machine's (``swin-aot --vector-width``): 4 lanes pad a
-    grid row to fewer columns; 16 (AVX-512's width, split by LLVM on AVX2) put two
-    key rows' segments, the class row's among them, in one score vector, and hand
-    the scores to the softmax in registers. Forward and gradients."""
+    """Both vector widths whatever the host (``swin-aot --vector-width``; LLVM splits
+    16 lanes on an AVX2 host): 4 lanes pad a grid row to fewer columns; 16
+    (AVX-512's) put two key rows' segments, the class row's among them, in one
+    score vector, and hand the scores to the softmax in registers. Forward and
+    gradients."""
     lib = tmp_path / "k.so"
     subprocess.run([str(aot_path), f"--window={window[0]},{window[1]}", "--heads=3",
                     "--head-dim=8", "--class-token", "--grad", f"--vector-width={width}",
