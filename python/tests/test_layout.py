@@ -53,6 +53,7 @@ LAYERS = [
     "swin_opt.torch.patching",
     "swin_opt.torch.windows",
     "swin_opt.torch.timm_patches",
+    "swin_opt.torch.maxvit_patches",
     "swin_opt.torch.torchvision_patches",
     "swin_opt.torch.transformers_patches",
     "swin_opt.torch.mlp",
