@@ -126,21 +126,16 @@ class MaxxVitAttention(Patch):
 
     framework = "timm"
 
-    def __init__(self, module, name, options):
-        super().__init__(module, name, options)
-        self._checked_lookups = set()
-
     def _table(self, m, window, heads, dtype):
         """The checked Swin-layout table of ``m.rel_pos`` (:func:`swin_table`)."""
         table, index = swin_table(m.rel_pos)
         if index is None:  # RelPosBiasTf: its one-hot lookups, once (as Patch.table the index)
             rel_pos = m.rel_pos
-            if torch.compiler.is_compiling() or window not in self._checked_lookups:
-                if not tf_lookups_ok(rel_pos.height_lookup, rel_pos.width_lookup, window):
-                    raise Fallback("RelPosBiasTf's height/width lookups are not its one-hot "
-                                   "relative position lookups")
-                if not torch.compiler.is_compiling():
-                    self._checked_lookups.add(window)
+            self.check_once(("tf_lookups", window),
+                            lambda: tf_lookups_ok(rel_pos.height_lookup, rel_pos.width_lookup,
+                                                  window),
+                            "RelPosBiasTf's height/width lookups are not its one-hot relative "
+                            "position lookups")
         return self.table(table, window, heads, index, dtype)
 
     def _prepare(self, m, x, n):

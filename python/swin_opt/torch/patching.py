@@ -129,7 +129,7 @@ class Patch:
         self.fallback_reasons: "collections.Counter" = collections.Counter()
         self.had_instance_attr = had_instance_attr
         self.saved_attr = saved_attr
-        self._checked_index = set()
+        self._checked = set()  # the keys of check_once
         # SwinV2's folded bias tables: id(module) -> (weight versions, table).
         self._cpb_tables: Dict[int, tuple] = {}
         self.compiled_fallback_reasons: set = set()
@@ -192,6 +192,18 @@ class Patch:
                                "no dropout)")
         return kernel_target(x.device, x.dtype)
 
+    def check_once(self, key, is_ok, reason: str) -> None:
+        """Fallback(``reason``) unless ``is_ok()``, a check of a module's constant
+        buffers: made once per ``key`` in eager mode, and at each trace while dynamo
+        compiles (``is_ok`` then reads the real buffer at trace time, and its answer is
+        a constant of the graph)."""
+        compiling = torch.compiler.is_compiling()
+        if compiling or key not in self._checked:
+            if not is_ok():
+                raise Fallback(reason)
+            if not compiling:
+                self._checked.add(key)
+
     def table(self, table, window, heads, index, dtype, class_token=False):
         """The bias table as a contiguous tensor of ``dtype``, after checking the index once
         (``class_token``: BEiT's table of three more rows, and its index)."""
@@ -205,15 +217,11 @@ class Patch:
             raise Fallback(f"bias table shape {tuple(table.shape)} does not match window "
                            f"{window}{' and a class token' if class_token else ''} and "
                            f"{heads} heads")
-        kind = "BEiT's" if class_token else "Swin's standard"
-        if torch.compiler.is_compiling():
-            # dynamo: checked once at trace time on the real buffer (a constant of the graph)
-            if index is not None and not ops.index_ok(index, window, class_token):
-                raise Fallback(f"relative_position_index is not {kind} index")
-        elif (window, class_token) not in self._checked_index:
-            if index is not None and not ops.index_ok(index, window, class_token):
-                raise Fallback(f"relative_position_index is not {kind} index")
-            self._checked_index.add((window, class_token))
+        if index is not None:
+            kind = "BEiT's" if class_token else "Swin's standard"
+            self.check_once(("index", window, class_token),
+                            lambda: ops.index_ok(index, window, class_token),
+                            f"relative_position_index is not {kind} index")
         # Not detached: under autograd the table's gradient is the kernel's.
         t = table
         if t.dtype != dtype:
