@@ -7,6 +7,7 @@
 //   for each item (panel p, block of MR rows from m0), in parallel:
 //     acc[r][v] = 0                              MR x NR / L vector registers
 //     for k in [0, K):
+//       prefetch a K-th of the next row block's A (and residual)
 //       b[v]       = Bp[p, k, v L : v L + L]     NR / L vector loads
 //       acc[r][v] += A[m0 + r, k] * b[v]         a broadcast per row, FMAs
 //     out[m0 + r, p NR + v L : ...] = epilogue(acc[r][v], inputs at the
