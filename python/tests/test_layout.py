@@ -57,6 +57,7 @@ LAYERS = [
     "swin_opt.torch.torchvision_patches",
     "swin_opt.torch.transformers_patches",
     "swin_opt.torch.mlp",
+    "swin_opt.torch.linears",
     "swin_opt.torch.swap",
     "swin_opt.torch.warmup",
     "swin_opt.torch",

@@ -842,8 +842,10 @@ def _img(batch=2, device="cpu", size=56):
 
 
 def _calls(model):
+    """(attention kernel calls, fallbacks of any patch, their reasons)."""
     stats = st.patch_stats(model)
-    return (sum(s["kernel_calls"] for s in stats), sum(s["fallback_calls"] for s in stats),
+    return (sum(s["kernel_calls"] for s in stats if s["kind"] == "attention"),
+            sum(s["fallback_calls"] for s in stats),
             sorted({r for s in stats for r in s["fallback_reasons"]}))
 
 

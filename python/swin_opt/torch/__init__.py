@@ -47,11 +47,13 @@ transformers           ``DonutSwinSelfAttention``, ``MaskFormerSwinSelfAttention
                        ``Swin2SRSelfAttention`` (window layout)
 =====================  ==========================================================
 
-By default (``mlp=True``) it also runs the MLP of each timm and torchvision
-Swin block, ``fc2(GELU(fc1(x)))``, through a compiled kernel
+By default (``mlp=True``) it also runs the MLP of each timm, torchvision and
+transformers Swin block, ``fc2(GELU(fc1(x)))``, through a compiled kernel
 (``torch.ops.swin_opt.mlp``, :mod:`.mlp`; float32 CPU inference, one
 library per width for every batch and map size); ``mlp=False`` keeps
-torch's.
+torch's. With ``linear=True`` (the default) the patch-merging reductions and the
+MLP layers of transformers' SwinV2 run through oneDNN instead of ``F.linear``'s MKL
+(:mod:`.linears`).
 
 Window-layout patches also take the masks of maps a single window long on a
 shifted axis (``always_partition``; see :mod:`.windows`).

@@ -34,13 +34,16 @@ timm           ``Mlp`` of ``SwinTransformerBlock``, ``SwinTransformerV2Block``
                ``norm``, ``fc2``, ``drop2``)
 torchvision    ``MLP`` of ``SwinTransformerBlock`` and ``...V2`` (a Sequential
                ``Linear, GELU, Dropout, Linear, Dropout``)
+transformers   ``SwinMLP`` of ``SwinLayer`` (``fc1``, ``activation_fn``, ``fc2``)
 =============  ================================================================
 
-where the activation is GELU's erf form (``nn.GELU()``, timm's ``GELU``),
-the layers are ``nn.Linear`` and there is no norm between them; others are
-left alone and listed by :func:`swin_opt.torch.unpatched` with the reason.
-transformers' Swin splits its MLP over two modules (``SwinIntermediate``:
-fc1 and GELU; ``SwinOutput``: fc2, dropout) and is not patched.
+where the activation is GELU's erf form (``nn.GELU()``, timm's ``GELU``,
+transformers' ``"gelu"``), the layers are ``nn.Linear`` and there is no norm
+between them; others are left alone and listed by
+:func:`swin_opt.torch.unpatched` with the reason. transformers' SwinV2 splits
+its MLP over two modules (``Swinv2Intermediate``: fc1 and the activation;
+``Swinv2Output``: fc2, dropout): their layers run through oneDNN instead
+(:mod:`.linears`).
 
 A patched MLP runs the kernel on float32 CPU tensors without autograd (no
 grad mode, or nothing that requires grad), in eval mode or with dropout 0.
@@ -70,7 +73,7 @@ except ImportError:  # swin_opt.torch imports without PyTorch; its entry points 
     torch = None
 
 __all__ = ["mlp", "mlp_key", "register", "kernel_for", "forget_packed_weights", "TimmMlp",
-           "TorchvisionMlp", "mlp_sites"]
+           "TorchvisionMlp", "TransformersMlp", "mlp_sites"]
 
 _lock = threading.Lock()
 _kernels: dict = {}  # config string -> MlpKernel
@@ -266,6 +269,12 @@ def _is_exact_gelu(act) -> Optional[str]:
     timm_act = getattr(sys.modules.get("timm.layers.activations"), "GELU", None)
     if timm_act is not None and type(act) is timm_act:
         return None
+    hf_act = getattr(sys.modules.get("transformers.activations"), "GELUActivation", None)
+    if hf_act is not None and type(act) is hf_act:
+        # nn.functional.gelu, or its erf formula in Python (use_gelu_python)
+        if getattr(act, "act", None) in (torch.nn.functional.gelu, act._gelu_python):
+            return None
+        return "GELUActivation with a replaced function (the kernel computes GELU's erf form)"
     return f"activation {type(act).__name__} (the kernel computes GELU's erf form)"
 
 
@@ -344,6 +353,17 @@ class TimmMlp(MlpPatch):
         return m.fc1, m.act, m.fc2, (m.drop1, m.drop2), m.norm
 
 
+class TransformersMlp(MlpPatch):
+    """transformers' ``SwinMLP.forward(x)`` (``fc1``, ``activation_fn``, ``fc2``; the
+    layer applies its dropout after it)."""
+
+    framework = "transformers"
+
+    @staticmethod
+    def parts(m):
+        return m.fc1, m.activation_fn, m.fc2, (), None
+
+
 class TorchvisionMlp(MlpPatch):
     """torchvision's ``MLP.forward(x)`` (``torchvision.ops.misc.MLP``, a Sequential
     ``Linear, GELU, Dropout, Linear, Dropout``) in a Swin block."""
@@ -365,6 +385,7 @@ _BLOCKS = (
     ("timm.models.swin_transformer_v2_cr", "SwinTransformerV2CrBlock", TimmMlp),
     ("torchvision.models.swin_transformer", "SwinTransformerBlock", TorchvisionMlp),
     ("torchvision.models.swin_transformer", "SwinTransformerBlockV2", TorchvisionMlp),
+    ("transformers.models.swin.modeling_swin", "SwinLayer", TransformersMlp),
 )
 
 

@@ -107,7 +107,7 @@ class Patch:
 
     framework = ""
     attr = "forward"  # the method replaced on the instance
-    kind = "attention"  # what it computes: "attention" or "mlp" (.mlp)
+    kind = "attention"  # what it computes: "attention", "mlp" (.mlp) or "linear" (.linears)
 
     def __init__(self, module, name: str, options: PatchOptions):
         self._setup(name, options, self.attr in module.__dict__, module.__dict__.get(self.attr))

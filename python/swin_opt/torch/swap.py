@@ -13,6 +13,7 @@ from typing import List, Optional
 
 from . import maxvit_patches
 from .maxvit_patches import MaxxVitAttention, MaxxVitAttention2d
+from .linears import linear_sites
 from .mlp import mlp_sites
 from .patching import Patch, PatchOptions, is_swinv2
 from .tensors import require_torch
@@ -220,7 +221,7 @@ def _supported(patch_type, module) -> Optional[str]:
 
 
 def swap_attention(model, *, layout: str = "auto", fallback: bool = True, frameworks=None,
-                   mlp: bool = True, **compile_options) -> int:
+                   mlp: bool = True, linear: bool = True, **compile_options) -> int:
     """Replace the attention core of the Swin window-attention modules in ``model`` with kernels.
 
     Swin, SwinV2 and their relatives in timm, torchvision and transformers
@@ -256,15 +257,19 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         through a compiled kernel where it applies (float32 CPU inference;
         see :mod:`.mlp`); ``False``: keep torch's (and undo an earlier swap's
         MLP patches).
+    linear:
+        ``True``: also run the patch-merging reductions (and the MLP layers of
+        transformers' SwinV2) through oneDNN, 2-3.5x ``F.linear``'s MKL on AMD CPUs (see
+        :mod:`.linears`); ``False``: keep ``F.linear``.
     compile_options:
         ``cpu``, ``parallel``, ``cache_dir``, ``target`` for :func:`swin_opt.compile`
         (``cpu`` and ``parallel`` apply to the CPU kernels; ``target`` must be
         ``"cpu"``: the tensors' device chooses between CPU and GPU kernels).
 
     Returns the number of attention layers patched (a timm block and its
-    ``WindowAttention`` count once; MLPs are not counted: :func:`patch_stats`
-    lists them, ``kind`` ``"mlp"``).  Already patched modules are re-patched
-    with the new options.  Window-attention modules left alone (a supported
+    ``WindowAttention`` count once; MLPs and dense layers are not counted:
+    :func:`patch_stats` lists them, ``kind`` ``"mlp"`` and ``"linear"``).
+    Already patched modules are re-patched with the new options.  Window-attention modules left alone (a supported
     class in a configuration the kernels do not take, a framework excluded by
     ``frameworks``, a class swin_opt does not know) are listed by
     :func:`unpatched` and warned about once per class and reason; patching
@@ -313,9 +318,11 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
             _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
             if patch_type not in _BLOCK_PATCHES:
                 count += 1
-    for name, module, fw, patch_type, why in list(mlp_sites(model)):
-        _unpatched(module, patch_type.attr)  # re-patched below, or left alone (mlp=False)
-        if not mlp:
+    sites = [(site, mlp) for site in mlp_sites(model)]
+    sites += [(site, linear) for site in linear_sites(model)]
+    for (name, module, fw, patch_type, why), wanted in sites:
+        _unpatched(module, patch_type.attr)  # re-patched below, or left alone (False)
+        if not wanted:
             continue
         if fw not in frameworks:
             why = f"framework {fw!r} not selected (frameworks={tuple(frameworks)})"
@@ -438,8 +445,8 @@ def _uninstall_attr(module, patch: Patch) -> None:
 
 
 def restore_attention(model) -> int:
-    """Undo :func:`swap_attention` on ``model`` (its MLP patches too); returns the
-    number of attention layers restored."""
+    """Undo :func:`swap_attention` on ``model`` (its MLP and dense-layer patches too);
+    returns the number of attention layers restored."""
     count = 0
     for _, module in model.named_modules():
         for attr, dispatch in _dispatchers(module).items():
@@ -451,7 +458,7 @@ def restore_attention(model) -> int:
 
 def patch_stats(model) -> List[dict]:
     """One dict per patched method in ``model``: name, framework, kind
-    (``"attention"`` or ``"mlp"``), method, kernel_calls, fallback_calls and
+    (``"attention"``, ``"mlp"`` or ``"linear"``), method, kernel_calls, fallback_calls and
     fallback_reasons (reason -> count)."""
     out = []
     for _, module in model.named_modules():
