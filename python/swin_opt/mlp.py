@@ -177,6 +177,15 @@ class _OpenMP:
             state.threads = threads
 
 
+@dataclasses.dataclass
+class _Frame:
+    """The argument descriptors of a call of one entry point (:meth:`MlpKernel._frame`)."""
+
+    descriptors: list
+    row_major: list  # those whose first extent is the call's row count
+    arguments: list  # ctypes.byref of each descriptor
+
+
 class MlpKernel:
     """A compiled MLP library: ``out = fc2(GELU(fc1(x) + b1)) + b2 (+ residual)``.
 
@@ -193,6 +202,7 @@ class MlpKernel:
         for entry in self._entries.values():
             entry.restype = None
         self._openmp = _OpenMP(self._lib)
+        self._frames = threading.local()
 
     def __repr__(self) -> str:
         return f"<MlpKernel {self.config.describe()} at {self.library}>"
@@ -208,14 +218,31 @@ class MlpKernel:
         None) and ``out`` [rows, out], all contiguous float32 (not checked), on
         ``threads`` OpenMP threads (None: the runtime's setting)."""
         self._openmp.prepare(threads)
-        cfg, layers = self.config, self.config.layers
-        descriptors = [_descriptor(x, (rows, cfg.channels)), _descriptor(w1, layers.fc1_shape),
-                       _descriptor(b1, (cfg.hidden,)), _descriptor(w2, layers.fc2_shape),
-                       _descriptor(b2, (cfg.out,))]
-        if residual is not None:
-            descriptors.append(_descriptor(residual, (rows, cfg.out)))
-        descriptors.append(_descriptor(out, (rows, cfg.out)))
-        self._entries[residual is not None](*[ctypes.byref(d) for d in descriptors])
+        with_residual = residual is not None
+        frame = self._frame(with_residual)
+        addresses = (x, w1, b1, w2, b2, residual, out) if with_residual else (
+            x, w1, b1, w2, b2, out)
+        for desc, address in zip(frame.descriptors, addresses):
+            desc.allocated = desc.aligned = address
+        for desc in frame.row_major:
+            desc.sizes[0] = rows
+        self._entries[with_residual](*frame.arguments)
+
+    def _frame(self, with_residual: bool) -> "_Frame":
+        """This thread's descriptors of one entry point's arguments, made once: a
+        call sets their addresses and row count (a few field writes, where
+        building six descriptors took most of a small call's time)."""
+        frames = self._frames.__dict__
+        frame = frames.get(with_residual)
+        if frame is None:
+            cfg, layers = self.config, self.config.layers
+            shapes = [(1, cfg.channels), layers.fc1_shape, (cfg.hidden,), layers.fc2_shape,
+                      (cfg.out,)] + [(1, cfg.out)] * (2 if with_residual else 1)
+            descriptors = [_descriptor(0, shape) for shape in shapes]
+            row_major = [descriptors[0], *descriptors[5:]]  # x, (residual,) out: [rows, ...]
+            frame = frames[with_residual] = _Frame(
+                descriptors, row_major, [ctypes.byref(d) for d in descriptors])
+        return frame
 
     def __call__(self, x, w1_packed, b1, w2_packed, b2, residual=None, out=None,
                  threads: Optional[int] = None) -> np.ndarray:

@@ -120,6 +120,43 @@ def test_numpy_kernel(torch, kernel_cache):
         kern(x, kern.pack(w1), b1, w2, b2)
 
 
+def test_numpy_kernel_from_several_threads(torch, kernel_cache):
+    """Each thread calls with its own argument descriptors (MlpKernel keeps one set
+    per thread and entry point): concurrent calls of different row counts, with and
+    without the residual, each get their own result."""
+    import threading
+
+    import numpy as np
+
+    from swin_opt import linear_mlir
+
+    kern = mlp_kernels.compile_mlp(13, 37, 11, cache_dir=kernel_cache)
+    rng = np.random.default_rng(5)
+    w1, w2 = (rng.standard_normal(s, dtype=np.float32) / 6 for s in ((37, 13), (11, 37)))
+    b1, b2 = rng.standard_normal(37, dtype=np.float32), rng.standard_normal(11, dtype=np.float32)
+    w1p, w2p = kern.pack(w1), kern.pack(w2)
+    errors = []
+
+    def work(rows, residual):
+        x = rng_x[rows]
+        res = x[:, :11].copy() if residual else None
+        want = linear_mlir.mlp_reference(x, w1, b1, w2, b2, res)
+        for _ in range(200):
+            got = kern(x, w1p, b1, w2p, b2, res, threads=1)
+            if np.abs(got - want).max() > TOLERANCE * max(1.0, np.abs(want).max()):
+                errors.append((rows, residual))
+                return
+
+    rng_x = {rows: rng.standard_normal((rows, 13), dtype=np.float32) for rows in (3, 17, 64)}
+    threads = [threading.Thread(target=work, args=(rows, residual))
+               for rows, residual in ((3, False), (17, True), (64, False), (64, True))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
 def test_op_packs_updated_weights_again(torch, ops, kernel_cache):
     """The packed copy of a weight follows its in-place updates (its version) and
     its replacement; forget_packed_weights covers writes through .data; weights
