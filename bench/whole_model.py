@@ -28,7 +28,11 @@ Both swin-opt libraries are called through their ``_mlir_ciface_forward``.
 All paths run in this one process and are timed alternately: every round
 times one call of each path at each batch, with a pause between calls (so
 that the previous runtime's threads stop spinning); a path's time is its
-best round (the median is in ``--json``). A path whose calls at a batch have
+best round (the median is in ``--json``). With ``--separate`` each path runs
+in a process of its own instead (the same rounds, alternating within the
+path; the x-eager column then compares processes): no runtime's idle thread
+pool shares the cores with another's, as when one compiler's output is
+deployed. A path whose calls at a batch have
 taken ``--cell-seconds`` stops there (after one call at least). Every path's
 output is compared with torch eager's before it is timed: more than 1e-4
 relative to the largest output is a failure, reported loudly; the run then
@@ -365,6 +369,39 @@ def measure(args) -> Dict:
     return report
 
 
+def measure_separately(args, argv: Optional[List[str]]) -> Dict:
+    """:func:`measure` of each path in a child process of this script (its own
+    ``--paths``), merged into one report. A runtime's idle threads then never
+    share the cores with another's (IREE's, OpenVINO's and libgomp's pools all
+    wait for work by spinning for a while), as a deployment that runs one
+    compiler's output meets it; the rounds alternate within a path only."""
+    forwarded, skip = [], False
+    for arg in sys.argv[1:] if argv is None else argv:  # all but --paths/--json/--separate
+        if skip:
+            skip = False
+        elif arg in ("--paths", "--json"):
+            skip = True
+        elif arg != "--separate" and not arg.startswith(("--paths=", "--json=")):
+            forwarded.append(arg)
+    merged: Dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for key in args.paths:
+            out = Path(tmp) / f"{key}.json"
+            print(f"--- {TITLES[key]}, in a process of its own", flush=True)
+            subprocess.run([sys.executable, __file__, *forwarded, "--paths", key, "--only-paths",
+                            "--json", str(out)], check=False)
+            if not out.exists():
+                raise SystemExit(f"error: the process of {TITLES[key]} wrote no report")
+            child = json.loads(out.read_text())
+            if not merged:
+                merged = dict(child, paths={}, failures=[])
+            merged["paths"].update(child["paths"])
+            merged["failures"] += child["failures"]
+            merged["machine_after"] = child["machine_after"]
+    merged["separate"] = True
+    return merged
+
+
 # --------------------------------------------------------------------------- #
 # Printing
 # --------------------------------------------------------------------------- #
@@ -401,8 +438,10 @@ def table(report: Dict) -> str:
         error_text = f"{max(errors):.1e}" if errors else "-"
         lines.append(f"{TITLES[key]:<22} {compile_text:>14}{row} {error_text:>10}")
     m = report["machine_before"]
+    how = ("rounds, each path in a process of its own" if report.get("separate") else
+           "alternating rounds")
     title = (f"{report['description']}, f32, {report['threads']} threads, best of up to {report['rounds']} "
-             f"alternating rounds; {m['cpu']}, load average {m['loadavg'][0]:.1f} before, "
+             f"{how}; {m['cpu']}, load average {m['loadavg'][0]:.1f} before, "
              f"{report['machine_after']['loadavg'][0]:.1f} after")
     out = [title, ""] + lines
     if len(batches) > 1:
@@ -434,6 +473,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--print-profile", type=Path, metavar="FILE",
                         help="only print this per-op profile (swin-opt-profile/1 JSON) and exit")
     parser.add_argument("--json", type=Path, help="write everything measured here")
+    parser.add_argument("--separate", action="store_true",
+                        help="each path in a process of its own (see the module docstring)")
+    parser.add_argument("--only-paths", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.print_profile:
@@ -448,15 +490,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         unknown = sorted(set(args.paths) - set(PATHS))
         if unknown:
             parser.error(f"unknown paths {unknown}; choose from {','.join(PATHS)}")
-    if "eager" not in args.paths:
+    if "eager" not in args.paths and not args.only_paths:
         args.paths.insert(0, "eager")  # the reference of the x eager column
 
     # Before any OpenMP runtime starts (libgomp: torch's and the libraries').
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    report = measure(args)
+    report = measure_separately(args, argv) if args.separate else measure(args)
 
     profile = None
-    if 1 in args.batch and "aot" in args.paths:
+    if 1 in args.batch and "aot" in args.paths and not args.only_paths:
         profile = profile_with_aot(args, whole_model.ensure_export(args.model, 1, args.work_dir))
     report["profile"] = profile
 
