@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from typing import Any, Dict, NamedTuple
 
+import numpy as np
+
+from .. import reference as _ref
 from . import ops
 from .fallback import Fallback, KernelUnavailable, warn_fallback
 from .masks import NO_MASK, cached_match
@@ -132,6 +136,8 @@ class Patch:
         self._checked = set()  # the keys of check_once
         # SwinV2's folded bias tables: id(module) -> (weight versions, table).
         self._cpb_tables: Dict[int, tuple] = {}
+        # window_table's rows of shrunk windows: window -> int64 rows, or False.
+        self._sub_rows: Dict[tuple, Any] = {}
         self.compiled_fallback_reasons: set = set()
         # Calls made by torch.compile'd code are counted in tensors (a Python
         # int attribute would be guarded by dynamo and force a recompile).
@@ -227,6 +233,35 @@ class Patch:
         if t.dtype != dtype:
             t = t.to(dtype)
         return t.contiguous()
+
+    def window_table(self, m, window, heads, dtype):
+        """The bias table of ``m`` (``relative_position_bias_table`` and
+        ``relative_position_index`` of its full ``m.window_size``) for the
+        possibly smaller ``window`` that Video Swin (torchvision) and MONAI use
+        where the map is not larger than the window.  Both then look the bias up
+        as ``relative_position_index[:n, :n]`` of the full window: where the
+        shrunk window's tokens are the first ``n`` of the full one (only the
+        leading axis shrinks) that is the relative position bias of the smaller
+        window, a slice of the table's rows (checked once against the buffer);
+        otherwise it is no function of the relative position and this raises
+        Fallback."""
+        full = tuple(int(s) for s in m.window_size)
+        window = tuple(int(w) for w in window)
+        if window == full:
+            return self.table(m.relative_position_bias_table, window, heads,
+                              getattr(m, "relative_position_index", None), dtype)
+        compiling = torch.compiler.is_compiling()
+        rows = None if compiling else self._sub_rows.get(window)
+        if rows is None:  # under torch.compile: a constant of the graph (a trace constant)
+            found = _checked_sub_rows(m.relative_position_index, full, window)
+            rows = False if found is None else torch.tensor(found, dtype=torch.int64)
+            if not compiling:
+                self._sub_rows[window] = rows
+        if rows is False:
+            raise Fallback(f"window {full} shrunk to {window}: the module's bias "
+                           "(relative_position_index[:n, :n] of the full window) is not a "
+                           "relative position bias of the smaller window")
+        return self.table(m.relative_position_bias_table[rows], window, heads, None, dtype)
 
     def cpb_table(self, m, window, heads, index, dtype):
         """SwinV2's continuous position bias ``16 * sigmoid(cpb_mlp(relative_coords_table))``
@@ -341,6 +376,31 @@ class Patch:
                 "fallback_calls": self.fallback_calls + compiled_fallback,
                 "fallback_reasons": dict(self.fallback_reasons),
                 "compiled_fallback_reasons": sorted(self.compiled_fallback_reasons)}
+
+
+def _sub_table_rows(full, window):
+    """Rows of the ``full`` window's bias table holding the relative positions of the
+    smaller ``window``, in ``window``'s own table order (int64 ``[T_window]``)."""
+    rows = np.zeros((), dtype=np.int64)
+    for f, w in zip(full, window):
+        offsets = np.arange(-(w - 1), w) + (f - 1)  # the delta, as a row along this axis of full
+        rows = rows[..., None] * (2 * f - 1) + offsets
+    return rows.reshape(-1)
+
+
+@trace_constant
+def _checked_sub_rows(index, full, window):
+    """:func:`_sub_table_rows` as a tuple when ``index[:n, :n]`` is the smaller window's
+    relative position index in those rows, else None.  NumPy on the buffer's data:
+    a :func:`~.tracing.trace_constant`."""
+    rows = _sub_table_rows(full, window)
+    n = math.prod(window)
+    if tuple(index.shape) != (math.prod(full),) * 2:
+        return None
+    got = index[:n, :n].detach().to("cpu").numpy()
+    if not np.array_equal(got, rows[_ref.relative_index(window)]):
+        return None
+    return tuple(int(r) for r in rows)
 
 
 def _items(mapping) -> tuple:

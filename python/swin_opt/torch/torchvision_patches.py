@@ -5,15 +5,9 @@ layout."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from .. import reference as _ref
 from .fallback import Fallback
 from .patching import Patch, cosine_kernel_scale
 from .projections import cosine_qk, linear, packed_inputs, qkv_windows
-from .tracing import trace_constant
 
 try:
     import torch
@@ -80,31 +74,6 @@ class TorchvisionAttention(Patch):
         return out[:, :h, :w, :].contiguous()
 
 
-def _sub_table_rows(full, window):
-    """Rows of the ``full`` window's bias table holding the relative positions of the
-    smaller ``window``, in ``window``'s own table order (int64 ``[T_window]``)."""
-    rows = np.zeros((), dtype=np.int64)
-    for f, w in zip(full, window):
-        offsets = np.arange(-(w - 1), w) + (f - 1)  # the delta, as a row along this axis of full
-        rows = rows[..., None] * (2 * f - 1) + offsets
-    return rows.reshape(-1)
-
-
-@trace_constant
-def _checked_sub_rows(index, full, window):
-    """:func:`_sub_table_rows` as a tuple when ``index[:n, :n]`` is the smaller window's
-    relative position index in those rows, else None.  NumPy on the buffer's data:
-    a :func:`~.tracing.trace_constant`."""
-    rows = _sub_table_rows(full, window)
-    n = math.prod(window)
-    if tuple(index.shape) != (math.prod(full),) * 2:
-        return None
-    got = index[:n, :n].detach().to("cpu").numpy()
-    if not np.array_equal(got, rows[_ref.relative_index(window)]):
-        return None
-    return tuple(int(r) for r in rows)
-
-
 class TorchvisionAttention3d(Patch):
     """``torchvision.models.video.swin_transformer.ShiftedWindowAttention3d.forward(x)``,
     x ``[B, T, H, W, C]`` (Video Swin): a packed-qkv token-layout kernel with 3-D
@@ -123,29 +92,6 @@ class TorchvisionAttention3d(Patch):
 
     framework = "torchvision"
 
-    def __init__(self, module, name, options):
-        super().__init__(module, name, options)
-        self._sub_rows = {}
-
-    def _table(self, m, window, heads, dtype):
-        full = tuple(int(s) for s in m.window_size)
-        if window == full:
-            return self.table(m.relative_position_bias_table, window, heads,
-                              getattr(m, "relative_position_index", None), dtype)
-        compiling = torch.compiler.is_compiling()
-        rows = None if compiling else self._sub_rows.get(window)
-        if rows is None:  # under torch.compile: a constant of the graph (a trace constant)
-            found = _checked_sub_rows(m.relative_position_index, full, window)
-            rows = False if found is None else torch.tensor(found, dtype=torch.int64)
-            if not compiling:
-                self._sub_rows[window] = rows
-        if rows is False:
-            raise Fallback(f"window {full} shrunk to {window}: torchvision's bias "
-                           "(relative_position_index[:n, :n] of the full window) is not a "
-                           "relative position bias of the smaller window")
-        table = m.relative_position_bias_table[rows]
-        return self.table(table, window, heads, None, dtype)
-
     def run(self, m, x):
         dtype = self.common_checks(m, x)
         if x.dim() != 5:
@@ -158,7 +104,7 @@ class TorchvisionAttention3d(Patch):
                       for ws, s, sh in zip(m.window_size, size, m.shift_size))
         heads = m.num_heads
         head_dim = c // heads
-        table = self._table(m, window, heads, x.dtype)
+        table = self.window_table(m, window, heads, x.dtype)
         pads = any(s % ws for s, ws in zip(size, window))
         kern = self.kernel(window, heads, head_dim, None, dtype, layout="tokens",
                            resolution=size, shift=shift, packed_qkv=True,
