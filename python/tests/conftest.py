@@ -39,7 +39,7 @@ def torch_required() -> bool:
     return _env_flag("SWIN_REQUIRE_TORCH")
 
 
-TORCH_STACK = ("torch", "torchvision", "timm", "transformers")
+TORCH_STACK = ("torch", "torchvision", "timm", "transformers", "monai")
 # pytest.importorskip's reasons: "could not import 'timm.models...': ..." and
 # "module 'torch' has __version__ '...', required is: ..."
 _IMPORT_SKIP = re.compile(r"^(?:could not import|module) '([A-Za-z_][\w]*)")

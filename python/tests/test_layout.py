@@ -55,6 +55,7 @@ LAYERS = [
     "swin_opt.torch.timm_patches",
     "swin_opt.torch.maxvit_patches",
     "swin_opt.torch.torchvision_patches",
+    "swin_opt.torch.monai_patches",
     "swin_opt.torch.transformers_patches",
     "swin_opt.torch.mlp",
     "swin_opt.torch.linears",

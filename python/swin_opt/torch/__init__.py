@@ -45,6 +45,11 @@ transformers (4.x)     ``transformers.models.swin.modeling_swin.SwinSelfAttentio
 transformers           ``DonutSwinSelfAttention``, ``MaskFormerSwinSelfAttention``,
                        ``ClapAudioSelfAttention``, ``Swinv2SelfAttention``,
                        ``Swin2SRSelfAttention`` (window layout)
+monai (Swin-UNETR)     ``monai.networks.nets.swin_unetr.SwinTransformerBlock.forward_part1``
+                       (2-D and 3-D token layout: norm1, then pad, roll and
+                       partition in the kernel) and its ``WindowAttention``
+                       (window layout, where the block falls back;
+                       :mod:`.monai_patches`)
 =====================  ==========================================================
 
 By default (``mlp=True``) it also runs the MLP of each timm, torchvision and

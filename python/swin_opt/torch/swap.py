@@ -1,6 +1,6 @@
 """The model-level entry points: :func:`swap_attention` (find the supported
-modules of every framework, Swin's and timm's MaxViT family, and install
-patches on the instances),
+modules of every framework, Swin's, timm's MaxViT family and MONAI's
+Swin-UNETR, and install patches on the instances),
 :func:`restore_attention` and :func:`patch_stats`."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from . import maxvit_patches
 from .maxvit_patches import MaxxVitAttention, MaxxVitAttention2d
 from .linears import linear_sites
 from .mlp import mlp_sites
+from .monai_patches import MonaiAttention, MonaiBlock
 from .patching import Patch, PatchOptions, is_swinv2
 from .tensors import require_torch
 from .timm_patches import (TimmAttention, TimmBeitAttention, TimmBlock, TimmCrAttention,
@@ -25,7 +26,7 @@ from .transformers_patches import HFAttention, HFSelfAttention, is_hf_swinv2
 _COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
 
 
-_FRAMEWORKS = ("timm", "torchvision", "transformers")
+_FRAMEWORKS = ("timm", "torchvision", "transformers", "monai")
 
 #: The versions swap_attention supports, ``(lowest, first unsupported)``: torch
 #: 2.7 brought ``torch.compiler.is_exporting`` (the patches' export check),
@@ -37,6 +38,7 @@ SUPPORTED_VERSIONS = {
     "torchvision": ((0, 22), (1,)),
     "timm": ((1, 0), (2,)),
     "transformers": ((4, 40), (6,)),
+    "monai": ((1, 6), (2,)),
 }
 
 #: the unsupported ``(package, version)`` sets already warned about
@@ -113,7 +115,7 @@ def _dispatchers(module) -> dict:
 
 #: token-layout patches of blocks whose attention module is patched too (window layout,
 #: where the block's patch falls back); installed with layout="auto" only, not counted
-_BLOCK_PATCHES = (TimmBlock, TimmCrBlock)
+_BLOCK_PATCHES = (TimmBlock, TimmCrBlock, MonaiBlock)
 
 
 _HF_SELF_ATTENTION = (
@@ -167,6 +169,10 @@ def _classes():
     timm_beit = sys.modules.get("timm.models.beit")
     if timm_beit is not None:
         found.append(("timm", getattr(timm_beit, "Attention", None), TimmBeitAttention))
+    monai_swin = sys.modules.get("monai.networks.nets.swin_unetr")
+    if monai_swin is not None:  # Swin-UNETR (2-D and 3-D)
+        found.append(("monai", getattr(monai_swin, "WindowAttention", None), MonaiAttention))
+        found.append(("monai", getattr(monai_swin, "SwinTransformerBlock", None), MonaiBlock))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
@@ -177,7 +183,8 @@ def _supported(patch_type, module) -> Optional[str]:
         if mlp_out != module.num_heads:
             return f"cpb_mlp gives {mlp_out} columns for {module.num_heads} heads"
         return None
-    if patch_type in (TorchvisionAttention, TorchvisionAttention3d, TimmAttention):
+    if patch_type in (TorchvisionAttention, TorchvisionAttention3d, TimmAttention,
+                      MonaiAttention):
         if not hasattr(module, "relative_position_bias_table"):
             return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
         table, heads = module.relative_position_bias_table, module.num_heads
@@ -228,7 +235,8 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     (see :mod:`swin_opt.torch`), and the attention of timm's MaxViT family
     (MaxViT block and grid attention, MaxxViT, CoAtNet: ``maxxvit.AttentionCl``
     and ``Attention2d`` with a ``RelPosBias`` or ``RelPosBiasTf`` table,
-    :mod:`.maxvit_patches`).
+    :mod:`.maxvit_patches`), and MONAI's Swin-UNETR (2-D and 3-D
+    ``SwinTransformerBlock`` and ``WindowAttention``, :mod:`.monai_patches`).
 
     ``model`` may be a whole model or a single attention module / block.
     Modules are patched in place (instance attributes; the class is not
@@ -251,7 +259,8 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         (see the module docstring for when); ``False``: they raise
         :class:`KernelUnavailable`.
     frameworks:
-        Restrict to some of ``"timm"``, ``"torchvision"``, ``"transformers"``.
+        Restrict to some of ``"timm"``, ``"torchvision"``, ``"transformers"``,
+        ``"monai"``.
     mlp:
         ``True``: also run the MLP of each Swin block (``fc2(GELU(fc1(x)))``)
         through a compiled kernel where it applies (float32 CPU inference;
