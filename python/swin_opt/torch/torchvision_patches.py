@@ -8,6 +8,7 @@ from __future__ import annotations
 from .fallback import Fallback
 from .patching import Patch, cosine_kernel_scale
 from .projections import cosine_qk, linear, packed_inputs, qkv_windows
+from .windows import pad_shift_windows
 
 try:
     import torch
@@ -23,7 +24,6 @@ class TorchvisionAttention(Patch):
     framework = "torchvision"
 
     def run(self, m, x):
-        F = torch.nn.functional
         dtype = self.common_checks(m, x)
         if x.dim() != 4:
             raise Fallback("expected [B, H, W, C]")
@@ -51,27 +51,20 @@ class TorchvisionAttention(Patch):
                 out = kern(qkv, table, pad_qkv=pad_qkv, logit_scale=cosine)
                 return linear(out, m.proj.weight, m.proj.bias).view(b, h, w, c)
         # window layout: pad, roll and partition in torch exactly as torchvision does
-        xp = F.pad(x, (0, 0, 0, pad_w - w, 0, pad_h - h))
-        if any(shift):
-            xp = torch.roll(xp, shifts=(-shift[0], -shift[1]), dims=(1, 2))
-        nh, nw = pad_h // window[0], pad_w // window[1]
-        xw = xp.view(b, nh, window[0], nw, window[1], c).permute(0, 1, 3, 2, 4, 5)
         n = window[0] * window[1]
-        xw = xw.reshape(b * nh * nw, n, c)
         cfg = {"resolution": (pad_h, pad_w), "shift": shift} if any(shift) else {}
         kern = self.kernel(window, heads, head_dim, scale, dtype, **cfg, **cosine_cfg)
         if kern.config.window != window or (any(shift) and kern.config.shift != shift):
             raise Fallback("kernel configuration differs from torchvision's")
-        q, k, v = qkv_windows(linear(xw, m.qkv.weight, qkv_bias), xw.shape[0], n, heads,
-                              head_dim)
-        if cosine is None:
-            q, k = cosine_qk(q, k, logit_scale, head_axis=1)
-        out = linear(kern(q, k, v, table, logit_scale=cosine), m.proj.weight, m.proj.bias)
-        out = out.view(b, nh, nw, window[0], window[1], c).permute(0, 1, 3, 2, 4, 5)
-        out = out.reshape(b, pad_h, pad_w, c)
-        if any(shift):
-            out = torch.roll(out, shifts=shift, dims=(1, 2))
-        return out[:, :h, :w, :].contiguous()
+
+        def attend(xw):
+            q, k, v = qkv_windows(linear(xw, m.qkv.weight, qkv_bias), xw.shape[0], n, heads,
+                                  head_dim)
+            if cosine is None:
+                q, k = cosine_qk(q, k, logit_scale, head_axis=1)
+            return linear(kern(q, k, v, table, logit_scale=cosine), m.proj.weight, m.proj.bias)
+
+        return pad_shift_windows(x, window, shift, attend)
 
 
 class TorchvisionAttention3d(Patch):

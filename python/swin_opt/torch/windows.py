@@ -25,6 +25,7 @@ Two cases need more than a plain window-layout call:
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from typing import NamedTuple, Optional, Tuple
 
@@ -208,3 +209,37 @@ def run_windows(patch, q, k, v, table, window, scale, dtype, mask, *,
                embed(k, 1.0 if extra else 0.0), embed(v, 0.0), table, logit_scale=logit_scale)
     out = out.view(images, gh, gw, n, heads, d + extra)[:, oh:, ow:, :, :, :d]
     return out.reshape(b, n, heads * d)
+
+
+def pad_shift_windows(x, window, shift, attend):
+    """Window attention of the map ``x`` ``[B, *map, C]`` (2-D or 3-D) in the window
+    layout, with torch doing what a token-layout kernel does inside, in the
+    pad-then-shift order (torchvision, Video Swin, MONAI): pad the map bottom/right
+    with zeros to a multiple of ``window``, roll it by ``-shift``, partition it into
+    ``[B * nW, N, C]`` windows (image-major, windows row-major, tokens row-major);
+    ``attend(windows)`` gives ``[B * nW, N, C']``, which is partitioned back, rolled
+    by ``+shift`` and cropped to ``[B, *map, C']``."""
+    b, *size, c = x.shape
+    dims = len(window)
+    padded = [-(-s // w) * w for s, w in zip(size, window)]
+    pads = []
+    for s, p in zip(reversed(size), reversed(padded)):
+        pads += [0, p - s]
+    xp = torch.nn.functional.pad(x, [0, 0] + pads) if padded != list(size) else x
+    axes = tuple(range(1, dims + 1))
+    if any(shift):
+        xp = torch.roll(xp, shifts=tuple(-s for s in shift), dims=axes)
+    grid = [p // w for p, w in zip(padded, window)]
+    split = [v for g, w in zip(grid, window) for v in (g, w)]
+    to_windows = [0] + [1 + 2 * i for i in range(dims)] + [2 + 2 * i for i in range(dims)] \
+        + [1 + 2 * dims]
+    xw = xp.reshape(b, *split, c).permute(to_windows)
+    out = attend(xw.reshape(b * math.prod(grid), math.prod(window), c))
+    out = out.view(b, *grid, *window, -1)
+    to_map = [0] + [v for i in range(dims) for v in (1 + i, 1 + dims + i)] + [1 + 2 * dims]
+    out = out.permute(to_map).reshape(b, *padded, out.shape[-1])
+    if any(shift):
+        out = torch.roll(out, shifts=tuple(shift), dims=axes)
+    if padded != list(size):
+        out = out[(slice(None),) + tuple(slice(0, s) for s in size)]
+    return out.contiguous()
