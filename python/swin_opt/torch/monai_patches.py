@@ -21,8 +21,8 @@ import math
 from .fallback import Fallback
 from .masks import divisors
 from .patching import Patch
-from .projections import linear, packed_inputs, project, qkv_windows
-from .windows import run_windows
+from .projections import autograd_records, linear, packed_inputs, project, qkv_windows
+from .windows import pad_shift_windows, run_windows
 
 try:
     import torch
@@ -121,8 +121,14 @@ class MonaiBlock(Patch):
     the block's (shrunk) window, shift and MONAI's pad-then-shift order, then the
     output projection.  The mask a shifted block receives is checked to be the shift
     mask that kernel builds (in eager mode; under ``torch.compile`` it is an
-    activation of the graph and only its shape is checked).  Where this falls back
-    MONAI's own ``forward_part1`` runs, handing windows to :class:`MonaiAttention`."""
+    activation of the graph and only its shape is checked).
+
+    Under autograd on a map that is not a multiple of the window, the token
+    kernel's backward does not give the padded rows' gradient (the qkv bias's):
+    torch then pads, rolls and partitions as MONAI does
+    (:func:`.windows.pad_shift_windows`) around a window-layout kernel that builds
+    the same shift mask, with its backward.  Where this falls back MONAI's own
+    ``forward_part1`` runs, handing windows to :class:`MonaiAttention`."""
 
     framework = "monai"
     attr = "forward_part1"
@@ -136,8 +142,9 @@ class MonaiBlock(Patch):
         size = tuple(size)
         window, shift = monai_window(blk.window_size, blk.shift_size, size)
         padded = tuple(-(-s // w) * w for s, w in zip(size, window))
+        n = math.prod(window)
         if any(shift):
-            nw, n = math.prod(p // w for p, w in zip(padded, window)), math.prod(window)
+            nw = math.prod(p // w for p, w in zip(padded, window))
             if mask_matrix is None or tuple(mask_matrix.shape) != (nw, n, n):
                 raise Fallback("the shifted block's mask is not a [nW, N, N] mask of its map")
             if not torch.compiler.is_compiling() and not _is_shift_mask(
@@ -146,12 +153,26 @@ class MonaiBlock(Patch):
         heads = attn.num_heads
         head_dim = c // heads
         table = self.window_table(attn, window, heads, x.dtype)
-        kern = self.kernel(window, heads, head_dim, attn.scale, dtype, layout="tokens",
-                           resolution=size, shift=shift, packed_qkv=True,
-                           padding="pad_then_shift" if padded != size else None)
-        if tuple(kern.config.window) != window or tuple(kern.config.shift) != shift:
+        if padded != size and autograd_records(x, *blk.norm1.parameters(),
+                                               *attn.parameters()):
+            cfg = {"resolution": padded, "shift": shift} if any(shift) else {}
+            kern = self.kernel(window, heads, head_dim, attn.scale, dtype, **cfg)
+        else:
+            kern = self.kernel(window, heads, head_dim, attn.scale, dtype, layout="tokens",
+                               resolution=size, shift=shift, packed_qkv=True,
+                               padding="pad_then_shift" if padded != size else None)
+        got_shift = tuple(kern.config.shift) if kern.config.shift else (0,) * len(window)
+        if tuple(kern.config.window) != window or got_shift != shift:
             raise Fallback("the kernel's small-map rule differs from MONAI's get_window_size")
         xn = blk.norm1(x)
+        if kern.config.layout != "tokens":
+
+            def attend(xw):
+                q, k, v = qkv_windows(linear(xw, attn.qkv.weight, attn.qkv.bias),
+                                      xw.shape[0], n, heads, head_dim)
+                return attn.proj_drop(project(attn.proj, kern(q, k, v, table)))
+
+            return pad_shift_windows(xn, window, shift, attend)
         qkv, pad_qkv = packed_inputs(xn.reshape(b, -1, c), attn.qkv.weight, attn.qkv.bias,
                                      heads, head_dim, None)
         out = attn.proj_drop(project(attn.proj, kern(qkv, table, pad_qkv=pad_qkv)))
@@ -161,7 +182,7 @@ class MonaiBlock(Patch):
 class MonaiAttention(Patch):
     """``WindowAttention.forward(x, mask)`` (window layout), for the calls of MONAI's
     own ``forward_part1`` (``layout="windows"``, or where :class:`MonaiBlock` falls
-    back, as it does in training on padded maps): 2-D and 3-D windows with or
+    back): 2-D and 3-D windows with or
     without a shift mask (identified by :func:`.windows.run_windows` in 2-D, by
     :func:`match_mask` in 3-D).  Falls back for shrunk windows (fewer tokens than
     the module's window: the block knows the map, this module does not)."""
