@@ -112,7 +112,7 @@ def test_console_script_without_the_tool(tmp_path):
 # --------------------------------------------------------------------------- #
 def _pins() -> dict:
     text = (REPO / "python" / "requirements-torch.txt").read_text()
-    return dict(re.findall(r"^(torch|torchvision|timm|transformers)==(\S+)", text, re.M))
+    return dict(re.findall(r"^(torch|torchvision|timm|transformers|monai)==(\S+)", text, re.M))
 
 
 def test_the_tested_pins_are_supported():
