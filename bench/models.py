@@ -95,6 +95,15 @@ def timm_coatnet_0(torch):
     return timm.create_model("coatnet_0_rw_224", pretrained=False)
 
 
+def monai_swinunetr(torch):
+    from monai.networks.nets import SwinUNETR
+
+    # Swin-UNETR as in MONAI's BTCV tutorial: 96^3 single-channel volumes, feature
+    # size 48, 14 output classes; 3-D windows 7x7x7 (the last stage's 6^3 map
+    # shrinks them, and its blocks fall back: see python/README.md)
+    return SwinUNETR(in_channels=1, out_channels=14, feature_size=48, spatial_dims=3)
+
+
 MODELS: Dict[str, Callable] = {
     "timm": timm_swin_t,
     "torchvision": torchvision_swin_t,
@@ -102,11 +111,20 @@ MODELS: Dict[str, Callable] = {
 }
 #: Models run only when named in --models: SwinV2 (cosine attention, the
 #: continuous position bias), on its own 256x256 input; MaxViT-T and CoAtNet-0
-#: (timm's MaxViT family, issue 28).
+#: (timm's MaxViT family, issue 28); MONAI's Swin-UNETR on a 96^3 volume (issue 28).
 EXTRA_MODELS: Dict[str, Callable] = {"timm-swinv2": timm_swinv2_t,
                                      "timm-maxvit": timm_maxvit_t,
-                                     "timm-coatnet": timm_coatnet_0}
+                                     "timm-coatnet": timm_coatnet_0,
+                                     "monai-swinunetr": monai_swinunetr}
 IMAGE_SIZE: Dict[str, int] = {"timm-swinv2": 256}
+#: One sample's shape where it is not a 3-channel square image of IMAGE_SIZE.
+INPUT_SHAPE: Dict[str, tuple] = {"monai-swinunetr": (1, 96, 96, 96)}
+
+
+def input_shape(name: str, batch: int) -> tuple:
+    """The benchmark input's shape for model ``name``."""
+    size = IMAGE_SIZE.get(name, 224)
+    return (batch,) + INPUT_SHAPE.get(name, (3, size, size))
 ALL_MODELS: Dict[str, Callable] = {**MODELS, **EXTRA_MODELS}
 
 
@@ -235,8 +253,7 @@ def bench_model(torch, name: str, batch: int, repeat: int, compile_too: bool,
     original = random_model(torch, name)
     swapped = copy.deepcopy(original)
     layers = swap_attention(swapped)
-    size = IMAGE_SIZE.get(name, 224)
-    x = torch.randn(batch, 3, size, size)
+    x = torch.randn(input_shape(name, batch))
     row = {"model": name, "batch": batch, "layers": layers}
     with torch.inference_mode():
         start = time.perf_counter()

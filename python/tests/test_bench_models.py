@@ -14,7 +14,8 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "models.py"
 FRAMEWORK = {"timm": "timm", "torchvision": "torchvision", "transformers": "transformers",
-             "timm-swinv2": "timm", "timm-maxvit": "timm", "timm-coatnet": "timm"}
+             "timm-swinv2": "timm", "timm-maxvit": "timm", "timm-coatnet": "timm",
+             "monai-swinunetr": "monai"}
 
 
 @pytest.fixture(scope="module")
