@@ -125,6 +125,32 @@ def test_monai_window_is_get_window_size(monai):
         assert monai_window(window, shift, size) == get_window_size(size, window, shift)
 
 
+@pytest.mark.parametrize("size, window, shift", [
+    ((5, 7), (3, 2), (1, 1)), ((4, 5, 7), (2, 3, 3), (1, 0, 1)), ((4, 6), (2, 3), (0, 0))])
+def test_pad_shift_windows_is_the_reference_partition(torch, size, window, shift):
+    """The windows :func:`~swin_opt.torch.windows.pad_shift_windows` hands to the
+    kernel are the NumPy reference's pad, cyclic shift and partition of the map, and
+    what comes back is put where MONAI's reverse, unroll and crop put it."""
+    import numpy as np
+
+    from swin_opt import reference as ref
+    from swin_opt.torch.windows import pad_shift_windows
+
+    x = torch.randn(2, *size, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    seen = []
+
+    def attend(windows):
+        seen.append(windows.clone())
+        return torch.cat([windows, 2 * windows], dim=-1)  # another channel count
+
+    out = pad_shift_windows(x, window, shift, attend)
+    assert torch.equal(out, torch.cat([x, 2 * x], dim=-1))
+    padded = [-(-s // w) * w for s, w in zip(size, window)]
+    want = ref.window_partition(ref.cyclic_shift(ref.pad_spatial(x.numpy(), padded), shift),
+                                window)
+    assert np.array_equal(seen[0].numpy(), want)
+
+
 # --------------------------------------------------------------------------- #
 # Whole models: inference
 # --------------------------------------------------------------------------- #
