@@ -216,8 +216,10 @@ def test_model_gradients(torch, monai, opts, name):
     the input's and every parameter's gradient (the bias tables included) within
     1e-4.  Every block runs a kernel with its backward: the token layout on maps a
     multiple of the window, the window layout behind torch's padding elsewhere
-    (the token kernel's backward does not give the padded rows' gradient).  The whole SwinUNETR is not compared here: its UNETR decoder
-    instance-normalises maps of a few voxels (1x3x1 at the bottleneck of these
+    (the token kernel's backward does not give the padded rows' gradient).
+
+    The whole SwinUNETR is not compared here: its UNETR decoder
+    instance-normalises maps of a few voxels (1x2x1 at the bottleneck of these
     inputs), which amplifies float32 rounding so that MONAI's own float32
     gradients differ from float64 by up to ~3e-2, and any reordering of the
     attention's sums moves some decoder gradients by ~1e-3."""
