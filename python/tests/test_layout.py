@@ -52,6 +52,7 @@ LAYERS = [
     "swin_opt.torch.projections",
     "swin_opt.torch.patching",
     "swin_opt.torch.windows",
+    "swin_opt.torch.table_bias",
     "swin_opt.torch.timm_patches",
     "swin_opt.torch.maxvit_patches",
     "swin_opt.torch.torchvision_patches",

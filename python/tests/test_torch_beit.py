@@ -10,6 +10,8 @@ Weights are redrawn by :func:`swin_opt.testing.sharpen_weights` (bias tables
 N(0, 1), the class token's three rows included; BEiT zero-initialises its
 tables and q/v biases, with which a comparison could not fail), so a wrong bias
 shows far above the tolerance; the test also checks that the class rows matter.
+``use_shared_rel_pos_bias`` models hand the model's one table to every block
+(:mod:`swin_opt.torch.table_bias`).
 """
 
 from __future__ import annotations
@@ -127,17 +129,89 @@ def test_training_gradients_match_timm(torch, timm_beit, opts):
     assert want[table][-3:].abs().min() > 0  # the class rows' gradients are checked too
 
 
-def test_unsupported_is_reported(torch, timm_beit, opts):
-    """BEiT without its own table (the shared one of use_shared_rel_pos_bias, or none)
-    is listed by ``unpatched`` with the reason; attention dropout in training falls
-    back with its reason."""
-    shared = _beit(torch, use_abs_pos_emb=False, use_rel_pos_bias=False,
-                   use_shared_rel_pos_bias=True)
+@pytest.mark.parametrize("own", [False, True])
+def test_shared_table(torch, timm_beit, opts, own):
+    """``use_shared_rel_pos_bias``: the model's one ``RelativePositionBias`` hands its
+    table to every block's kernel (with ``own``, added to each block's own table).
+    Eval output, and in training the input's and every parameter's gradients, the
+    shared table's (the sum over the blocks, class rows included) among them."""
+    model = _beit(torch, use_abs_pos_emb=False, use_rel_pos_bias=own,
+                  use_shared_rel_pos_bias=True)
+    x = torch.randn(2, 3, 32, 32)
+
+    def grads():
+        model.zero_grad()
+        xi = x.clone().requires_grad_()
+        out = model(xi)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        named = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return out.detach(), xi.grad.clone(), named
+
+    model.eval()
+    with torch.no_grad():
+        want_eval = model(x)
+    model.train()
+    want_out, want_dx, want = grads()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert st.swap_attention(shared, mlp=False, **opts) == 0
-    reasons = {r["reason"] for r in st.unpatched(shared)}
-    assert any("shared one of use_shared_rel_pos_bias" in r for r in reasons), reasons
+        warnings.simplefilter("error")
+        assert st.swap_attention(model, mlp=False, **opts) == 2
+    try:
+        model.eval()
+        with torch.no_grad():
+            got_eval = model(x)
+        model.train()
+        got_out, got_dx, got = grads()
+        assert _kernel_calls(model) == 4
+        assert not any(s["fallback_calls"] for s in st.patch_stats(model))
+    finally:
+        assert st.restore_attention(model) == 2
+    assert _rel_err(got_eval, want_eval) <= RTOL
+    assert _rel_err(got_out, want_out) <= RTOL
+    assert _rel_err(got_dx, want_dx) <= RTOL
+    assert set(got) == set(want)
+    for name, g in want.items():
+        if g.abs().max() > 0:
+            assert _rel_err(got[name], g) <= RTOL, name
+    assert want["rel_pos_bias.relative_position_bias_table"][-3:].abs().min() > 0
+
+
+def test_fallbacks_are_reported(torch, timm_beit, opts):
+    """A ``shared_rel_pos_bias`` tensor (computed by unpatched code), BEiT without any
+    relative position bias, and attention dropout in training run timm's forward,
+    with the reason."""
+    shared = _beit(torch, use_abs_pos_emb=False, use_rel_pos_bias=False,
+                   use_shared_rel_pos_bias=True).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        want = shared(x)
+    st.swap_attention(shared, mlp=False, **opts)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", st.FallbackWarning)
+            with torch.no_grad():
+                tokens = shared.patch_embed(x)
+                tokens = torch.cat((shared.cls_token.expand(1, -1, -1), tokens), dim=1)
+                bias = shared.rel_pos_bias.__class__.forward(shared.rel_pos_bias)  # a tensor
+                got = shared.blocks[0](tokens, shared_rel_pos_bias=bias)
+        reasons = {r for s in st.patch_stats(shared) for r in s["fallback_reasons"]}
+        assert any("shared_rel_pos_bias is a tensor" in r for r in reasons), reasons
+        assert got.shape == tokens.shape
+    finally:
+        st.restore_attention(shared)
+    with torch.no_grad():
+        assert torch.equal(shared(x), want)
+
+    plain = _beit(torch, use_rel_pos_bias=False)
+    st.swap_attention(plain, mlp=False, **opts)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", st.FallbackWarning)
+            with torch.no_grad():
+                plain(x)
+        reasons = {r for s in st.patch_stats(plain) for r in s["fallback_reasons"]}
+        assert any("no relative position bias" in r for r in reasons), reasons
+    finally:
+        st.restore_attention(plain)
 
     dropped = _beit(torch, attn_drop_rate=0.1)
     st.swap_attention(dropped, mlp=False, **opts)

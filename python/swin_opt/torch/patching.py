@@ -337,6 +337,7 @@ class Patch:
         try:
             out = self.run(module, *args, **kwargs)
         except _Recording:
+            args, kwargs = self.original_args(args, kwargs)
             with ops.muted():  # the modules inside the original forward are not needed
                 return self.original(module)(*args, **kwargs)
         except Fallback as why:
@@ -352,6 +353,7 @@ class Patch:
                 self.fallback_calls += 1
                 self.fallback_reasons[reason] += 1
                 warn_fallback(reason, self.describe())
+            args, kwargs = self.original_args(args, kwargs)
             return self.original(module)(*args, **kwargs)
         if compiling:
             if not torch.compiler.is_exporting():
@@ -359,6 +361,12 @@ class Patch:
         else:
             self.kernel_calls += 1
         return out
+
+    def original_args(self, args, kwargs):
+        """The arguments of the original method where this patch falls back: the
+        call's own, unless the patch receives stand-ins of swin_opt's that the
+        original would not take (:class:`.table_bias.TableBiasConsumer`)."""
+        return args, kwargs
 
     def describe(self) -> str:
         """The patched module, for messages: framework, name and method."""

@@ -17,11 +17,13 @@ from .linears import linear_sites
 from .mlp import mlp_sites
 from .monai_patches import MonaiAttention, MonaiBlock
 from .patching import Patch, PatchOptions, is_swinv2
+from .table_bias import HFBiasTable, TimmBiasTable
 from .tensors import require_torch
 from .timm_patches import (TimmAttention, TimmBeitAttention, TimmBlock, TimmCrAttention,
                            TimmCrBlock)
 from .torchvision_patches import TorchvisionAttention, TorchvisionAttention3d
-from .transformers_patches import HFAttention, HFSelfAttention, is_hf_swinv2
+from .transformers_patches import (HFAttention, HFBeitAttention, HFData2VecSelfAttention,
+                                   HFSelfAttention, is_hf_swinv2)
 
 _COMPILE_OPTIONS = ("cpu", "parallel", "cache_dir", "target")
 
@@ -169,10 +171,23 @@ def _classes():
     timm_beit = sys.modules.get("timm.models.beit")
     if timm_beit is not None:
         found.append(("timm", getattr(timm_beit, "Attention", None), TimmBeitAttention))
+        found.append(("timm", getattr(timm_beit, "RelativePositionBias", None), TimmBiasTable))
     monai_swin = sys.modules.get("monai.networks.nets.swin_unetr")
     if monai_swin is not None:  # Swin-UNETR (2-D and 3-D)
         found.append(("monai", getattr(monai_swin, "WindowAttention", None), MonaiAttention))
         found.append(("monai", getattr(monai_swin, "SwinTransformerBlock", None), MonaiBlock))
+    # BEiT and data2vec-vision: their bias modules hand on the table (.table_bias)
+    hf_beit = sys.modules.get("transformers.models.beit.modeling_beit")
+    if hf_beit is not None:
+        found.append(("transformers", getattr(hf_beit, "BeitAttention", None), HFBeitAttention))
+        found.append(("transformers", getattr(hf_beit, "BeitRelativePositionBias", None),
+                      HFBiasTable))
+    hf_d2v = sys.modules.get("transformers.models.data2vec.modeling_data2vec_vision")
+    if hf_d2v is not None:
+        found.append(("transformers", getattr(hf_d2v, "Data2VecVisionSelfAttention", None),
+                      HFData2VecSelfAttention))
+        found.append(("transformers", getattr(hf_d2v, "Data2VecVisionRelativePositionBias", None),
+                      HFBiasTable))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
@@ -210,11 +225,13 @@ def _supported(patch_type, module) -> Optional[str]:
         table = module.relative_position_bias_table
     elif patch_type in (MaxxVitAttention, MaxxVitAttention2d):
         return maxvit_patches.supported(module)
-    elif patch_type is TimmBeitAttention:
-        if getattr(module, "relative_position_bias_table", None) is None:
-            return ("no relative_position_bias_table of its own (BEiT without relative "
-                    "position bias, or with the shared one of use_shared_rel_pos_bias)")
-        table, heads = module.relative_position_bias_table, module.num_heads
+    elif patch_type is HFBeitAttention and not hasattr(module, "q_proj"):
+        return "not the transformers >= 5 BeitAttention layout"
+    elif patch_type in (TimmBeitAttention, HFBeitAttention, HFData2VecSelfAttention,
+                        TimmBiasTable, HFBiasTable):
+        # BEiT: the table is the attention's own (timm), or comes with the call
+        # (shared tables, transformers' bias modules: .table_bias); checked per call
+        return None
     elif patch_type is TimmCrAttention:
         mlp_out = getattr(getattr(module.meta_mlp, "fc2", None), "out_features", None)
         if mlp_out != module.num_heads:
@@ -325,7 +342,7 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
                 skipped.append((name, module, fw, why))
                 continue
             _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
-            if patch_type not in _BLOCK_PATCHES:
+            if patch_type not in _BLOCK_PATCHES and patch_type.kind == "attention":
                 count += 1
     sites = [(site, mlp) for site in mlp_sites(model)]
     sites += [(site, linear) for site in linear_sites(model)]

@@ -2,7 +2,8 @@
 ``_attn`` (token layout, packed qkv), for swin_transformer and swin_transformer_v2;
 ``WindowMultiHeadAttention.forward`` (window layout) and the blocks'
 ``_shifted_window_attn`` (token layout) for swin_transformer_v2_cr; BEiT's
-``Attention.forward`` (beit: BEiT, BEiT v2; the class-token kernels)."""
+``Attention.forward`` (beit: BEiT, BEiT v2; the class-token kernels, the shared
+table of :mod:`.table_bias`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .masks import NO_MASK, cached_match
 from .patching import Patch, cosine_kernel_scale
 from .projections import (cosine_packed, cosine_qk, linear, packed_inputs, pad_rows, project,
                           qkv_packed, qkv_windows)
+from .table_bias import TableBias, TableBiasConsumer, class_token_table
 from .tracing import trace_constant
 from .windows import run_windows
 
@@ -253,32 +255,47 @@ class TimmCrBlock(Patch):
         return attn.proj_drop(project(attn.proj, out)).view(b, h, w, c)
 
 
-class TimmBeitAttention(Patch):
+class TimmBeitAttention(TableBiasConsumer, Patch):
     """``timm.models.beit.Attention.forward(x, shared_rel_pos_bias=None)`` of BEiT and
     BEiT v2: global attention over the patch grid (``window_size``) and the class
     token, ``x`` ``[B, Wh*Ww + 1, C]``, on the class-token kernels
     (``class_token=True``: the table's three rows past Swin's are the class token's
     row, column and corner, checked once against the module's
-    ``relative_position_index``).  The qkv projection (BEiT's ``q_bias``, zero
-    ``k_bias`` and ``v_bias``) and the output projection stay in torch.  Falls back
-    for a ``shared_rel_pos_bias`` (``use_shared_rel_pos_bias`` checkpoints: the bias
-    is then a tensor computed elsewhere) and where :meth:`Patch.common_checks` does;
-    modules without their own table are left unpatched (:func:`swap._supported`)."""
+    ``relative_position_index``).  The table is the module's own, or the model's
+    shared one (``use_shared_rel_pos_bias``: the patched ``RelativePositionBias``
+    hands it on as a :class:`.table_bias.TableBias`), or their sum.  The qkv
+    projection (BEiT's ``q_bias``, zero ``k_bias`` and ``v_bias``) and the output
+    projection stay in torch.  Falls back for a ``shared_rel_pos_bias`` tensor
+    (computed by code swin_opt did not patch), without any table, and where
+    :meth:`Patch.common_checks` does."""
 
     framework = "timm"
 
     def run(self, m, x, shared_rel_pos_bias=None):
-        if shared_rel_pos_bias is not None:
-            raise Fallback("shared_rel_pos_bias (a bias tensor computed outside the module)")
+        bias = shared_rel_pos_bias
+        if bias is not None and not isinstance(bias, TableBias):
+            raise Fallback("shared_rel_pos_bias is a tensor, not the table of a patched "
+                           "RelativePositionBias")
         dtype = self.common_checks(m, x)
         b, n, _ = x.shape
-        window = tuple(int(s) for s in m.window_size)
-        if n != window[0] * window[1] + 1:
-            raise Fallback(f"{n} tokens, not the {window} grid and a class token")
         heads = m.num_heads
         head_dim = m.qkv.out_features // 3 // heads
-        table = self.table(m.relative_position_bias_table, window, heads,
-                           m.relative_position_index, x.dtype, class_token=True)
+        if m.relative_position_bias_table is not None:
+            window = tuple(int(s) for s in m.window_size)
+            if n != window[0] * window[1] + 1:
+                raise Fallback(f"{n} tokens, not the {window} grid and a class token")
+            table = self.table(m.relative_position_bias_table, window, heads,
+                               m.relative_position_index, x.dtype, class_token=True)
+            if bias is not None:
+                shared_window, shared = class_token_table(self, bias, n, heads, x.dtype)
+                if shared_window != window:
+                    raise Fallback(f"own table of the {window} grid, shared one of "
+                                   f"{shared_window}")
+                table = table + shared
+        elif bias is not None:
+            window, table = class_token_table(self, bias, n, heads, x.dtype)
+        else:
+            raise Fallback("no relative position bias (neither its own table nor a shared one)")
         kern = self.kernel(window, heads, head_dim, m.scale, dtype, class_token=True)
         q, k, v = qkv_windows(linear(x, m.qkv.weight, _timm_qkv_bias(m)), b, n, heads, head_dim)
         out = kern(q, k, v, table)

@@ -3,7 +3,9 @@
 (``DonutSwinSelfAttention``), maskformer (``MaskFormerSwinSelfAttention``),
 swinv2 (``Swinv2SelfAttention``) and swin2sr (``Swin2SRSelfAttention``):
 window layout, the mask passed in identified as Swin's (see
-:mod:`.windows`)."""
+:mod:`.windows`).  BEiT (``BeitAttention``, transformers 5) and data2vec-vision
+(``Data2VecVisionSelfAttention`` and its SDPA subclass): the class-token kernels
+on the table their patched bias modules hand on (:mod:`.table_bias`)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ import inspect
 from .fallback import Fallback
 from .patching import Patch, cosine_kernel_scale
 from .projections import cosine_qk, heads_first, project
+from .table_bias import TableBias, TableBiasConsumer, class_token_table
 from .windows import run_windows
 
-__all__ = ["HFAttention", "HFSelfAttention", "is_hf_swinv2"]
+__all__ = ["HFAttention", "HFSelfAttention", "HFBeitAttention", "HFData2VecSelfAttention",
+           "is_hf_swinv2"]
 
 #: Attention classes of transformers that add the shift mask to the scores twice
 #: (-200 across regions); :func:`.windows.run_windows` reproduces that.  Checked
@@ -107,6 +111,72 @@ class HFSelfAttention(Patch):
                             None if v2 else m.relative_position_bias_table,
                             getattr(m, "relative_position_index", None),
                             (m.query, m.key, m.value), cpb=v2, mask_repeats=2 if twice else 1)
+        return (out,)
+
+
+def _beit_attention(patch, m, hidden_states, bias, heads, head_dim, scale, projections):
+    """BEiT's attention core on the class-token kernel: ``bias`` (a
+    :class:`.table_bias.TableBias`, else Fallback) gives the table, ``projections``
+    q/k/v; returns ``[B, N, heads*head_dim]`` (heads merged)."""
+    if not isinstance(bias, TableBias):
+        raise Fallback("no relative position bias table (no bias, a mask, or a bias tensor "
+                       "computed by code swin_opt did not patch)")
+    dtype = patch.common_checks(m, hidden_states)
+    b, n, _ = hidden_states.shape
+    window, table = class_token_table(patch, bias, n, heads, hidden_states.dtype)
+    kern = patch.kernel(window, heads, head_dim, scale, dtype, class_token=True)
+    q, k, v = (heads_first(project(p, hidden_states), b, n, heads, head_dim)
+               for p in projections)
+    return kern(q, k, v, table)
+
+
+class HFBeitAttention(TableBiasConsumer, Patch):
+    """transformers 5: ``BeitAttention.forward(hidden_states, attention_mask=None, **kw)``.
+    ``BeitLayer`` passes its bias (its own ``relative_position_bias``, plus
+    ``BeitModel``'s shared one) as ``attention_mask``: from the patched
+    ``BeitRelativePositionBias`` modules, a :class:`.table_bias.TableBias`.  Falls
+    back where attention probabilities are requested (``output_attentions``, as a
+    keyword or in the config), for a head mask, a user attention mask, and a
+    bias interpolated to another grid.  Returns ``(output, None)``."""
+
+    framework = "transformers"
+
+    def run(self, m, hidden_states, attention_mask=None, **kwargs):
+        if kwargs.get("output_attentions") or getattr(m.config, "output_attentions", False):
+            raise Fallback("attention probabilities requested")
+        if kwargs.get("head_mask") is not None:
+            raise Fallback("head mask")
+        out = _beit_attention(self, m, hidden_states, attention_mask, m.num_attention_heads,
+                              m.head_dim, m.scaling, (m.q_proj, m.k_proj, m.v_proj))
+        return project(m.o_proj, out), None
+
+
+class HFData2VecSelfAttention(TableBiasConsumer, Patch):
+    """``Data2VecVisionSelfAttention.forward(hidden_states, output_attentions=False,
+    relative_position_bias=None, interpolate_pos_encoding=False, resolution=None)``
+    (and its SDPA subclass): the layer's own bias module (called as the original
+    does: patched, it hands on its table) plus the encoder's shared one
+    (``relative_position_bias``).  The output projection is the sibling
+    ``Data2VecVisionSelfOutput``'s.  Falls back where attention probabilities are
+    requested and for a bias interpolated to another grid.  Returns ``(context,)``."""
+
+    framework = "transformers"
+
+    def run(self, m, hidden_states, output_attentions=False, relative_position_bias=None,
+            interpolate_pos_encoding=False, resolution=None):
+        if output_attentions:
+            raise Fallback("attention probabilities requested")
+        bias = relative_position_bias
+        if m.has_relative_position_bias:
+            if resolution is None:
+                raise Fallback("no resolution for the layer's relative position bias")
+            patch_size = m.config.patch_size
+            own = m.relative_position_bias(
+                (resolution[0] // patch_size, resolution[1] // patch_size),
+                interpolate_pos_encoding, dim_size=hidden_states.shape[1])
+            bias = own if bias is None else own + bias
+        out = _beit_attention(self, m, hidden_states, bias, m.num_attention_heads,
+                              m.attention_head_size, None, (m.query, m.key, m.value))
         return (out,)
 
 
