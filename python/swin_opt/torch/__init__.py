@@ -50,6 +50,12 @@ monai (Swin-UNETR)     ``monai.networks.nets.swin_unetr.SwinTransformerBlock.for
                        partition in the kernel) and its ``WindowAttention``
                        (window layout, where the block falls back;
                        :mod:`.monai_patches`)
+timm (BEiT)            ``timm.models.beit.Attention`` (the class-token kernels) and
+                       the shared ``RelativePositionBias``, which hands on its
+                       table (:mod:`.table_bias`)
+transformers (BEiT)    ``BeitAttention`` (>= 5), ``Data2VecVisionSelfAttention``
+                       and their ``*RelativePositionBias`` (per layer or shared),
+                       which hand on the table (:mod:`.table_bias`)
 =====================  ==========================================================
 
 By default (``mlp=True``) it also runs the MLP of each timm, torchvision and
@@ -124,7 +130,7 @@ mask identification), :mod:`.attention_math` (the operators' computation in
 torch: the CUDA backward and fallback), :mod:`.ops` (the custom operators and
 their CUDA implementations, the process's kernels), :mod:`.projections` (the projections and q/k/v preparation the
 adapters share), :mod:`.patching` (the patch base), :mod:`.windows`
-(window-layout calls), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
+(window-layout calls), :mod:`.table_bias` (BEiT's bias handed on as its table), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
 :mod:`.transformers_patches`, :mod:`.maxvit_patches` (one per framework or model
 family), :mod:`.mlp` (the MLP
 operator and patches), :mod:`.swap` (the model entry points) and

@@ -252,8 +252,11 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     (see :mod:`swin_opt.torch`), and the attention of timm's MaxViT family
     (MaxViT block and grid attention, MaxxViT, CoAtNet: ``maxxvit.AttentionCl``
     and ``Attention2d`` with a ``RelPosBias`` or ``RelPosBiasTf`` table,
-    :mod:`.maxvit_patches`), and MONAI's Swin-UNETR (2-D and 3-D
-    ``SwinTransformerBlock`` and ``WindowAttention``, :mod:`.monai_patches`).
+    :mod:`.maxvit_patches`), MONAI's Swin-UNETR (2-D and 3-D
+    ``SwinTransformerBlock`` and ``WindowAttention``, :mod:`.monai_patches`), and
+    BEiT's (timm's ``beit``, transformers' ``BeitModel`` and
+    ``Data2VecVisionModel``: the class-token kernels; the modules that gather its
+    bias hand on the table instead, :mod:`.table_bias`).
 
     ``model`` may be a whole model or a single attention module / block.
     Modules are patched in place (instance attributes; the class is not
@@ -293,9 +296,10 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         ``"cpu"``: the tensors' device chooses between CPU and GPU kernels).
 
     Returns the number of attention layers patched (a timm block and its
-    ``WindowAttention`` count once; MLPs and dense layers are not counted:
-    :func:`patch_stats` lists them, ``kind`` ``"mlp"`` and ``"linear"``).
-    Already patched modules are re-patched with the new options.  Window-attention modules left alone (a supported
+    ``WindowAttention`` count once; BEiT's bias modules, MLPs and dense layers are
+    not counted: :func:`patch_stats` lists them, ``kind`` ``"bias"``, ``"mlp"`` and
+    ``"linear"``).  Already patched modules are re-patched with the new options.
+    Window-attention modules left alone (a supported
     class in a configuration the kernels do not take, a framework excluded by
     ``frameworks``, a class swin_opt does not know) are listed by
     :func:`unpatched` and warned about once per class and reason; patching

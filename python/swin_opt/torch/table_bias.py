@@ -156,8 +156,8 @@ def class_token_table(patch, bias: TableBias, n: int, heads: int, dtype):
     """``(window, table)``: the grid of an attention over ``n`` tokens (the grid and
     a class token) and the one ``[T + 3, heads]`` table of ``bias`` (its parts'
     tables, each checked once against its index, summed), or Fallback where a
-    part's table is resized to another grid (BEiT at another resolution) or the
-    grid is not that of ``n`` tokens."""
+    part's bias is not its table gathered (BEiT at another resolution:
+    :meth:`BiasTablePatch.not_gathered`) or the grid is not that of ``n`` tokens."""
     window, table = None, None
     for part in bias.parts:
         why = part.patch.not_gathered(part.module, part.args, part.kwargs)
