@@ -44,7 +44,9 @@ volume; random weights redrawn by ``swin_opt.testing.sharpen_weights``, eval,
 ``torch.inference_mode``.  The original and a deep copy swapped by
 ``swap_attention`` are checked (``bench/models.py``'s ``check_output``: 1e-4
 relative, or no farther from float64 than twice the original), then timed
-alternately, eager and, unless ``--no-compile``, each under ``torch.compile``.
+alternately, eager and, unless ``--no-compile``, each under ``torch.compile``
+(the compiled swapped model checked the same way against the compiled
+original: inductor's fusions round differently from eager).
 The table says how many attention layers were patched and how many kernel
 calls a forward made (0 where ``swap_attention`` does not know the model's
 modules yet: a swapped column then times the original code).
@@ -262,13 +264,13 @@ def model_rows(torch, names: List[str], batches: List[int], rounds: int,
                 got = models.first_tensor(swapped(x))
                 row["kernel_calls_per_forward"] = calls(swapped) - before
                 models.check_output(torch, name, batch, original, x, got, want, row)
-                if compile_too:
-                    compiled = models.first_tensor(variants["compiled swapped"](x))
+                if compile_too:  # compiled swapped against compiled original (inductor rounds)
                     checked = {}
-                    models.check_output(torch, f"{name} (compiled)", batch, original, x,
-                                        compiled, want, checked)
+                    models.check_output(
+                        torch, f"{name} (compiled)", batch, original, x,
+                        models.first_tensor(variants["compiled swapped"](x)),
+                        models.first_tensor(variants["compiled"](x)), checked)
                     row.update({f"compiled_{k}": v for k, v in checked.items()})
-                    variants["compiled"](x)  # compiled before timing
                 best = models.alternate(torch, {who: (lambda m=m: m(x))
                                                 for who, m in variants.items()}, rounds)
             row.update({f"{who}_ms": s * 1e3 for who, s in best.items()})

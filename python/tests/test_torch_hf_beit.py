@@ -204,3 +204,24 @@ def test_fallbacks_are_reported(torch, hf, opts, family):
         assert kernel == 0 and any("attention dropout" in r for r in reasons), reasons
     finally:
         st.restore_attention(dropped)
+
+
+@pytest.mark.parametrize("family", ["beit", "data2vec"])
+def test_compiled_keeps_the_kernel(torch, hf, opts, family):
+    """Under torch.compile the bias modules' TableBias and the index check (made
+    at trace time on the generated index) keep every layer on the kernel."""
+    model = _model(hf, family, True).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        want = model(x).last_hidden_state
+    st.swap_attention(model, mlp=False, **opts)
+    try:
+        torch._dynamo.reset()
+        with torch.no_grad():
+            got = torch.compile(model)(x).last_hidden_state
+        kernel, reasons = _stats(model)
+        assert kernel == 2 and reasons == set(), reasons
+        assert not any(s["compiled_fallback_reasons"] for s in st.patch_stats(model))
+    finally:
+        st.restore_attention(model)
+    assert _rel_err(got, want) <= RTOL

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Tuple
 
+from . import ops
 from .fallback import Fallback
 from .patching import Patch
+from .tracing import trace_constant
 
 try:
     import torch
@@ -102,8 +104,9 @@ class BiasTablePatch(Patch):
         learned for (``m.window_size``), or None when it is."""
         raise NotImplementedError  # pragma: no cover
 
-    def index(self, m, window):
-        """The module's ``[N, N]`` relative position index of ``window``."""
+    def index_ok(self, m, window) -> bool:
+        """Whether the module's relative position index of ``window`` is BEiT's
+        (:func:`.ops.index_ok`, a trace constant)."""
         raise NotImplementedError  # pragma: no cover
 
 
@@ -116,8 +119,8 @@ class TimmBiasTable(BiasTablePatch):
     def not_gathered(self, m, args, kwargs):
         return None
 
-    def index(self, m, window):
-        return m.relative_position_index
+    def index_ok(self, m, window):
+        return ops.index_ok(m.relative_position_index, window, True)
 
 
 class HFBiasTable(BiasTablePatch):
@@ -148,8 +151,17 @@ class HFBiasTable(BiasTablePatch):
             return f"the bias is interpolated to {int(dim_size)} tokens"
         return None
 
-    def index(self, m, window):
-        return m.generate_relative_position_index(window)
+    def index_ok(self, m, window):
+        # the index is computed, not a buffer: under torch.compile it would be a
+        # graph tensor, so it is generated and checked at trace time
+        return _generated_index_ok(type(m), window)
+
+
+@trace_constant
+def _generated_index_ok(cls, window) -> bool:
+    """Whether ``cls.generate_relative_position_index(window)`` (transformers' BEiT
+    bias modules) is BEiT's index: a :func:`~.tracing.trace_constant`."""
+    return ops.index_ok(cls.generate_relative_position_index(tuple(window)), window, True)
 
 
 def class_token_table(patch, bias: TableBias, n: int, heads: int, dtype):
@@ -167,8 +179,11 @@ def class_token_table(patch, bias: TableBias, n: int, heads: int, dtype):
         if window is not None and learned != window:
             raise Fallback(f"bias tables of the {window} and {learned} grids")
         window = learned
-        t = patch.table(part.module.relative_position_bias_table, window, heads,
-                        part.patch.index(part.module, window), dtype, class_token=True)
+        patch.check_once(("bias index", id(part.module), window),
+                         lambda: part.patch.index_ok(part.module, window),
+                         "relative_position_index is not BEiT's index")
+        t = patch.table(part.module.relative_position_bias_table, window, heads, None, dtype,
+                        class_token=True)
         table = t if table is None else table + t
     if window is None or n != window[0] * window[1] + 1:
         raise Fallback(f"{n} tokens, not the {window} grid and a class token")
