@@ -1,8 +1,9 @@
 //===- NvptxTarget.h - the NVIDIA chips the compiler targets ----*- C++ -*-===//
 //
 // The one place that knows NVIDIA chips: which `sm_*` names are accepted,
-// the least PTX ISA version each needs, and whether it has the tensor-core
-// instruction of the warp kernel. The GPU pipeline, the kernel choice and
+// the least PTX ISA version each needs, whether it has the tensor-core
+// instruction of the warp kernel, and how much shared memory a block may
+// opt in to. The GPU pipeline, the kernel choice and
 // swin-aot ask here rather than compare chip names themselves.
 //
 // The chips are those both LLVM 22's NVPTX backend and CUDA 13's ptxas
@@ -18,6 +19,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <string>
 
 namespace mlir::rpe {
@@ -31,6 +33,17 @@ inline constexpr unsigned kMmaM16N8K16MinSmVersion = 80;
 inline bool hasMmaM16N8K16(unsigned smVersion) {
   return smVersion >= kMmaM16N8K16MinSmVersion;
 }
+
+/// Shared memory a block may use without opting in: all that static
+/// `__shared__` arrays can take. A kernel that needs more takes it as
+/// dynamic shared memory, and its launcher opts in per function
+/// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
+inline constexpr int64_t kStaticSharedBytesPerBlock = 48 * 1024;
+
+/// The most shared memory (static and dynamic) a block may opt in to on
+/// chips of SM version `smVersion`; kStaticSharedBytesPerBlock for an SM
+/// version that no chip of the table has (a kernel then stays static).
+int64_t getMaxSharedBytesPerBlock(unsigned smVersion);
 
 /// An NVIDIA chip and the PTX to generate for it.
 struct NvptxTarget {
@@ -46,6 +59,8 @@ struct NvptxTarget {
   /// Whether the warp kernel's `mma.sync.m16n8k16` runs on the chip; chips
   /// without it get the row kernel.
   bool hasMmaM16N8K16 = false;
+  /// getMaxSharedBytesPerBlock(smVersion).
+  int64_t maxSharedBytesPerBlock = kStaticSharedBytesPerBlock;
 };
 
 /// Resolves a chip name and LLVM target features. Empty `features` select

@@ -4,7 +4,12 @@
 // (`llc-22 -march=nvptx64 -mcpu=help`, and the least `+ptxNN` with which
 // llc accepts each chip) and CUDA 13.0's ptxas (`ptxas --help`, and
 // assembling that output); test/GPU/chips.mlir compiles a kernel for every
-// row and assembles it.
+// row and assembles it. The shared memory per block is the CUDA
+// programming guide's "maximum amount of shared memory per thread block"
+// per compute capability (its technical specifications table): 7.5 64 KB,
+// 8.0 and 8.7 163 KB, 8.6 and 8.9 99 KB, 9.0, 10.x and 11.0 227 KB, 12.x
+// 99 KB. sm_88, which the table does not list, keeps the 48 KB every chip
+// has.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,20 +32,26 @@ struct ChipInfo {
   /// The least PTX ISA version (times ten) the chip needs: LLVM 22 refuses
   /// lower ones with a fatal error, ptxas with a failure.
   unsigned minPtxVersion;
+  /// The shared memory a block may opt in to, in KiB.
+  unsigned maxSharedKiB;
 };
 } // namespace
 
 // Ordered by SM version, each chip before its `a` and `f` variants (the
 // list of supported chips in messages is built from this order).
 static constexpr ChipInfo kChips[] = {
-    {"sm_75", 75, 63},    {"sm_80", 80, 70},    {"sm_86", 86, 71},
-    {"sm_87", 87, 74},    {"sm_88", 88, 90},    {"sm_89", 89, 78},
-    {"sm_90", 90, 78},    {"sm_90a", 90, 80},   {"sm_100", 100, 86},
-    {"sm_100a", 100, 86}, {"sm_100f", 100, 88}, {"sm_103", 103, 88},
-    {"sm_103a", 103, 88}, {"sm_103f", 103, 88}, {"sm_110", 110, 90},
-    {"sm_110a", 110, 90}, {"sm_110f", 110, 90}, {"sm_120", 120, 87},
-    {"sm_120a", 120, 87}, {"sm_120f", 120, 88}, {"sm_121", 121, 88},
-    {"sm_121a", 121, 88}, {"sm_121f", 121, 88},
+    {"sm_75", 75, 63, 64},     {"sm_80", 80, 70, 163},
+    {"sm_86", 86, 71, 99},     {"sm_87", 87, 74, 163},
+    {"sm_88", 88, 90, 48},     {"sm_89", 89, 78, 99},
+    {"sm_90", 90, 78, 227},    {"sm_90a", 90, 80, 227},
+    {"sm_100", 100, 86, 227},  {"sm_100a", 100, 86, 227},
+    {"sm_100f", 100, 88, 227}, {"sm_103", 103, 88, 227},
+    {"sm_103a", 103, 88, 227}, {"sm_103f", 103, 88, 227},
+    {"sm_110", 110, 90, 227},  {"sm_110a", 110, 90, 227},
+    {"sm_110f", 110, 90, 227}, {"sm_120", 120, 87, 99},
+    {"sm_120a", 120, 87, 99},  {"sm_120f", 120, 88, 99},
+    {"sm_121", 121, 88, 99},   {"sm_121a", 121, 88, 99},
+    {"sm_121f", 121, 88, 99},
 };
 
 /// The `+ptxNN` features LLVM 22's NVPTX backend knows; it ignores others
@@ -55,6 +66,15 @@ static std::string formatPtxVersion(unsigned version) {
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+int64_t mlir::rpe::getMaxSharedBytesPerBlock(unsigned smVersion) {
+  // A chip's variants (sm_90a) share its SM version and its memory.
+  const ChipInfo *info = llvm::find_if(
+      kChips, [&](const ChipInfo &known) { return known.smVersion == smVersion; });
+  if (info == std::end(kChips))
+    return kStaticSharedBytesPerBlock;
+  return int64_t(info->maxSharedKiB) * 1024;
 }
 
 std::string mlir::rpe::getSupportedNvptxChips() {
@@ -87,6 +107,7 @@ mlir::rpe::parseNvptxTarget(llvm::StringRef chip, llvm::StringRef features) {
   target.chip = chip.str();
   target.smVersion = info->smVersion;
   target.hasMmaM16N8K16 = hasMmaM16N8K16(info->smVersion);
+  target.maxSharedBytesPerBlock = int64_t(info->maxSharedKiB) * 1024;
   target.ptxVersion = info->minPtxVersion;
   if (features.trim().empty()) {
     target.features = "+ptx" + std::to_string(info->minPtxVersion);
