@@ -179,13 +179,21 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     order, without atomics. The item loop of every host kernel, over
     (window, head), is marked `rpe.item_loop` for `rpe-item-range`.
 
+    The GPU kernels keep their buffers in static shared memory up to the
+    48 KiB a block has without opting in, and beyond it in dynamic shared
+    memory (`gpu.dynamic_shared_memory`, the launch's
+    `dynamic_shared_memory_size`) up to what a block may opt in to on the
+    chip of `sm` (64 KiB on sm_75, 163 KiB on sm_80, 99 KiB on sm_86/89 and
+    sm_120, 227 KiB on sm_90 and sm_100).
+
     `kernel=warps` falls back to `rows` for ops it does not take (operands
     not all f16 or all bf16, a head_dim not a multiple of 16 or above 256,
-    an explicit mask, a window whose keys and values exceed 48 KiB of
-    shared memory) and for every op when `sm` is below 80 (no m16n8k16
-    tiles: sm_75). Refused, with an error on the op: an op that is not
-    bufferized, cosine attention with `warps`, the GPU's gradient of a
-    window whose q, k, v and dout exceed 48 KiB of shared memory, on the
+    an explicit mask, a window whose keys and values exceed the chip's
+    shared memory per block) and for every op when `sm` is below 80 (no
+    m16n8k16 tiles: sm_75). Refused, with an error on the op: an op that is
+    not bufferized, cosine attention with `warps`, the GPU's gradient of a
+    window whose q, k, v and dout exceed the chip's shared memory per block
+    (also when emulated on the host), on the
     GPU a window of more than 1024 tokens (`rows`),
     a shifted map of too many windows to label (`tiles`), a `key-block` or
     `warps-per-block` that the op's window cannot have; and
@@ -231,12 +239,13 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
            "rounded up to 16 (0: the largest that does)">,
     Option<"warpsPerBlock", "warps-per-block", "int64_t", /*default=*/"0",
            "warps: (window, head) items per GPU block (0: as many as fit "
-           "48 KiB of shared memory, at most 4)">,
+           "48 KiB of static shared memory, at most 4; one for a window "
+           "that needs more)">,
     Option<"smVersion", "sm", "unsigned",
            /*default=*/"::mlir::rpe::kMmaM16N8K16MinSmVersion",
            "SM version of the GPU the kernel is for (75 for sm_75; "
            "rpe-gpu-pipeline sets it from its chip): warps need 80 or later, "
-           "older chips get rows">,
+           "older chips get rows; it bounds a block's shared memory">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

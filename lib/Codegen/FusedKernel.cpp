@@ -34,7 +34,7 @@ static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
     if (options.target == KernelTarget::Gpu ||
         options.strategy == KernelStrategy::Warps)
       return emitGpuBackwardKernel(b, op, g, options.target,
-                                   options.hoistScratch);
+                                   options.hoistScratch, options.smVersion);
     return emitBackwardKernel(b, op, g);
   }
   if (options.strategy == KernelStrategy::Tiles)
@@ -47,7 +47,9 @@ static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
       hasMmaM16N8K16(options.smVersion)) {
     FailureOr<std::optional<WarpTileShape>> shape = getWarpTileShape(
         cast<FusedWindowAttentionOp>(op),
-        WarpTileOptions{options.keyBlock, options.warpsPerBlock});
+        WarpTileOptions{options.keyBlock, options.warpsPerBlock,
+                        options.smVersion,
+                        getMaxSharedBytesPerBlock(options.smVersion)});
     if (failed(shape))
       return failure();
     warpShape = *shape;

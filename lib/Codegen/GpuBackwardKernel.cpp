@@ -42,8 +42,9 @@
 //
 // Nothing N x N is kept: the key pass recomputes s, p and ds (2d FMAs per
 // pair more than storing P and dS, whose 2 N^2 floats would take the shared
-// memory of a Swin-T block), so that a window of 144 tokens still fits the
-// 48 KiB of a block. lse and D, N floats each, carry the rows' softmax from
+// memory of a Swin-T block), so that a window of 144 tokens (82 KB in f32)
+// still fits a block: in static shared memory up to 48 KiB, beyond it in
+// dynamic shared memory up to the chip's opt-in limit (227 KiB on sm_90). lse and D, N floats each, carry the rows' softmax from
 // the query pass to the key pass.
 //
 // "A lane per row" is L lanes per row (or key) where d > 16: each holds
@@ -84,7 +85,10 @@ namespace {
 struct GpuBackwardShape {
   Type element;         // of q, k, v, out, dout and their gradients
   int64_t rowStride;    // elements per token row in shared memory
-  int64_t sharedBytes;  // the block's shared memory
+  /// The block's shared buffers (see GpuBackwardKernel::Scratch) and the
+  /// bytes they take (layoutSharedBuffers).
+  SmallVector<SharedBuffer, 10> sharedBuffers;
+  int64_t sharedBytes;
   int64_t lanesPerRow;  // L: lanes sharing a row's (or key's) channels
   int64_t rowsPerRound; // 32 / L rows (or keys) per round of the warp
   int64_t laneChannels; // ceil(d / L) channels per lane
@@ -92,14 +96,15 @@ struct GpuBackwardShape {
 } // namespace
 
 /// The shape of the GPU backward of `op`; failure, with an error on the op,
-/// when its window does not fit a block's shared memory.
+/// when its window does not fit the shared memory a block may have on
+/// chips of SM version `smVersion`.
 static FailureOr<GpuBackwardShape>
-getGpuBackwardShape(FusedAttentionOpInterface op) {
+getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion) {
   GpuBackwardShape shape;
   shape.element = getElementTypeOrSelf(op.getQuery().getType());
   int64_t bytes = shape.element.getIntOrFloatBitWidth() / 8;
   int64_t n = op.getNumTokens(), d = op.getHeadDim();
-  int64_t tableRows = getNumTableRows(op.getWindow());
+  int64_t tableRows = getNumTableRows(op.getWindow(), op.getClassToken());
   // An odd number of 32-bit words per row: lanes reading word e of
   // different rows hit different banks.
   int64_t words = llvm::divideCeil(d * bytes, 4);
@@ -111,15 +116,29 @@ getGpuBackwardShape(FusedAttentionOpInterface op) {
   shape.lanesPerRow = d <= 16 ? 1 : d <= 32 ? 2 : 4;
   shape.rowsPerRound = kWarpSize / shape.lanesPerRow;
   shape.laneChannels = llvm::divideCeil(d, shape.lanesPerRow);
-  // q, k, v, dout; R and G; P(t), labels, lse, D.
-  shape.sharedBytes =
-      4 * n * shape.rowStride * bytes + 2 * tableRows * 4 + 4 * n * 4;
-  if (shape.sharedBytes > kSharedBytesPerBlock)
+  int64_t rows = n * shape.rowStride;
+  Type f32 = Float32Type::get(op.getContext());
+  Type i32 = IntegerType::get(op.getContext(), 32);
+  shape.sharedBuffers = {{"grad_queries", rows, shape.element, 16},
+                         {"grad_keys", rows, shape.element, 16},
+                         {"grad_values", rows, shape.element, 16},
+                         {"grad_output_gradients", rows, shape.element, 16},
+                         {"grad_table", tableRows, f32, 16},
+                         {"grad_token_offsets", n, i32, 16},
+                         {"grad_token_labels", n, i32, 16},
+                         {"grad_log_sum_exp", n, f32, 16},
+                         {"grad_delta", n, f32, 16},
+                         {"grad_table_gradient", tableRows, f32, 16}};
+  shape.sharedBytes = layoutSharedBuffers(shape.sharedBuffers).bytes;
+  // Up to 48 KiB static shared memory, beyond it dynamic (createSharedBuffers)
+  // up to what the chip lets a block opt in to.
+  int64_t limit = getMaxSharedBytesPerBlock(smVersion);
+  if (shape.sharedBytes > limit)
     return op.emitOpError("has no GPU backward: its window's q, k, v and "
                           "dout (")
            << n << " tokens of " << d << " channels) take " << shape.sharedBytes
-           << " bytes of shared memory, more than a block's "
-           << kSharedBytesPerBlock;
+           << " bytes of shared memory, more than the " << limit
+           << " a block may have on sm_" << smVersion;
   return shape;
 }
 
@@ -256,18 +275,7 @@ struct GpuBackwardKernel::PairOperands {
 } // namespace mlir::rpe::detail
 
 LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
-  int64_t rows = g.tokens * shape.rowStride;
-  Type i32 = b.getI32Type();
-  SharedBuffer buffers[] = {{"grad_queries", rows, shape.element, 16},
-                            {"grad_keys", rows, shape.element, 16},
-                            {"grad_values", rows, shape.element, 16},
-                            {"grad_output_gradients", rows, shape.element, 16},
-                            {"grad_table", g.tableRows, f32, 16},
-                            {"grad_token_offsets", g.tokens, i32, 16},
-                            {"grad_token_labels", g.tokens, i32, 16},
-                            {"grad_log_sum_exp", g.tokens, f32, 16},
-                            {"grad_delta", g.tokens, f32, 16},
-                            {"grad_table_gradient", g.tableRows, f32, 16}};
+  ArrayRef<SharedBuffer> buffers = shape.sharedBuffers;
   auto scratchOf = [](ArrayRef<Value> m) {
     return Scratch{m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9]};
   };
@@ -311,7 +319,7 @@ LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
   // The partials in device memory, by the asynchronous forms of gpu.alloc
   // and gpu.dealloc that gpu-to-llvm lowers (each waited for at once).
   // swin-aot's host runtime allocates them itself, on the caller's stream.
-  SmallVector<memref::GlobalOp> globals = createSharedBuffers(buffers);
+  SharedMemory shared = createSharedBuffers(buffers);
   Type token = gpu::AsyncTokenType::get(b.getContext());
   auto allocation = gpu::AllocOp::create(
       b, partialsType, token,
@@ -322,11 +330,12 @@ LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
   std::optional<Scratch> scratch;
   emitItemLaunch(
       /*itemsPerBlock=*/1, kWarpSize,
-      [&](Value) { scratch = scratchOf(getSharedBuffers(globals)); },
+      [&](Value) { scratch = scratchOf(getSharedBuffers(shared)); },
       [&](Value item, Value) {
         Warp warp(b, /*emulated=*/false);
         emitItem(warp, item, *scratch, partials);
-      });
+      },
+      shared.dynamicBytes);
   reduceTableGradients(partials, target);
   auto deallocation = gpu::DeallocOp::create(
       b, token,
@@ -827,14 +836,16 @@ void GpuBackwardKernel::reduceTableGradients(Value partials,
     });
     return;
   }
-  SmallVector<memref::GlobalOp> globals =
+  // A few KiB: always static.
+  SharedMemory shared =
       createSharedBuffers({{"grad_table_sums", sumElements, f32, 16}});
+  assert(!shared.dynamicBytes && "the reduction's sums are static");
   Value one = index(1);
   auto launch = gpu::LaunchOp::create(b, index(blocks), one, one,
                                       index(sumElements), one, one);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
-  Value sums = getSharedBuffers(globals).front();
+  Value sums = getSharedBuffers(shared).front();
   Value block = launch.getBlockIds().x;
   Value r = divConst(launch.getThreadIds().x, kWarpSize);
   Warp warp(b, /*emulated=*/false);
@@ -850,8 +861,9 @@ void GpuBackwardKernel::reduceTableGradients(Value partials,
 
 LogicalResult mlir::rpe::detail::emitGpuBackwardKernel(
     ImplicitLocOpBuilder &b, FusedAttentionOpInterface op,
-    const KernelGeometry &g, KernelTarget target, bool hoistScratch) {
-  FailureOr<GpuBackwardShape> shape = getGpuBackwardShape(op);
+    const KernelGeometry &g, KernelTarget target, bool hoistScratch,
+    unsigned smVersion) {
+  FailureOr<GpuBackwardShape> shape = getGpuBackwardShape(op, smVersion);
   if (failed(shape))
     return failure();
   return GpuBackwardKernel(b, op, g, *shape).emit(target, hoistScratch);

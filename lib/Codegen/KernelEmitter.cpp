@@ -359,16 +359,23 @@ void KernelEmitter::emitItemLoop(ItemLoop kind,
 void KernelEmitter::emitItemLaunch(int64_t itemsPerBlock,
                                    int64_t threadsPerItem,
                                    function_ref<void(Value)> inBlock,
-                                   function_ref<void(Value, Value)> body) {
+                                   function_ref<void(Value, Value)> body,
+                                   int64_t dynamicSharedBytes) {
   Value items = countItems();
   Value one = index(1);
   Value blocks =
       itemsPerBlock == 1
           ? items
           : divConst(add(items, index(itemsPerBlock - 1)), itemsPerBlock);
+  Value dynamicShared =
+      dynamicSharedBytes
+          ? arith::ConstantOp::create(
+                b, b.getI32IntegerAttr(static_cast<int32_t>(dynamicSharedBytes)))
+                .getResult()
+          : Value();
   auto launch = gpu::LaunchOp::create(b, blocks, one, one,
                                       index(itemsPerBlock * threadsPerItem),
-                                      one, one);
+                                      one, one, dynamicShared);
   // Hosts that launch the kernel themselves (swin-aot's runtime) size the
   // grid from the items per block.
   RpeDialect::ItemsPerBlockAttrHelper(b.getContext())
@@ -400,37 +407,73 @@ void KernelEmitter::emitItemLaunch(int64_t itemsPerBlock,
   gpu::TerminatorOp::create(b);
 }
 
-SmallVector<memref::GlobalOp>
+SharedLayout layoutSharedBuffers(ArrayRef<SharedBuffer> buffers) {
+  SharedLayout layout;
+  for (const SharedBuffer &buffer : buffers) {
+    int64_t offset = llvm::alignTo(layout.bytes, buffer.alignment);
+    layout.offsets.push_back(offset);
+    layout.bytes =
+        offset + buffer.elements * buffer.element.getIntOrFloatBitWidth() / 8;
+  }
+  return layout;
+}
+
+SharedMemory
 KernelEmitter::createSharedBuffers(ArrayRef<SharedBuffer> buffers) {
+  SharedMemory shared;
+  shared.buffers.assign(buffers.begin(), buffers.end());
+  shared.layout = layoutSharedBuffers(buffers);
+  if (shared.layout.bytes > kStaticSharedBytesPerBlock) {
+    shared.dynamicBytes = shared.layout.bytes;
+    return shared;
+  }
   auto workgroup =
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
   auto module = op->getParentOfType<ModuleOp>();
   SymbolTable symbols(module);
-  SmallVector<memref::GlobalOp> globals;
   for (const SharedBuffer &buffer : buffers) {
     auto type = MemRefType::get({buffer.elements}, buffer.element,
                                 MemRefLayoutAttrInterface(), workgroup);
     OpBuilder::InsertionGuard guard(b);
-    if (globals.empty())
+    if (shared.globals.empty())
       b.setInsertionPointToStart(module.getBody());
     else
-      b.setInsertionPointAfter(globals.back());
+      b.setInsertionPointAfter(shared.globals.back());
     auto global = memref::GlobalOp::create(
         b, (Twine("__rpe_shared_") + buffer.name).str(),
         b.getStringAttr("private"), type, /*initial_value=*/Attribute(),
         /*constant=*/false, b.getI64IntegerAttr(buffer.alignment));
     symbols.insert(global); // renamed if the name is taken
-    globals.push_back(global);
+    shared.globals.push_back(global);
   }
-  return globals;
+  return shared;
 }
 
 SmallVector<Value>
-KernelEmitter::getSharedBuffers(ArrayRef<memref::GlobalOp> globals) {
-  return llvm::map_to_vector(globals, [&](memref::GlobalOp global) -> Value {
-    return memref::GetGlobalOp::create(b, global.getType(),
-                                       global.getSymName());
-  });
+KernelEmitter::getSharedBuffers(const SharedMemory &shared) {
+  if (!shared.dynamicBytes)
+    return llvm::map_to_vector(
+        shared.globals, [&](memref::GlobalOp global) -> Value {
+          return memref::GetGlobalOp::create(b, global.getType(),
+                                             global.getSymName());
+        });
+  // The block's dynamic shared memory is aligned to 16 bytes (as the
+  // NVVM lowering declares it), the most a buffer asks for.
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  Value bytes = gpu::DynamicSharedMemoryOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                         MemRefLayoutAttrInterface(), workgroup));
+  SmallVector<Value> views;
+  for (auto [buffer, offset] :
+       llvm::zip_equal(shared.buffers, shared.layout.offsets)) {
+    assert(buffer.alignment <= 16 && "dynamic shared memory is 16-aligned");
+    auto type = MemRefType::get({buffer.elements}, buffer.element,
+                                MemRefLayoutAttrInterface(), workgroup);
+    views.push_back(
+        memref::ViewOp::create(b, type, bytes, index(offset), ValueRange{}));
+  }
+  return views;
 }
 
 /// A constant i32 table as a private global of the module (one per

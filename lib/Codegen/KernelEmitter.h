@@ -15,6 +15,7 @@
 
 #include "Rpe/Codegen.h"
 #include "Rpe/FeatureMapAddressing.h"
+#include "Rpe/NvptxTarget.h"
 #include "Rpe/RpeOps.h"
 #include "Rpe/WindowGeometry.h"
 
@@ -138,6 +139,37 @@ struct KernelGeometry {
   }
 };
 
+/// A buffer of a GPU block's shared memory: `elements` of `element`,
+/// aligned to `alignment` bytes.
+struct SharedBuffer {
+  StringRef name;
+  int64_t elements;
+  Type element;
+  int64_t alignment;
+};
+
+/// Where a block's shared buffers sit: each buffer's byte offset, in order,
+/// aligned to its alignment, and the bytes they take in all.
+struct SharedLayout {
+  SmallVector<int64_t> offsets;
+  int64_t bytes = 0;
+};
+
+/// The layout of `buffers` in one block: the one computation of their
+/// offsets and size, from which the kernels check what a block may have,
+/// the views of dynamic shared memory are made and the launch is sized.
+SharedLayout layoutSharedBuffers(ArrayRef<SharedBuffer> buffers);
+
+/// A block's shared memory as KernelEmitter::createSharedBuffers made it:
+/// a global per buffer (static), or none and `dynamicBytes`, the layout's
+/// size, of dynamic shared memory that the buffers view.
+struct SharedMemory {
+  SmallVector<SharedBuffer> buffers;
+  SharedLayout layout;
+  SmallVector<memref::GlobalOp> globals;
+  int64_t dynamicBytes = 0;
+};
+
 /// The context a kernel of one fused attention op is emitted in: the
 /// builder, the op, its geometry, small builders, the flat views of the
 /// operands and the addressing of their rows, and the loop or launch over
@@ -251,27 +283,26 @@ protected:
   /// `body(item, thread)` for the items that exist (with one item per
   /// block, all of them: no check). `thread` is the thread's index in the
   /// block.
+  /// `dynamicSharedBytes` (SharedMemory::dynamicBytes) is the launch's
+  /// dynamic shared memory.
   void emitItemLaunch(int64_t itemsPerBlock, int64_t threadsPerItem,
                       function_ref<void(Value)> inBlock,
-                      function_ref<void(Value, Value)> body);
+                      function_ref<void(Value, Value)> body,
+                      int64_t dynamicSharedBytes = 0);
 
-  /// A buffer of a GPU block's shared memory: `elements` of `element`,
-  /// aligned to `alignment` bytes.
-  struct SharedBuffer {
-    StringRef name;
-    int64_t elements;
-    Type element;
-    int64_t alignment;
-  };
-  /// The buffers as private globals of the module in the workgroup address
-  /// space (CUDA's static __shared__ arrays), `__rpe_shared_<name>` (renamed
-  /// if taken), in order at the start of the module; kernel outlining copies
-  /// them into the kernel's module. (Launch attributions would only be
-  /// aligned to their element type.)
-  SmallVector<memref::GlobalOp>
-  createSharedBuffers(ArrayRef<SharedBuffer> buffers);
-  /// The buffers of createSharedBuffers, read where a kernel's body starts.
-  SmallVector<Value> getSharedBuffers(ArrayRef<memref::GlobalOp> globals);
+  /// The buffers as a block's shared memory. When their layout fits the
+  /// 48 KB a block has without opting in, as private globals of the module
+  /// in the workgroup address space (CUDA's static __shared__ arrays),
+  /// `__rpe_shared_<name>` (renamed if taken), in order at the start of the
+  /// module; kernel outlining copies them into the kernel's module. (Launch
+  /// attributions would only be aligned to their element type.) Beyond it,
+  /// as views at the layout's offsets of the block's dynamic shared memory,
+  /// whose size the launch (emitItemLaunch) passes: static arrays cannot
+  /// take more than 48 KB, and the chip's opt-in limit is for the kernel's
+  /// shape to check (layoutSharedBuffers gives the bytes).
+  SharedMemory createSharedBuffers(ArrayRef<SharedBuffer> buffers);
+  /// The buffers of createSharedBuffers, made where a kernel's body starts.
+  SmallVector<Value> getSharedBuffers(const SharedMemory &shared);
 
   //===--- operands and their rows --------------------------------------===//
   /// A token's head_dim channels: element e at `memref[offset + e]`.

@@ -41,11 +41,13 @@ LogicalResult emitBackwardKernel(ImplicitLocOpBuilder &b,
 /// reduction of the table's gradient); on the host, an item loop of
 /// emulated warps (its scratch hoisted where `hoistScratch`) and the
 /// reduction's loops. Fails, with an error on the op, when its window does
-/// not fit a block's shared memory.
+/// not fit the shared memory a block may have on chips of SM version
+/// `smVersion` (the emulation keeps the GPU's limit).
 LogicalResult emitGpuBackwardKernel(ImplicitLocOpBuilder &b,
                                     FusedAttentionOpInterface op,
                                     const KernelGeometry &g,
-                                    KernelTarget target, bool hoistScratch);
+                                    KernelTarget target, bool hoistScratch,
+                                    unsigned smVersion);
 
 /// The row-parallel kernel (RowsKernel.cpp): nested scf.parallel loops on
 /// the host, one gpu.launch on the GPU.
@@ -61,23 +63,37 @@ struct WarpTileShape {
   int64_t paddedTokens;  // 16 * queryTiles: keys and values, zero padded
   int64_t keyBlock;      // keys per online-softmax step (16..64)
   int64_t rowStride;     // elements per q, k, v row in shared memory
+  int64_t tableRows;     // rows of the table, as KernelGeometry's
   int64_t warpsPerBlock; // (window, head) items per GPU block
-  int64_t sharedBytes;   // shared memory per warp
+  int64_t sharedBytes;   // shared memory per block (layoutSharedBuffers)
 };
 
 /// Tile sizes of the warp kernel a user may fix; 0 lets the kernel choose.
 struct WarpTileOptions {
   int64_t keyBlock = 0;      // keys per online-softmax step
   int64_t warpsPerBlock = 0; // (window, head) items per block
+  /// The chip's SM version and the shared memory a block may have on it
+  /// (getMaxSharedBytesPerBlock).
+  unsigned smVersion = kMmaM16N8K16MinSmVersion;
+  int64_t maxSharedBytes = kStaticSharedBytesPerBlock;
 };
 
 /// The warp kernel's shape for `op`. Nothing when the op does not qualify
 /// (it gets the row kernel): f16/bf16 operands, head_dim a multiple of 16
 /// (at most 256), and one warp's keys, values, query tile and table within
-/// a block's 48 KiB of static shared memory. Failure, with an error on the
-/// op, when `options` ask for tiles the op cannot have.
+/// the shared memory a block may have on the chip (static up to 48 KiB,
+/// dynamic beyond). Failure, with an error on the op, when `options` ask
+/// for tiles the op cannot have.
 FailureOr<std::optional<WarpTileShape>>
 getWarpTileShape(FusedWindowAttentionOp op, const WarpTileOptions &options);
+
+/// The shared buffers of a block of `warps` warps of the warp kernel: the
+/// query tiles, keys, values, tables, key offsets and labels, each holding
+/// the warps' slices one after the other. The one list from which the
+/// shape sizes a block and the kernel makes its buffers.
+SmallVector<SharedBuffer, 6> getWarpSharedBuffers(const WarpTileShape &shape,
+                                                  int64_t warps,
+                                                  MLIRContext *context);
 
 /// The warp kernel (WarpKernel.cpp): one gpu.launch on the GPU; on the
 /// host, an item loop of emulated warps whose scratch is hoisted as the

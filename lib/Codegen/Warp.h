@@ -28,8 +28,6 @@ namespace mlir::rpe::detail {
 inline constexpr int64_t kWarpSize = 32;
 /// Rows move between memories in chunks of this many bytes per lane.
 inline constexpr int64_t kChunkBytes = 16;
-/// Static shared memory a block may use without opting in to more.
-inline constexpr int64_t kSharedBytesPerBlock = 48 * 1024;
 
 /// A lane's elements of one mma.sync operand or accumulator.
 using Fragment = SmallVector<Value, 8>;

@@ -34,7 +34,8 @@
 // rows sit in shared memory with a stride of d + 8 elements, so that the
 // 8 rows x 4 column pairs of a fragment load hit distinct banks. Small
 // windows put several warps in a block (up to 48 KiB of static shared
-// memory); the host runtime sizes the grid from rpe.items_per_block.
+// memory), large ones a block each in dynamic shared memory up to the
+// chip's limit; the host runtime sizes the grid from rpe.items_per_block.
 //
 // The same code runs on the host with each warp emulated by vectors of its
 // 32 lanes (SIMT as SIMD): lane values are vector<32x...>, shared memory is
@@ -58,6 +59,20 @@ using namespace mlir::rpe::detail;
 /// Several (window, head) items per block for small windows: a block of
 /// one warp would cap an SM at 32 resident warps.
 static constexpr int64_t kMaxWarpsPerBlock = 4;
+
+SmallVector<SharedBuffer, 6>
+mlir::rpe::detail::getWarpSharedBuffers(const WarpTileShape &shape,
+                                        int64_t warps, MLIRContext *context) {
+  // 16-byte aligned for the rows' vector accesses.
+  int64_t tokenElements = shape.paddedTokens * shape.rowStride;
+  Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
+  return {{"queries", warps * 16 * shape.rowStride, shape.element, kChunkBytes},
+          {"keys", warps * tokenElements, shape.element, kChunkBytes},
+          {"values", warps * tokenElements, shape.element, kChunkBytes},
+          {"table", warps * shape.tableRows, f32, kChunkBytes},
+          {"key_offsets", warps * shape.paddedTokens, i32, kChunkBytes},
+          {"key_labels", warps * shape.paddedTokens, i32, kChunkBytes}};
+}
 
 FailureOr<std::optional<WarpTileShape>>
 mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
@@ -92,28 +107,39 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
              << " keys of its window (N rounded up to 16)";
     shape.keyBlock = options.keyBlock;
   }
-  int64_t elementBytes = 2;
   // Rows of q, k, v in shared memory are padded by 16 bytes: with a stride
   // of d + 8 elements the 8 rows x 4 column pairs of a fragment load fall
   // in distinct banks (a stride of 64 bytes would put rows g and g + 2 in
   // the same bank).
   shape.rowStride = d + 8;
-  shape.sharedBytes =
-      (16 + 2 * shape.paddedTokens) * shape.rowStride * elementBytes +
-      getNumTableRows(op.getWindow()) * 4 + 2 * shape.paddedTokens * 4;
-  shape.warpsPerBlock = std::min<int64_t>(
-      kMaxWarpsPerBlock, kSharedBytesPerBlock / shape.sharedBytes);
-  if (shape.warpsPerBlock == 0)
+  shape.tableRows = getNumTableRows(op.getWindow(), op.getClassToken());
+  auto blockBytes = [&](int64_t warps) {
+    return layoutSharedBuffers(
+               getWarpSharedBuffers(shape, warps, op.getContext()))
+        .bytes;
+  };
+  // A window whose one warp exceeds what a block may have on the chip gets
+  // the row kernel, whatever the options.
+  if (blockBytes(1) > options.maxSharedBytes)
     return none;
   if (options.warpsPerBlock) {
-    if (options.warpsPerBlock * shape.sharedBytes > kSharedBytesPerBlock)
+    int64_t bytes = blockBytes(options.warpsPerBlock);
+    if (bytes > options.maxSharedBytes)
       return op.emitOpError("warps-per-block=")
-             << options.warpsPerBlock << " needs "
-             << options.warpsPerBlock * shape.sharedBytes
-             << " bytes of shared memory, more than a block's "
-             << kSharedBytesPerBlock;
+             << options.warpsPerBlock << " needs " << bytes
+             << " bytes of shared memory, more than the "
+             << options.maxSharedBytes << " a block may have on sm_"
+             << options.smVersion;
     shape.warpsPerBlock = options.warpsPerBlock;
+  } else {
+    // As many warps as fit the static 48 KiB (at most 4); a window too
+    // large for that gets a block of its own, in dynamic shared memory.
+    shape.warpsPerBlock = 1;
+    while (shape.warpsPerBlock < kMaxWarpsPerBlock &&
+           blockBytes(shape.warpsPerBlock + 1) <= kStaticSharedBytesPerBlock)
+      ++shape.warpsPerBlock;
   }
+  shape.sharedBytes = blockBytes(shape.warpsPerBlock);
   return std::optional<WarpTileShape>(shape);
 }
 
@@ -177,33 +203,18 @@ private:
 } // namespace mlir::rpe::detail
 
 LogicalResult WarpKernel::emit(KernelTarget target, bool hoistScratch) {
-  int64_t queryElements = 16 * shape.rowStride;
-  int64_t tokenElements = shape.paddedTokens * shape.rowStride;
   // A block of `warps` warps, one (window, head) each, each with its own
   // slice of the block's buffers.
   int64_t warps = shape.warpsPerBlock;
-  struct Buffer {
-    StringRef name;
-    int64_t elements;
-    Type element;
-  };
-  Buffer buffers[] = {{"queries", queryElements, shape.element},
-                      {"keys", tokenElements, shape.element},
-                      {"values", tokenElements, shape.element},
-                      {"table", g.tableRows, f32},
-                      {"key_offsets", shape.paddedTokens, b.getI32Type()},
-                      {"key_labels", shape.paddedTokens, b.getI32Type()}};
+  SmallVector<SharedBuffer, 6> buffers =
+      getWarpSharedBuffers(shape, warps, b.getContext());
   auto scratchAt = [&](ArrayRef<Value> memrefs, Value slot) {
-    return WarpScratch{memrefs[0],
-                       memrefs[1],
-                       memrefs[2],
-                       memrefs[3],
-                       memrefs[4],
-                       memrefs[5],
-                       mulConst(slot, queryElements),
-                       mulConst(slot, tokenElements),
-                       mulConst(slot, g.tableRows),
-                       mulConst(slot, shape.paddedTokens)};
+    auto sliceOf = [&](int64_t i) {
+      return mulConst(slot, buffers[i].elements / warps);
+    };
+    return WarpScratch{memrefs[0], memrefs[1], memrefs[2], memrefs[3],
+                       memrefs[4], memrefs[5], sliceOf(0), sliceOf(1),
+                       sliceOf(3), sliceOf(4)};
   };
 
   if (target == KernelTarget::Host) {
@@ -215,9 +226,9 @@ LogicalResult WarpKernel::emit(KernelTarget target, bool hoistScratch) {
         hoistScratch ? ItemLoop::ParallelHoistedScratch : ItemLoop::Parallel,
         [&] {
           memrefs.clear();
-          for (const Buffer &buffer : buffers)
+          for (const SharedBuffer &buffer : buffers)
             memrefs.push_back(memref::AllocaOp::create(
-                b, MemRefType::get({warps * buffer.elements}, buffer.element)));
+                b, MemRefType::get({buffer.elements}, buffer.element)));
         },
         [&](Value item, Value) {
           Warp warp(b, /*emulated=*/true);
@@ -226,21 +237,17 @@ LogicalResult WarpKernel::emit(KernelTarget target, bool hoistScratch) {
     return success();
   }
 
-  // On the GPU the buffers are the block's shared memory, 16-byte aligned
-  // for the rows' vector accesses.
-  SmallVector<SharedBuffer> shared;
-  for (const Buffer &buffer : buffers)
-    shared.push_back(
-        {buffer.name, warps * buffer.elements, buffer.element, kChunkBytes});
-  SmallVector<memref::GlobalOp> globals = createSharedBuffers(shared);
+  // On the GPU the buffers are the block's shared memory.
+  SharedMemory shared = createSharedBuffers(buffers);
   std::optional<WarpScratch> scratch;
   emitItemLaunch(
       warps, kWarpSize,
-      [&](Value slot) { scratch = scratchAt(getSharedBuffers(globals), slot); },
+      [&](Value slot) { scratch = scratchAt(getSharedBuffers(shared), slot); },
       [&](Value item, Value) {
         Warp warp(b, /*emulated=*/false);
         emitWarpItem(warp, item, *scratch);
-      });
+      },
+      shared.dynamicBytes);
   return success();
 }
 

@@ -3,7 +3,7 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps hoist-scratch=true" -split-input-file | FileCheck %s --check-prefix=HOISTED
 // RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu key-block=16 warps-per-block=1" -split-input-file | FileCheck %s --check-prefix=TILES
 // RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps key-block=48" -split-input-file 2>&1 | FileCheck %s --check-prefix=KEYBLOCK
-// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu warps-per-block=4" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARPS
+// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu warps-per-block=16" -split-input-file 2>&1 | FileCheck %s --check-prefix=WARPS
 // RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps key-block=20" 2>&1 | FileCheck %s --check-prefix=BADBLOCK
 // RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps warps-per-block=33" 2>&1 | FileCheck %s --check-prefix=BADWARPS
 
@@ -15,7 +15,7 @@
 // TILES: scf.for %{{.*}} = %c0{{.*}} to %c4{{(_[0-9]+)?}} step %c1{{.*}} iter_args
 // Tile sizes the window cannot have are located errors.
 // KEYBLOCK: error: 'rpe.fused_window_attention' op key-block=48 does not divide the 64 keys of its window (N rounded up to 16)
-// WARPS: lower-fused-attention-warps.mlir:{{[0-9]+}}:3: error: 'rpe.fused_window_attention' op warps-per-block=4 needs 50832 bytes of shared memory, more than a block's 49152
+// WARPS: lower-fused-attention-warps.mlir:{{[0-9]+}}:3: error: 'rpe.fused_window_attention' op warps-per-block=16 needs 203328 bytes of shared memory, more than the 166912 a block may have on sm_80
 // BADBLOCK: error: key-block must be 16, 32, 48 or 64 (or 0: chosen per window), got 20
 // BADWARPS: error: warps-per-block must be in [1, 32] (or 0: chosen per window), got 33
 
@@ -121,7 +121,9 @@ func.func @window12_bf16(%q: memref<?x2x144x32xbf16>, %t: memref<529x2xbf16>, %o
 
 // What the tensor-core kernel does not take gets the row kernel: f32
 // operands, a head_dim that is not a multiple of 16, and a window whose keys
-// and values exceed 48 KiB of shared memory (24x24, N = 576).
+// and values exceed the shared memory a block may have on the chip (24x24,
+// N = 576, d = 64: 168 KB against sm_80's 163 KiB; at d = 32 it takes
+// dynamic shared memory, lower-fused-attention-dynamic-shared.mlir).
 // GPU-LABEL: func @f32_rows
 // GPU-SAME: attributes {rpe.items_per_block = 1 : i64}
 // GPU-NOT: nvvm.mma.sync
@@ -150,8 +152,8 @@ func.func @head_dim_8_rows(%q: memref<?x3x49x8xf16>, %t: memref<169x3xf16>, %o: 
     outs(%o : memref<?x3x49x8xf16>) {window = array<i64: 7, 7>, scale = 0.35 : f32}
   return
 }
-func.func @window24_rows(%q: memref<?x1x576x32xf16>, %t: memref<2209x1xf16>, %o: memref<?x1x576x32xf16>) {
-  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x1x576x32xf16>, memref<?x1x576x32xf16>, memref<?x1x576x32xf16>, memref<2209x1xf16>)
-    outs(%o : memref<?x1x576x32xf16>) {window = array<i64: 24, 24>, scale = 0.1767767 : f32}
+func.func @window24_rows(%q: memref<?x1x576x64xf16>, %t: memref<2209x1xf16>, %o: memref<?x1x576x64xf16>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x1x576x64xf16>, memref<?x1x576x64xf16>, memref<?x1x576x64xf16>, memref<2209x1xf16>)
+    outs(%o : memref<?x1x576x64xf16>) {window = array<i64: 24, 24>, scale = 0.125 : f32}
   return
 }
