@@ -224,6 +224,10 @@ struct GpuKernel {
     /// a grid of `grid` blocks, whatever the count.
     int64_t itemsPerBlock = 1;
     int64_t grid = 0;
+    /// Bytes of dynamic shared memory per block (0: the kernel's shared
+    /// memory is static). The launcher passes them to each launch and,
+    /// above the static 48 KiB, opts the function in to them once.
+    int64_t dynamicSharedBytes = 0;
   };
   /// What an entry point queues on its stream: its launches, in order, and
   /// the device scratch they share (bytes per (window, head) item; 0:

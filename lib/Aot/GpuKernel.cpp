@@ -78,7 +78,8 @@ static void mergeGpuModules(ModuleOp module) {
   }
 }
 
-/// A launch's geometry and what each of its memref parameters views: a C
+/// A launch's geometry (grid, block, dynamic shared memory) and what each
+/// of its memref parameters views: a C
 /// argument (an argument of the kernel function, or a static view of one)
 /// or the entry point's scratch (a gpu.alloc of the host function, per
 /// item: its dynamic extent is the items').
@@ -91,6 +92,13 @@ static llvm::Error describeLaunch(gpu::LaunchFuncOp launch,
   if (!matchPattern(launch.getBlockSizeX(), m_ConstantInt(&blockSize)))
     return gpuError("the GPU block size is not a constant");
   described.blockSize = blockSize.getSExtValue();
+  if (Value dynamicShared = launch.getDynamicSharedMemorySize()) {
+    APInt bytes;
+    if (!matchPattern(dynamicShared, m_ConstantInt(&bytes)))
+      return gpuError("the GPU launch's dynamic shared memory is not a "
+                      "constant");
+    described.dynamicSharedBytes = bytes.getSExtValue();
+  }
   auto host = launch->getParentOfType<FunctionOpInterface>();
   if (matchPattern(launch.getGridSizeX(), m_ConstantInt(&grid))) {
     described.itemsPerBlock = 0;

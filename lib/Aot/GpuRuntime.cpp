@@ -106,13 +106,18 @@ static void emitEntryPoint(const KernelConfig &config,
   }
   os << "static const struct swin_rt_launch_info " << name
      << "_launches[] = {\n";
-  for (auto [l, launch] : llvm::enumerate(entryPoint.launches))
+  for (auto [l, launch] : llvm::enumerate(entryPoint.launches)) {
     os << "    {.symbol = \"" << launch.symbol << "\",\n"
        << "     .num_params = " << launch.params.size() << ",\n"
        << "     .params = " << name << "_params_" << l << ",\n"
        << "     .block_size = " << launch.blockSize << ",\n"
        << "     .items_per_block = " << launch.itemsPerBlock << ",\n"
-       << "     .grid = " << launch.grid << "},\n";
+       << "     .grid = " << launch.grid;
+    // Static shared memory leaves the field at 0, unwritten.
+    if (launch.dynamicSharedBytes)
+      os << ",\n     .dynamic_shared_bytes = " << launch.dynamicSharedBytes;
+    os << "},\n";
+  }
   os << "};\n\n";
 
   int64_t zeroBytes = 0;

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Rpe/Aot/KernelAbi.h"
+#include "Rpe/Aot.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
@@ -267,8 +268,24 @@ static llvm::json::Array describeArguments(const KernelAbi &abi) {
   return arguments;
 }
 
+/// The JSON description of a GPU entry point's launches, from the table
+/// its host runtime is written from (GpuRuntime.cpp).
+static llvm::json::Array
+describeLaunches(const GpuKernel::EntryPoint &entryPoint) {
+  llvm::json::Array launches;
+  for (const GpuKernel::Launch &launch : entryPoint.launches)
+    launches.push_back(llvm::json::Object{
+        {"symbol", launch.symbol},
+        {"block_size", launch.blockSize},
+        {"items_per_block", launch.itemsPerBlock},
+        {"grid", launch.grid},
+        {"dynamic_shared_bytes", launch.dynamicSharedBytes}});
+  return launches;
+}
+
 void mlir::rpe::writeAbiDescription(const KernelConfig &config,
-                                    llvm::raw_ostream &os) {
+                                    llvm::raw_ostream &os,
+                                    const GpuKernel *gpuKernel) {
   KernelAbi abi = getKernelAbi(config);
   auto extents = [](ArrayRef<int64_t> values) {
     llvm::json::Array array;
@@ -306,6 +323,15 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
         {"name", getEntryPointName(config, Direction::Backward)},
         {"arguments",
          describeArguments(getKernelAbi(config, Direction::Backward))}};
+  if (gpuKernel)
+    for (const GpuKernel::EntryPoint &entryPoint : gpuKernel->entryPoints) {
+      llvm::json::Object *entry =
+          entryPoint.direction == Direction::Forward
+              ? &description
+              : description.getObject("backward");
+      if (entry)
+        (*entry)["launches"] = describeLaunches(entryPoint);
+    }
   if (config.hasTokenLayout())
     description["tokens_per_image"] = config.tokensPerImage();
   if (config.isGpu())

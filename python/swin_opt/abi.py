@@ -13,6 +13,11 @@ type, element type and shape (format ``swin-opt-kernel-abi``, version 1)::
        ...
        {"name": "num_windows", "role": "count", "ctype": "int64_t"}]}
 
+A GPU kernel's entry points also list their launches as the host runtime
+makes them (``"launches"``: kernel symbol, block size, items per block, fixed
+grid, ``dynamic_shared_bytes``: the dynamic shared memory per block, 0 where
+the kernel's shared memory is static).
+
 The tool is the one place that knows the ABI; this module turns the
 description into what Python needs (``ctypes`` argument types, the expected
 shape and storage dtype of each buffer for a given count, the call's argument
@@ -32,7 +37,7 @@ import numpy as np
 
 from .dtypes import STORAGE
 
-__all__ = ["AbiError", "Argument", "KernelAbi", "load", "parse", "check_no_overlap",
+__all__ = ["AbiError", "Argument", "Launch", "KernelAbi", "load", "parse", "check_no_overlap",
            "FORMAT", "VERSION", "KERNEL_ABI", "STORAGE"]
 
 FORMAT = "swin-opt-kernel-abi"
@@ -104,6 +109,20 @@ class Argument:
 
 
 @dataclasses.dataclass(frozen=True)
+class Launch:
+    """One launch of a GPU entry point, as its host runtime makes it."""
+
+    symbol: str
+    block_size: int
+    #: (window, head) items per block; 0: a fixed grid of ``grid`` blocks.
+    items_per_block: int
+    grid: int
+    #: Bytes of dynamic shared memory per block (0: static shared memory only);
+    #: above 48 KiB the runtime opts the function in to them.
+    dynamic_shared_bytes: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class KernelAbi:
     """A kernel's C ABI: its arguments in call order."""
 
@@ -118,6 +137,8 @@ class KernelAbi:
     direction: str = "forward"
     #: The gradient's entry point (``swin-aot --grad``), or None.
     backward: Optional["KernelAbi"] = None
+    #: A GPU entry point's launches, in order (empty for a CPU kernel).
+    launches: Tuple[Launch, ...] = ()
 
     @property
     def written_roles(self) -> Tuple[str, ...]:
@@ -238,9 +259,29 @@ def parse(data: Any, source: str = "<memory>") -> KernelAbi:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise _fail(source, "malformed backward entry point")
         backward = KernelAbi(name=entry["name"], direction="backward",
-                             arguments=_arguments(entry, source, "output_gradient"), **common)
+                             arguments=_arguments(entry, source, "output_gradient"),
+                             launches=_launches(entry, source), **common)
     return KernelAbi(name=data["name"], arguments=_arguments(data, source, "output"),
-                     backward=backward, **common)
+                     backward=backward, launches=_launches(data, source), **common)
+
+
+def _launches(data: dict, source: str) -> Tuple[Launch, ...]:
+    """The validated launches of one entry point (none where not described)."""
+    entries = data.get("launches", [])
+    if not isinstance(entries, list):
+        raise _fail(source, "malformed launch list")
+    launches = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("symbol"), str):
+            raise _fail(source, f"launch without a symbol: {entry!r}")
+        sizes = {}
+        for key in ("block_size", "items_per_block", "grid", "dynamic_shared_bytes"):
+            value = entry.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise _fail(source, f"launch {entry['symbol']!r} has a bad {key} {value!r}")
+            sizes[key] = value
+        launches.append(Launch(symbol=entry["symbol"], **sizes))
+    return tuple(launches)
 
 
 def _arguments(data: dict, source: str, required_role: str) -> Tuple[Argument, ...]:

@@ -176,6 +176,26 @@ def test_compiles_without_a_gpu(kernel_cache, aot_path, emit):
             kernel(16, 32, 48, 64, 1 << 20, 1)
 
 
+def test_dynamic_shared_memory_is_described(kernel_cache, aot_path):
+    """Each entry point's launches come from the JSON as swin-aot wrote them: the
+    window-12 backward's item kernel takes its 82,580 bytes (q, k, v, dout as
+    rows of 33 floats, the table and G, per-token P(t), labels, lse and D, each
+    16-byte aligned) as dynamic shared memory, the runtime's table passes them;
+    static kernels (the forward, the reduction, Swin-T stage 1) have none."""
+    kernel = cuda.compile_gpu((12, 12), 2, 32, resolution=(24, 24), shift=6, dtype="f32",
+                              grad=True, cache_dir=kernel_cache)
+    items, reduction = kernel.abi.backward.launches
+    assert (items.block_size, items.items_per_block, items.dynamic_shared_bytes) == (32, 1, 82580)
+    assert reduction.items_per_block == 0 and reduction.dynamic_shared_bytes == 0
+    assert all(launch.dynamic_shared_bytes == 0 for launch in kernel.abi.launches)
+    assert ".dynamic_shared_bytes = 82580}" in kernel.runtime.read_text()
+    stage1 = cuda.compile_gpu((7, 7), 3, 32, resolution=(14, 14), shift=3, dtype="f16",
+                              grad=True, cache_dir=kernel_cache)
+    launches = stage1.abi.launches + stage1.abi.backward.launches
+    assert len(launches) == 3 and all(l.dynamic_shared_bytes == 0 for l in launches)
+    assert ".dynamic_shared_bytes = " not in stage1.runtime.read_text()
+
+
 def test_gpu_presence_is_reported():
     """Always runs: says which way the GPU tests went."""
     print(f"GPU: {_DEVICE or 'none (GPU execution tests skipped)'}")
@@ -240,6 +260,8 @@ GRAD_CASES = [
     dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14), shift=(3, 3)),
     dict(window=(7, 7), heads=3, head_dim=32),
     dict(window=(4, 6), heads=2, head_dim=16, resolution=(8, 18), shift=(2, 3)),
+    # 82,580 bytes of shared memory in f32: dynamic, opted in to at load.
+    dict(window=(12, 12), heads=2, head_dim=32, resolution=(24, 24), shift=(6, 6)),
 ]
 
 

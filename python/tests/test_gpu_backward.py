@@ -63,6 +63,9 @@ WINDOW_CASES = [
     ((5, 4), 2, 17, (10, 8), (2, 2), None),  # 2 lanes per row, 9 + 8 channels
     ((4, 4), 2, 48, None, None, None),  # 4 lanes per row, 12 channels each
     ((2, 3, 3), 2, 8, (4, 6, 6), (1, 1, 1), None),  # 3-D (Video Swin), shifted
+    # Swin-B/L at 384, shifted: 144 tokens, 82,580 bytes of shared memory in
+    # f32, beyond the static 48 KiB: dynamic shared memory on the GPU.
+    ((12, 12), 2, 32, (24, 24), (6, 6), None),
 ]
 
 

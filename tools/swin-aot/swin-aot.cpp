@@ -475,10 +475,12 @@ static std::string besideOutput(llvm::StringRef output,
   return (output + "." + extension).str();
 }
 
-/// The header and the ABI description, beside the kernel.
+/// The header and the ABI description, beside the kernel (a GPU kernel's
+/// launches with it).
 static llvm::Error writeInterface(swin_aot::OutputFiles &files,
                                   const KernelConfig &config,
-                                  llvm::StringRef output) {
+                                  llvm::StringRef output,
+                                  const GpuKernel *gpuKernel = nullptr) {
   if (llvm::Error error =
           files.write(besideOutput(output, "h"), [&](llvm::raw_ostream &os) {
             emitHeader(config, os);
@@ -486,7 +488,7 @@ static llvm::Error writeInterface(swin_aot::OutputFiles &files,
           }))
     return error;
   return files.write(besideOutput(output, "json"), [&](llvm::raw_ostream &os) {
-    writeAbiDescription(config, os);
+    writeAbiDescription(config, os, gpuKernel);
     return llvm::Error::success();
   });
 }
@@ -636,7 +638,7 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
             },
             /*binary=*/format != GpuBinaryFormat::Isa))
       return e;
-    if (llvm::Error e = writeInterface(files, config, output))
+    if (llvm::Error e = writeInterface(files, config, output, &*kernel))
       return e;
     std::string headerName =
         llvm::sys::path::filename(besideOutput(output, "h")).str();

@@ -112,11 +112,17 @@ KernelAbi getKernelAbi(const KernelConfig &config,
 /// The C name of the entry point: NAME, or NAME_backward.
 std::string getEntryPointName(const KernelConfig &config, Direction direction);
 
+struct GpuKernel;
+
 /// Writes the machine-readable description of the kernel (JSON): the
 /// configuration, the ABI version and the arguments with their roles, C
 /// types, element types and shapes (the count's name where it is dynamic);
-/// with `--grad`, the backward's arguments too (`backward`).
-void writeAbiDescription(const KernelConfig &config, llvm::raw_ostream &os);
+/// with `--grad`, the backward's arguments too (`backward`). For a GPU
+/// kernel (`gpuKernel`), each entry point's launches as its host runtime
+/// makes them (`launches`: kernel symbol, block size, items per block,
+/// fixed grid, dynamic shared memory in bytes).
+void writeAbiDescription(const KernelConfig &config, llvm::raw_ostream &os,
+                         const GpuKernel *gpuKernel = nullptr);
 
 } // namespace mlir::rpe
 

@@ -37,6 +37,11 @@ enum {
   SWIN_RT_ERROR_BYTES = 256
 };
 
+/* Shared memory a block has without opting in (static __shared__ arrays
+ * take at most this); a function whose dynamic shared memory exceeds it
+ * must opt in with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES. */
+enum { SWIN_RT_STATIC_SHARED_BYTES = 48 * 1024 };
+
 /* The `argument` of a parameter that views the entry point's scratch. */
 enum { SWIN_RT_SCRATCH = -1 };
 
@@ -88,6 +93,9 @@ struct swin_rt_launch_info {
    * grid of `grid` blocks whatever the count. */
   int64_t items_per_block;
   unsigned grid;
+  /* Bytes of dynamic shared memory per block, passed to every launch (0:
+   * the kernel's shared memory is static). */
+  unsigned dynamic_shared_bytes;
 };
 
 /* One entry point. */
@@ -204,15 +212,24 @@ static CUresult swin_rt_context(CUcontext *context) {
 }
 
 /* Loads the image into `module->context`, with the functions of the entry
- * point's launches; the status is kept. */
+ * point's launches (opted in to their dynamic shared memory); the status is
+ * kept. */
 static void swin_rt_load_into(const struct swin_rt_kernel *kernel,
                               struct swin_rt_module *module) {
   CUmodule loaded;
   int i;
   CUresult s = cuModuleLoadData(&loaded, kernel->image);
-  for (i = 0; s == CUDA_SUCCESS && i < kernel->num_launches; ++i)
+  for (i = 0; s == CUDA_SUCCESS && i < kernel->num_launches; ++i) {
+    unsigned shared = kernel->launches[i].dynamic_shared_bytes;
     s = cuModuleGetFunction(&module->functions[i], loaded,
                             kernel->launches[i].symbol);
+    /* Once per function and context: beyond the static 48 KiB a launch
+     * fails unless its function opted in to that much. */
+    if (s == CUDA_SUCCESS && shared > SWIN_RT_STATIC_SHARED_BYTES)
+      s = cuFuncSetAttribute(module->functions[i],
+                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                             (int)shared);
+  }
   if (s == CUDA_SUCCESS && kernel->zero_bytes > 0)
     s = cuMemAlloc(&module->zeros, (size_t)kernel->zero_bytes);
   if (s == CUDA_SUCCESS && kernel->zero_bytes > 0)
@@ -352,7 +369,8 @@ static int swin_rt_launch(const struct swin_rt_kernel *kernel,
         params[num_params++] = &descriptor[j];
     }
     s = cuLaunchKernel(module->functions[l], (unsigned)grid, 1, 1,
-                       launch->block_size, 1, 1, 0, stream, params, 0);
+                       launch->block_size, 1, 1, launch->dynamic_shared_bytes,
+                       stream, params, 0);
   }
   /* Freed after the launches that use it, in the stream's order. */
   if (scratch)

@@ -1,6 +1,7 @@
 /* Calls the backward of backward.test's runtime (Swin-T stage 1, windows
- * layout, 14x14 map: 4 windows per image, 3 heads) with valid and invalid
- * arguments. */
+ * layout, 14x14 map: 4 windows per image, 3 heads; or 12x12 windows of a
+ * 24x24 map, also 4 per image, whose grad.ptx.h is in another directory)
+ * with valid and invalid arguments. */
 #include "grad.ptx.h"
 
 #include <stdio.h>

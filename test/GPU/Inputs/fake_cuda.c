@@ -1,7 +1,8 @@
 /* A stand-in for the CUDA driver, for testing swin-aot's host runtime on a
  * machine without a GPU: every call succeeds, the stream-ordered
- * allocations print their sizes, and cuLaunchKernel prints the grid, the
- * block and the parameters it was given, so that a test can check the
+ * allocations print their sizes, cuFuncSetAttribute the attribute it sets,
+ * and cuLaunchKernel prints the grid, the block, the dynamic shared memory
+ * (where not 0) and the parameters it was given, so that a test can check the
  * descriptors the runtime builds from its parameter table.
  * Contexts are numbers: none is current at first, device d's primary one
  * is d + 1, and loading a module says into which. */
@@ -41,6 +42,16 @@ CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
   *function = (CUfunction)current;
   return CUDA_SUCCESS;
 }
+CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute,
+                            int value) {
+  (void)function;
+  printf("attribute %s %d\n",
+         attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+             ? "max dynamic shared"
+             : "other",
+         value);
+  return CUDA_SUCCESS;
+}
 CUresult cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
   printf("alloc %zu\n", bytes);
   *pointer = 0x1000;
@@ -74,9 +85,12 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, unsigned shared,
                         CUstream stream, void **params, void **extra) {
   int i, j, k = 0;
-  (void)shared, (void)stream, (void)extra;
+  (void)stream, (void)extra;
   printf("launch %d grid %u,%u,%u block %u,%u,%u", ++launches, gx, gy, gz, bx,
          by, bz);
+  /* Dynamic shared memory, where a launch has some. */
+  if (shared)
+    printf(" shared %u", shared);
   /* The function of another context than the current one cannot run. */
   printf("%s\n", f == (CUfunction)current ? "" : " from another context");
   for (i = 0; i < fake_num_params; ++i) {
