@@ -325,10 +325,9 @@ void mlir::rpe::writeAbiDescription(const KernelConfig &config,
          describeArguments(getKernelAbi(config, Direction::Backward))}};
   if (gpuKernel)
     for (const GpuKernel::EntryPoint &entryPoint : gpuKernel->entryPoints) {
-      llvm::json::Object *entry =
-          entryPoint.direction == Direction::Forward
-              ? &description
-              : description.getObject("backward");
+      llvm::json::Object *entry = entryPoint.direction == Direction::Forward
+                                      ? &description
+                                      : description.getObject("backward");
       if (entry)
         (*entry)["launches"] = describeLaunches(entryPoint);
     }

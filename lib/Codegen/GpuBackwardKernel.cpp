@@ -44,8 +44,9 @@
 // pair more than storing P and dS, whose 2 N^2 floats would take the shared
 // memory of a Swin-T block), so that a window of 144 tokens (82 KB in f32)
 // still fits a block: in static shared memory up to 48 KiB, beyond it in
-// dynamic shared memory up to the chip's opt-in limit (227 KiB on sm_90). lse and D, N floats each, carry the rows' softmax from
-// the query pass to the key pass.
+// dynamic shared memory up to the chip's opt-in limit (227 KiB on sm_90). lse
+// and D, N floats each, carry the rows' softmax from the query pass to the key
+// pass.
 //
 // "A lane per row" is L lanes per row (or key) where d > 16: each holds
 // ceil(d / L) of the channels, and the dot products end in a butterfly of

@@ -370,7 +370,8 @@ void KernelEmitter::emitItemLaunch(int64_t itemsPerBlock,
   Value dynamicShared =
       dynamicSharedBytes
           ? arith::ConstantOp::create(
-                b, b.getI32IntegerAttr(static_cast<int32_t>(dynamicSharedBytes)))
+                b,
+                b.getI32IntegerAttr(static_cast<int32_t>(dynamicSharedBytes)))
                 .getResult()
           : Value();
   auto launch = gpu::LaunchOp::create(b, blocks, one, one,
@@ -449,14 +450,13 @@ KernelEmitter::createSharedBuffers(ArrayRef<SharedBuffer> buffers) {
   return shared;
 }
 
-SmallVector<Value>
-KernelEmitter::getSharedBuffers(const SharedMemory &shared) {
+SmallVector<Value> KernelEmitter::getSharedBuffers(const SharedMemory &shared) {
   if (!shared.dynamicBytes)
-    return llvm::map_to_vector(
-        shared.globals, [&](memref::GlobalOp global) -> Value {
-          return memref::GetGlobalOp::create(b, global.getType(),
-                                             global.getSymName());
-        });
+    return llvm::map_to_vector(shared.globals,
+                               [&](memref::GlobalOp global) -> Value {
+                                 return memref::GetGlobalOp::create(
+                                     b, global.getType(), global.getSymName());
+                               });
   // The block's dynamic shared memory is aligned to 16 bytes (as the
   // NVVM lowering declares it), the most a buffer asks for.
   auto workgroup =

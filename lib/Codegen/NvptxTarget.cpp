@@ -70,8 +70,9 @@ static llvm::Error makeError(const llvm::Twine &message) {
 
 int64_t mlir::rpe::getMaxSharedBytesPerBlock(unsigned smVersion) {
   // A chip's variants (sm_90a) share its SM version and its memory.
-  const ChipInfo *info = llvm::find_if(
-      kChips, [&](const ChipInfo &known) { return known.smVersion == smVersion; });
+  const ChipInfo *info = llvm::find_if(kChips, [&](const ChipInfo &known) {
+    return known.smVersion == smVersion;
+  });
   if (info == std::end(kChips))
     return kStaticSharedBytesPerBlock;
   return int64_t(info->maxSharedKiB) * 1024;
