@@ -188,8 +188,9 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
 
     `kernel=warps` falls back to `rows` for ops it does not take (operands
     not all f16 or all bf16, a head_dim not a multiple of 16 or above 256,
-    an explicit mask, a window whose keys and values exceed the chip's
-    shared memory per block) and for every op when `sm` is below 80 (no
+    an explicit mask, a window whose keys and values exceed 48 KiB of
+    static shared memory unless `warps-per-block` is given, or the chip's
+    shared memory per block when it is) and for every op when `sm` is below 80 (no
     m16n8k16 tiles: sm_75). Refused, with an error on the op: an op that is
     not bufferized, cosine attention with `warps`, the GPU's gradient of a
     window whose q, k, v and dout exceed the chip's shared memory per block
@@ -239,8 +240,8 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
            "rounded up to 16 (0: the largest that does)">,
     Option<"warpsPerBlock", "warps-per-block", "int64_t", /*default=*/"0",
            "warps: (window, head) items per GPU block (0: as many as fit "
-           "48 KiB of static shared memory, at most 4; one for a window "
-           "that needs more)">,
+           "48 KiB of static shared memory, at most 4, and rows for a window "
+           "that needs more; given, dynamic shared memory where needed)">,
     Option<"smVersion", "sm", "unsigned",
            /*default=*/"::mlir::rpe::kMmaM16N8K16MinSmVersion",
            "SM version of the GPU the kernel is for (75 for sm_75; "

@@ -34,8 +34,9 @@
 // rows sit in shared memory with a stride of d + 8 elements, so that the
 // 8 rows x 4 column pairs of a fragment load hit distinct banks. Small
 // windows put several warps in a block (up to 48 KiB of static shared
-// memory), large ones a block each in dynamic shared memory up to the
-// chip's limit; the host runtime sizes the grid from rpe.items_per_block.
+// memory); larger ones take the row kernel, or with an explicit
+// warps-per-block dynamic shared memory up to the chip's limit. The host
+// runtime sizes the grid from rpe.items_per_block.
 //
 // The same code runs on the host with each warp emulated by vectors of its
 // 32 lanes (SIMT as SIMD): lane values are vector<32x...>, shared memory is
@@ -132,8 +133,13 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
              << options.smVersion;
     shape.warpsPerBlock = options.warpsPerBlock;
   } else {
-    // As many warps as fit the static 48 KiB (at most 4); a window too
-    // large for that gets a block of its own, in dynamic shared memory.
+    // As many warps as fit the static 48 KiB (at most 4). A window whose
+    // one warp needs more takes the row kernel unless warps-per-block asks
+    // for warps in dynamic shared memory: at 80+ KiB a block, an SM holds
+    // two or three such warps, and no GPU run has shown yet that this beats
+    // the rows.
+    if (blockBytes(1) > kStaticSharedBytesPerBlock)
+      return none;
     shape.warpsPerBlock = 1;
     while (shape.warpsPerBlock < kMaxWarpsPerBlock &&
            blockBytes(shape.warpsPerBlock + 1) <= kStaticSharedBytesPerBlock)

@@ -1,6 +1,6 @@
-// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu sm=90" -split-input-file | FileCheck %s --check-prefix=GPU
-// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps sm=90" -split-input-file | FileCheck %s --check-prefix=HOST
-// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps target=gpu sm=86" -split-input-file 2>&1 | FileCheck %s --check-prefix=SM86
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps warps-per-block=1 target=gpu sm=90" -split-input-file | FileCheck %s --check-prefix=GPU
+// RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps warps-per-block=1 sm=90" -split-input-file | FileCheck %s --check-prefix=HOST
+// RUN: not swin-opt %s --rpe-lower-fused-attention="kernel=warps warps-per-block=1 target=gpu sm=86" -split-input-file 2>&1 | FileCheck %s --check-prefix=SM86
 
 // Kernels whose shared memory exceeds the 48 KiB a block has without
 // opting in take it as dynamic shared memory, up to what the chip lets a
@@ -61,8 +61,8 @@ func.func @window16_grad_f32(%q: memref<?x2x256x32xf32>, %k: memref<?x2x256x32xf
 
 // The warp forward of a 24x24 window (N = 576, f16, d = 32): one warp's
 // query tile, keys, values (rows of 40 f16), table (2,209 f32), key offsets
-// and labels take 106,896 bytes: a block of one warp, in dynamic shared
-// memory.
+// and labels take 106,896 bytes: with warps-per-block=1 (by default such a
+// window takes the row kernel) a block of one warp, in dynamic shared memory.
 // GPU-LABEL: func @window24_warps
 // GPU-SAME: attributes {rpe.items_per_block = 1 : i64}
 // GPU: %[[SIZE:.*]] = arith.constant 106896 : i32

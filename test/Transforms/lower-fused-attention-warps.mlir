@@ -121,9 +121,9 @@ func.func @window12_bf16(%q: memref<?x2x144x32xbf16>, %t: memref<529x2xbf16>, %o
 
 // What the tensor-core kernel does not take gets the row kernel: f32
 // operands, a head_dim that is not a multiple of 16, and a window whose keys
-// and values exceed the shared memory a block may have on the chip (24x24,
-// N = 576, d = 64: 168 KB against sm_80's 163 KiB; at d = 32 it takes
-// dynamic shared memory, lower-fused-attention-dynamic-shared.mlir).
+// and values exceed 48 KiB of static shared memory (24x24, N = 576; with an
+// explicit warps-per-block it takes dynamic shared memory,
+// lower-fused-attention-dynamic-shared.mlir).
 // GPU-LABEL: func @f32_rows
 // GPU-SAME: attributes {rpe.items_per_block = 1 : i64}
 // GPU-NOT: nvvm.mma.sync
@@ -152,8 +152,8 @@ func.func @head_dim_8_rows(%q: memref<?x3x49x8xf16>, %t: memref<169x3xf16>, %o: 
     outs(%o : memref<?x3x49x8xf16>) {window = array<i64: 7, 7>, scale = 0.35 : f32}
   return
 }
-func.func @window24_rows(%q: memref<?x1x576x64xf16>, %t: memref<2209x1xf16>, %o: memref<?x1x576x64xf16>) {
-  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x1x576x64xf16>, memref<?x1x576x64xf16>, memref<?x1x576x64xf16>, memref<2209x1xf16>)
-    outs(%o : memref<?x1x576x64xf16>) {window = array<i64: 24, 24>, scale = 0.125 : f32}
+func.func @window24_rows(%q: memref<?x1x576x32xf16>, %t: memref<2209x1xf16>, %o: memref<?x1x576x32xf16>) {
+  rpe.fused_window_attention ins(%q, %q, %q, %t : memref<?x1x576x32xf16>, memref<?x1x576x32xf16>, memref<?x1x576x32xf16>, memref<2209x1xf16>)
+    outs(%o : memref<?x1x576x32xf16>) {window = array<i64: 24, 24>, scale = 0.1767767 : f32}
   return
 }
