@@ -191,6 +191,33 @@ def test_model_forward(torch, monai, opts, name, layout):
     assert _rel_err(got, want) <= RTOL
 
 
+@pytest.mark.aot
+def test_model_under_torch_compile(torch, monai, opts):
+    """torch.compile keeps the token-layout kernels: the output within 1e-4 of
+    MONAI's eager one, every layer on its kernel, and no graph break in swin_opt's
+    code (MONAI's own data-dependent branch breaks the graph, as without the swap)."""
+    model = _model(monai, torch, "3d_unpadded").eval()
+    x = _input(torch, "3d_unpadded")
+    with torch.inference_mode():
+        want = model(x)
+    st.swap_attention(model, **opts)
+    try:
+        torch._dynamo.reset()
+        with torch.no_grad():
+            explained = torch._dynamo.explain(model)(x)
+        ours = [r for r in explained.break_reasons
+                if any("swin_opt" in frame.filename for frame in r.user_stack)]
+        assert ours == [], [r.reason for r in ours]
+        torch._dynamo.reset()
+        with torch.inference_mode():
+            got = torch.compile(model)(x)
+        _check_all_kernel(model)
+    finally:
+        torch._dynamo.reset()
+        st.restore_attention(model)
+    assert _rel_err(got, want) <= RTOL
+
+
 # --------------------------------------------------------------------------- #
 # Whole models: training (the kernels' backward)
 # --------------------------------------------------------------------------- #

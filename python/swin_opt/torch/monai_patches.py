@@ -144,7 +144,8 @@ class MonaiBlock(Patch):
         padded = tuple(-(-s // w) * w for s, w in zip(size, window))
         n = math.prod(window)
         if any(shift):
-            nw = math.prod(p // w for p, w in zip(padded, window))
+            # (a list: dynamo cannot hand math.prod a generator, and would break the graph)
+            nw = math.prod([p // w for p, w in zip(padded, window)])
             if mask_matrix is None or tuple(mask_matrix.shape) != (nw, n, n):
                 raise Fallback("the shifted block's mask is not a [nW, N, N] mask of its map")
             if not torch.compiler.is_compiling() and not _is_shift_mask(
