@@ -11,6 +11,11 @@ Swin-T (timm ``swin_tiny_patch4_window7_224``, seeded random weights,
 * ``eager``: PyTorch eager (``torch.inference_mode``, ``torch.set_num_threads``),
 * ``compile``: ``torch.compile(model, dynamic=False)`` (compile time: the
   first call at each batch),
+* ``swapped`` and ``swapped-compile``: the same after
+  ``swin_opt.torch.swap_attention`` (attention, MLPs and patch-merging layers on
+  swin-opt's kernels), eager and compiled: what a PyTorch user runs (compile
+  time: the first call, which builds the kernels, or loads them from the
+  kernel cache),
 * ``iree``: IREE: ``iree-compile`` of the torch-mlir export (llvm-cpu, host
   CPU, data tiling), run with ``iree.runtime`` on ``local-task`` with
   ``--task_topology_max_group_count=T``,
@@ -73,10 +78,12 @@ sys.path.insert(0, str(REPO / "python"))
 
 from swin_opt import export_mlir, whole_model  # noqa: E402  (needs the path above)
 
-PATHS = ("eager", "compile", "iree", "openvino", "today", "aot")
+PATHS = ("eager", "compile", "swapped", "swapped-compile", "iree", "openvino", "today", "aot")
 TITLES = {
     "eager": "torch eager",
     "compile": "torch.compile",
+    "swapped": "torch, swapped",
+    "swapped-compile": "torch.compile, swapped",
     "iree": "IREE (llvm-cpu)",
     "openvino": "OpenVINO (CPU)",
     "today": "swin-opt today",
@@ -122,23 +129,28 @@ class Runner:
 
 
 class Eager(Runner):
+    def module(self):
+        return self.model
+
     def prepare(self, batch):
         import torch
 
+        model = self.module()
+
         def call():
             with torch.inference_mode():
-                return self.model(self.inputs[batch]).numpy()
+                return model(self.inputs[batch]).numpy()
 
         self.calls[batch] = call
         return None
 
 
-class Compiled(Runner):
+class Compiled(Eager):
     def prepare(self, batch):
         import torch
 
         if not hasattr(self, "compiled"):
-            self.compiled = torch.compile(self.model, dynamic=False)
+            self.compiled = torch.compile(self.module(), dynamic=False)
 
         def call():
             with torch.inference_mode():
@@ -148,6 +160,39 @@ class Compiled(Runner):
         call()  # compiles for this shape
         self.calls[batch] = call
         return time.perf_counter() - start
+
+
+def swapped_copy(model):
+    """A copy of ``model`` after :func:`swin_opt.torch.swap_attention` (attention,
+    MLPs and dense layers on swin-opt's kernels), its kernels built."""
+    import copy
+
+    from swin_opt import torch as swapping
+
+    if shutil.which(os.environ.get("SWIN_AOT", "swin-aot")) is None:
+        raise Unavailable(f"swin-aot not found ({os.environ.get('SWIN_AOT', 'swin-aot')})")
+    swapped = copy.deepcopy(model)
+    swapping.swap_attention(swapped)
+    return swapped
+
+
+class Swapped(Eager):
+    """What a PyTorch user runs: the model swapped (kernel builds: its compile time)."""
+
+    def module(self):
+        if not hasattr(self, "swapped"):
+            self.swapped = swapped_copy(self.model)
+        return self.swapped
+
+    def prepare(self, batch):
+        super().prepare(batch)
+        start = time.perf_counter()
+        self.calls[batch]()  # builds the kernels of this batch's shapes
+        return time.perf_counter() - start
+
+
+class SwappedCompiled(Compiled):
+    module = Swapped.module
 
 
 class Iree(Runner):
@@ -228,7 +273,8 @@ class Aot(SwinOpt):
         return whole_model.compile_aot(mlir, swin_aot, self.args.work_dir)
 
 
-RUNNERS = {"eager": Eager, "compile": Compiled, "iree": Iree, "openvino": OpenVino, "today": Today, "aot": Aot}
+RUNNERS = {"eager": Eager, "compile": Compiled, "swapped": Swapped, "swapped-compile": SwappedCompiled,
+           "iree": Iree, "openvino": OpenVino, "today": Today, "aot": Aot}
 
 
 # --------------------------------------------------------------------------- #
@@ -495,6 +541,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     # Before any OpenMP runtime starts (libgomp: torch's and the libraries').
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ.setdefault("SWIN_AOT", args.swin_aot)  # the swapped paths' kernels
     report = measure_separately(args, argv) if args.separate else measure(args)
 
     profile = None

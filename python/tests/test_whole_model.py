@@ -232,6 +232,26 @@ def test_benchmark_runs_end_to_end(exports, swin_opt_tool, tmp_path):
     assert report["exports"]["1"]["export_seconds"] == made.meta["export_seconds"]
 
 
+def test_benchmark_separate_processes_and_the_swapped_model(exports, aot_path, tmp_path):
+    """``--separate``: each path in a child process, one merged table and JSON; the
+    ``swapped`` path (swap_attention's model) checked against torch like the others."""
+    made = exports["swin_mini"]
+    out = tmp_path / "bench.json"
+    env = dict(os.environ, SWIN_AOT=str(aot_path), PYTHONPATH=str(ROOT / "python"),
+               SWIN_OPT_CACHE_DIR=str(tmp_path / "kernels"))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench/whole_model.py"), "--model", "swin_mini", "--batch", "1",
+         "--rounds", "1", "--paths", "eager,swapped", "--separate",
+         "--work-dir", str(made.mlir.parent), "--json", str(out)],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("in a process of its own") >= 3, proc.stdout  # 2 children, the table
+    report = json.loads(out.read_text())
+    assert report["separate"] and set(report["paths"]) == {"eager", "swapped"}
+    swapped = report["paths"]["swapped"]["1"]
+    assert swapped["relative_error"] <= whole_model.TOLERANCE and swapped["best_ms"] > 0
+
+
 def _bench_module():
     spec = importlib.util.spec_from_file_location("whole_model_bench", ROOT / "bench/whole_model.py")
     module = importlib.util.module_from_spec(spec)
