@@ -125,19 +125,27 @@ def test_torchvision_reductions(torch, opts):
         assert stats["features.2.reduction"]["kernel_calls"] == 1
 
 
-def test_transformers_swin_mlp_kernel_and_reduction(torch, opts):
-    """transformers' Swin: the blocks' SwinMLP on the MLP kernel, the merge on oneDNN."""
+def _swapped_hf_model(torch, opts, config, model):
+    """A small random transformers ``model`` (of ``config``'s class name, e.g.
+    ``"SwinConfig"``/``"SwinModel"``), swapped, after checking its output against the
+    original's (1e-4 relative)."""
     hf = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = hf.SwinConfig(image_size=56, patch_size=4, embed_dim=32, depths=[2, 2],
-                        num_heads=[2, 4], window_size=7)
-    model = sharpen_weights(hf.SwinModel(cfg)).eval()
+    cfg = getattr(hf, config)(image_size=56, patch_size=4, embed_dim=32, depths=[2, 2],
+                              num_heads=[2, 4], window_size=7)
+    model = sharpen_weights(getattr(hf, model)(cfg)).eval()
     x = _img(torch)
     with torch.inference_mode():
         want = model(pixel_values=x).last_hidden_state
     st.swap_attention(model, **opts)
     with torch.inference_mode():
         assert _rel_err(model(pixel_values=x).last_hidden_state, want) <= RTOL
+    return model
+
+
+def test_transformers_swin_mlp_kernel_and_reduction(torch, opts):
+    """transformers' Swin: the blocks' SwinMLP on the MLP kernel, the merge on oneDNN."""
+    model = _swapped_hf_model(torch, opts, "SwinConfig", "SwinModel")
     assert list(_linear_stats(model)) == ["encoder.layers.0.downsample.reduction"]
     mlps = [s for s in st.patch_stats(model) if s["kind"] == "mlp"]
     assert [s["name"] for s in mlps] == [f"encoder.layers.{i}.blocks.{j}.mlp"
@@ -149,17 +157,7 @@ def test_transformers_swin_mlp_kernel_and_reduction(torch, opts):
 def test_transformers_swinv2_split_mlp_layers(torch, opts):
     """transformers' SwinV2 splits its MLP (Swinv2Intermediate, Swinv2Output): their
     dense layers and the merge run on oneDNN."""
-    hf = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = hf.Swinv2Config(image_size=56, patch_size=4, embed_dim=32, depths=[2, 2],
-                          num_heads=[2, 4], window_size=7)
-    model = sharpen_weights(hf.Swinv2Model(cfg)).eval()
-    x = _img(torch)
-    with torch.inference_mode():
-        want = model(pixel_values=x).last_hidden_state
-    st.swap_attention(model, **opts)
-    with torch.inference_mode():
-        assert _rel_err(model(pixel_values=x).last_hidden_state, want) <= RTOL
+    model = _swapped_hf_model(torch, opts, "Swinv2Config", "Swinv2Model")
     stats = _linear_stats(model)
     blocks = [f"encoder.layers.{i}.blocks.{j}" for i in (0, 1) for j in (0, 1)]
     assert sorted(stats) == sorted(["encoder.layers.0.downsample.reduction",
