@@ -22,7 +22,7 @@ from .fallback import Fallback
 from .masks import divisors
 from .patching import Patch
 from .projections import autograd_records, linear, packed_inputs, project, qkv_windows
-from .windows import pad_shift_windows, run_windows
+from .windows import pad_shift_windows, region_labels, run_windows
 
 try:
     import torch
@@ -45,22 +45,6 @@ def monai_window(window_size, shift_size, size):
     return window, shift
 
 
-def _region_labels(padded, window, shift, device):
-    """Swin's shift-region label of each token of each window, ``[nW, N]`` int64: per
-    axis ``[0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2`` (0 everywhere when the axis
-    does not shift), combined in base 3, partitioned like ``window_partition``."""
-    labels = torch.zeros((), dtype=torch.int64, device=device)
-    for n, w, s in zip(padded, window, shift):
-        x = torch.arange(n, device=device)
-        axis = ((x >= n - w).long() + (x >= n - s).long()) if s else torch.zeros_like(x)
-        labels = labels[..., None] * 3 + axis
-    grid = [p // w for p, w in zip(padded, window)]
-    dims = len(window)
-    split = labels.reshape([v for g, w in zip(grid, window) for v in (g, w)])
-    order = [2 * i for i in range(dims)] + [2 * i + 1 for i in range(dims)]
-    return split.permute(order).reshape(math.prod(grid), math.prod(window))
-
-
 def _is_shift_mask(mask, padded, window, shift) -> bool:
     """Whether ``mask`` is exactly the ``[nW, N, N]`` shift mask (0 within a region,
     -100 across) of the ``padded`` map that the token-layout kernel builds itself:
@@ -68,7 +52,7 @@ def _is_shift_mask(mask, padded, window, shift) -> bool:
     called with any mask.  Compared a few windows at a time (a full expected mask of
     Swin-UNETR's first stage at 96^3 would be ~160 MB)."""
     n = math.prod(window)
-    labels = _region_labels(padded, window, shift, mask.device)
+    labels = torch.from_numpy(region_labels(padded, window, shift)).to(mask.device)
     if tuple(mask.shape) != (labels.shape[0], n, n):
         return False
     step = max(1, _MASK_CHECK_ELEMENTS // (n * n))

@@ -141,24 +141,34 @@ def _constant_virtual_match(mask, window):
     return _virtual.match(mask, tuple(window))
 
 
+def region_labels(padded, window, shift) -> np.ndarray:
+    """Swin's shift-region label of each token of each window of a ``padded`` map
+    (a multiple of ``window``; any number of axes), ``[nW, N]`` int64: per axis
+    ``[0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2`` (0 everywhere on an axis that
+    does not shift), combined in base 3, windows row-major as ``window_partition``
+    orders them.  Two tokens of a window are in one region iff their labels match."""
+    labels = np.zeros((), np.int64)
+    for n, w, s in zip(padded, window, shift):
+        x = np.arange(n)
+        axis = (x >= n - w).astype(np.int64) + (x >= n - s) if s else np.zeros(n, np.int64)
+        labels = labels[..., None] * 3 + axis
+    grid = [n // w for n, w in zip(padded, window)]
+    dims = len(window)
+    split = labels.reshape([v for g, w in zip(grid, window) for v in (g, w)])
+    order = [2 * i for i in range(dims)] + [2 * i + 1 for i in range(dims)]
+    return split.transpose(order).reshape(math.prod(grid), math.prod(window))
+
+
 @trace_constant
-def _region_labels(resolution, shift, grid, window) -> tuple:
-    """Swin's shift-region label of each token, ``[grid windows][N]`` as nested tuples
-    (NumPy; a :func:`~.tracing.trace_constant`, so plain tuples in)."""
-    labels = []
-    for r, w, s in zip(resolution, window, shift):
-        x = np.arange(r)
-        labels.append((x >= r - w).astype(np.int64) + (x >= r - s) if s else np.zeros(r, np.int64))
-    img = labels[0][:, None] * 3 + labels[1][None, :]
-    gh, gw = grid
-    win = img.reshape(gh, window[0], gw, window[1]).transpose(0, 2, 1, 3).reshape(gh * gw, -1)
-    return tuple(tuple(int(v) for v in row) for row in win)
+def _region_labels(resolution, shift, window) -> tuple:
+    """:func:`region_labels` as nested tuples (a :func:`~.tracing.trace_constant`, so
+    plain tuples in and out)."""
+    return tuple(tuple(int(v) for v in row) for row in region_labels(resolution, window, shift))
 
 
 def _region_onehot(wm: WindowMask, window, dtype):
     """``[grid windows, N, 9]``: one-hot of each token's shift region (Swin's labels)."""
-    labels = _region_labels(tuple(wm.resolution), tuple(wm.shift), tuple(wm.grid),
-                            tuple(window))
+    labels = _region_labels(tuple(wm.resolution), tuple(wm.shift), tuple(window))
     win = torch.tensor(labels, dtype=torch.int64)
     return torch.nn.functional.one_hot(win, 9).to(dtype)
 
