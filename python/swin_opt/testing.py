@@ -49,6 +49,7 @@ __all__ = [
     "Check",
     "check_against_reference",
     "sharpen_weights",
+    "weighted_gradients",
 ]
 
 #: Relative tolerance per kernel dtype, see the module docstring.
@@ -221,3 +222,22 @@ def sharpen_weights(model, seed: int = 0):
             elif p.numel() > 1 and bool((p == p.flatten()[0]).all()):  # another constant init
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
     return model.eval()
+
+
+def weighted_gradients(model, x, output=None):
+    """``(out, dx, grads)`` of ``sum(w * out)`` for a torch ``model`` on a copy of
+    ``x``: ``w`` runs from -1 to 1 over the output's elements, so each element
+    weighs differently (a permuted or misplaced output cannot pass), ``dx`` is the
+    input's gradient and ``grads`` maps each parameter name to its gradient
+    (parameters without one are left out). ``output`` picks the tensor from the
+    model's result (e.g. ``lambda r: r.last_hidden_state``)."""
+    import torch
+
+    model.zero_grad()
+    xi = x.detach().clone().requires_grad_()
+    out = model(xi)
+    if output is not None:
+        out = output(out)
+    (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.detach(), xi.grad.clone(), grads

@@ -21,7 +21,7 @@ import warnings
 import pytest
 
 from swin_opt import torch as st
-from swin_opt.testing import sharpen_weights
+from swin_opt.testing import sharpen_weights, weighted_gradients
 
 pytestmark = pytest.mark.aot
 
@@ -96,6 +96,18 @@ def test_class_rows_matter(torch, timm_beit, opts):
     assert _rel_err(got, want) <= RTOL
 
 
+def _assert_same_gradients(got, want):
+    """:func:`weighted_gradients`'s ``(out, dx, grads)`` within RTOL of timm's, every
+    parameter that has a gradient in both."""
+    (got_out, got_dx, got_grads), (want_out, want_dx, want_grads) = got, want
+    assert _rel_err(got_out, want_out) <= RTOL
+    assert _rel_err(got_dx, want_dx) <= RTOL
+    assert set(got_grads) == set(want_grads)
+    for name, g in want_grads.items():
+        if g.abs().max() > 0:
+            assert _rel_err(got_grads[name], g) <= RTOL, name
+
+
 def test_training_gradients_match_timm(torch, timm_beit, opts):
     """Training mode (no dropout): the kernels' forward and backward, against timm's
     own gradients of the input and of every parameter (the tables included)."""
@@ -104,12 +116,7 @@ def test_training_gradients_match_timm(torch, timm_beit, opts):
     x = torch.randn(2, 3, 32, 32)
 
     def grads():
-        model.zero_grad()
-        xi = x.clone().requires_grad_()
-        out = model(xi)
-        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
-        named = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        return out.detach(), xi.grad.clone(), named
+        return weighted_gradients(model, x)
 
     want_out, want_dx, want = grads()
     st.swap_attention(model, mlp=False, **opts)
@@ -119,12 +126,7 @@ def test_training_gradients_match_timm(torch, timm_beit, opts):
         assert not any(s["fallback_calls"] for s in st.patch_stats(model))
     finally:
         st.restore_attention(model)
-    assert _rel_err(got_out, want_out) <= RTOL
-    assert _rel_err(got_dx, want_dx) <= RTOL
-    assert set(got) == set(want)
-    for name, g in want.items():
-        if g.abs().max() > 0:
-            assert _rel_err(got[name], g) <= RTOL, name
+    _assert_same_gradients((got_out, got_dx, got), (want_out, want_dx, want))
     table = "blocks.0.attn.relative_position_bias_table"
     assert want[table][-3:].abs().min() > 0  # the class rows' gradients are checked too
 
@@ -140,12 +142,7 @@ def test_shared_table(torch, timm_beit, opts, own):
     x = torch.randn(2, 3, 32, 32)
 
     def grads():
-        model.zero_grad()
-        xi = x.clone().requires_grad_()
-        out = model(xi)
-        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
-        named = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        return out.detach(), xi.grad.clone(), named
+        return weighted_gradients(model, x)
 
     model.eval()
     with torch.no_grad():
@@ -166,12 +163,7 @@ def test_shared_table(torch, timm_beit, opts, own):
     finally:
         assert st.restore_attention(model) == 2
     assert _rel_err(got_eval, want_eval) <= RTOL
-    assert _rel_err(got_out, want_out) <= RTOL
-    assert _rel_err(got_dx, want_dx) <= RTOL
-    assert set(got) == set(want)
-    for name, g in want.items():
-        if g.abs().max() > 0:
-            assert _rel_err(got[name], g) <= RTOL, name
+    _assert_same_gradients((got_out, got_dx, got), (want_out, want_dx, want))
     assert want["rel_pos_bias.relative_position_bias_table"][-3:].abs().min() > 0
 
 

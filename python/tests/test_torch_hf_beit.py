@@ -22,7 +22,7 @@ import warnings
 import pytest
 
 from swin_opt import torch as st
-from swin_opt.testing import sharpen_weights
+from swin_opt.testing import sharpen_weights, weighted_gradients
 
 pytestmark = pytest.mark.aot
 
@@ -119,12 +119,7 @@ def test_training_gradients_match(torch, hf, opts, family, shared):
     x = torch.randn(2, 3, 32, 32)
 
     def grads():
-        model.zero_grad()
-        xi = x.clone().requires_grad_()
-        out = model(xi).last_hidden_state
-        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
-        named = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        return out.detach(), xi.grad.clone(), named
+        return weighted_gradients(model, x, lambda r: r.last_hidden_state)
 
     want_out, want_dx, want = grads()
     st.swap_attention(model, mlp=False, **opts)
