@@ -120,74 +120,62 @@ def _dispatchers(module) -> dict:
 _BLOCK_PATCHES = (TimmBlock, TimmCrBlock, MonaiBlock)
 
 
-_HF_SELF_ATTENTION = (
-    ("donut.modeling_donut_swin", "DonutSwinSelfAttention"),
-    ("maskformer.modeling_maskformer_swin", "MaskFormerSwinSelfAttention"),
-    ("swinv2.modeling_swinv2", "Swinv2SelfAttention"),
-    ("swin2sr.modeling_swin2sr", "Swin2SRSelfAttention"),
-    ("clap.modeling_clap", "ClapAudioSelfAttention"),  # CLAP's audio encoder (HTS-AT) is a Swin
+#: ``(framework, module, class, patch type)`` of the supported classes, in the order
+#: their patches are installed (transformers' own Swin attention: :func:`_classes`)
+_CLASSES = (
+    ("timm", "timm.models.swin_transformer", "WindowAttention", TimmAttention),
+    ("timm", "timm.models.swin_transformer", "SwinTransformerBlock", TimmBlock),
+    ("timm", "timm.models.swin_transformer_v2", "WindowAttention", TimmAttention),
+    ("timm", "timm.models.swin_transformer_v2", "SwinTransformerV2Block", TimmBlock),
+    ("torchvision", "torchvision.models.swin_transformer", "ShiftedWindowAttention",
+     TorchvisionAttention),
+    ("torchvision", "torchvision.models.video.swin_transformer", "ShiftedWindowAttention3d",
+     TorchvisionAttention3d),
+    # the per-model copies of transformers 4.x's query/key/value layout
+    ("transformers", "transformers.models.donut.modeling_donut_swin", "DonutSwinSelfAttention",
+     HFSelfAttention),
+    ("transformers", "transformers.models.maskformer.modeling_maskformer_swin",
+     "MaskFormerSwinSelfAttention", HFSelfAttention),
+    ("transformers", "transformers.models.swinv2.modeling_swinv2", "Swinv2SelfAttention",
+     HFSelfAttention),
+    ("transformers", "transformers.models.swin2sr.modeling_swin2sr", "Swin2SRSelfAttention",
+     HFSelfAttention),
+    # CLAP's audio encoder (HTS-AT) is a Swin
+    ("transformers", "transformers.models.clap.modeling_clap", "ClapAudioSelfAttention",
+     HFSelfAttention),
+    ("timm", "timm.models.swin_transformer_v2_cr", "WindowMultiHeadAttention", TimmCrAttention),
+    ("timm", "timm.models.swin_transformer_v2_cr", "SwinTransformerV2CrBlock", TimmCrBlock),
+    # MaxViT, CoAtNet, MaxxViT: block, grid and global attention
+    ("timm", "timm.models.maxxvit", "AttentionCl", MaxxVitAttention),
+    ("timm", "timm.models.maxxvit", "Attention2d", MaxxVitAttention2d),
+    ("timm", "timm.models.beit", "Attention", TimmBeitAttention),
+    ("timm", "timm.models.beit", "RelativePositionBias", TimmBiasTable),
+    # Swin-UNETR (2-D and 3-D)
+    ("monai", "monai.networks.nets.swin_unetr", "WindowAttention", MonaiAttention),
+    ("monai", "monai.networks.nets.swin_unetr", "SwinTransformerBlock", MonaiBlock),
+    # BEiT and data2vec-vision: their bias modules hand on the table (.table_bias)
+    ("transformers", "transformers.models.beit.modeling_beit", "BeitAttention", HFBeitAttention),
+    ("transformers", "transformers.models.beit.modeling_beit", "BeitRelativePositionBias",
+     HFBiasTable),
+    ("transformers", "transformers.models.data2vec.modeling_data2vec_vision",
+     "Data2VecVisionSelfAttention", HFData2VecSelfAttention),
+    ("transformers", "transformers.models.data2vec.modeling_data2vec_vision",
+     "Data2VecVisionRelativePositionBias", HFBiasTable),
 )
 
 
 def _classes():
     """``(framework, class, patch type)`` for every importable supported class."""
     found = []
-    timm_swin = sys.modules.get("timm.models.swin_transformer")
-    if timm_swin is not None:
-        found.append(("timm", getattr(timm_swin, "WindowAttention", None), TimmAttention))
-        found.append(("timm", getattr(timm_swin, "SwinTransformerBlock", None), TimmBlock))
-    timm_swin_v2 = sys.modules.get("timm.models.swin_transformer_v2")
-    if timm_swin_v2 is not None:
-        found.append(("timm", getattr(timm_swin_v2, "WindowAttention", None), TimmAttention))
-        found.append(("timm", getattr(timm_swin_v2, "SwinTransformerV2Block", None), TimmBlock))
-    tv_swin = sys.modules.get("torchvision.models.swin_transformer")
-    if tv_swin is not None:
-        found.append(("torchvision", getattr(tv_swin, "ShiftedWindowAttention", None),
-                      TorchvisionAttention))
-    tv_video = sys.modules.get("torchvision.models.video.swin_transformer")
-    if tv_video is not None:
-        found.append(("torchvision", getattr(tv_video, "ShiftedWindowAttention3d", None),
-                      TorchvisionAttention3d))
     hf_swin = sys.modules.get("transformers.models.swin.modeling_swin")
     if hf_swin is not None:
         if hasattr(hf_swin, "SwinSelfAttention"):  # transformers 4.x
             found.append(("transformers", hf_swin.SwinSelfAttention, HFSelfAttention))
         else:  # transformers >= 5: SwinAttention holds q/k/v/o projections and the bias
             found.append(("transformers", getattr(hf_swin, "SwinAttention", None), HFAttention))
-    # the per-model copies of the 4.x query/key/value layout
-    for module_name, cls_name in _HF_SELF_ATTENTION:
-        mod = sys.modules.get(f"transformers.models.{module_name}")
-        if mod is not None:
-            found.append(("transformers", getattr(mod, cls_name, None), HFSelfAttention))
-    timm_cr = sys.modules.get("timm.models.swin_transformer_v2_cr")
-    if timm_cr is not None:
-        found.append(("timm", getattr(timm_cr, "WindowMultiHeadAttention", None),
-                      TimmCrAttention))
-        found.append(("timm", getattr(timm_cr, "SwinTransformerV2CrBlock", None), TimmCrBlock))
-    timm_maxxvit = sys.modules.get("timm.models.maxxvit")
-    if timm_maxxvit is not None:  # MaxViT, CoAtNet, MaxxViT: block, grid and global attention
-        found.append(("timm", getattr(timm_maxxvit, "AttentionCl", None), MaxxVitAttention))
-        found.append(("timm", getattr(timm_maxxvit, "Attention2d", None), MaxxVitAttention2d))
-    timm_beit = sys.modules.get("timm.models.beit")
-    if timm_beit is not None:
-        found.append(("timm", getattr(timm_beit, "Attention", None), TimmBeitAttention))
-        found.append(("timm", getattr(timm_beit, "RelativePositionBias", None), TimmBiasTable))
-    monai_swin = sys.modules.get("monai.networks.nets.swin_unetr")
-    if monai_swin is not None:  # Swin-UNETR (2-D and 3-D)
-        found.append(("monai", getattr(monai_swin, "WindowAttention", None), MonaiAttention))
-        found.append(("monai", getattr(monai_swin, "SwinTransformerBlock", None), MonaiBlock))
-    # BEiT and data2vec-vision: their bias modules hand on the table (.table_bias)
-    hf_beit = sys.modules.get("transformers.models.beit.modeling_beit")
-    if hf_beit is not None:
-        found.append(("transformers", getattr(hf_beit, "BeitAttention", None), HFBeitAttention))
-        found.append(("transformers", getattr(hf_beit, "BeitRelativePositionBias", None),
-                      HFBiasTable))
-    hf_d2v = sys.modules.get("transformers.models.data2vec.modeling_data2vec_vision")
-    if hf_d2v is not None:
-        found.append(("transformers", getattr(hf_d2v, "Data2VecVisionSelfAttention", None),
-                      HFData2VecSelfAttention))
-        found.append(("transformers", getattr(hf_d2v, "Data2VecVisionRelativePositionBias", None),
-                      HFBiasTable))
+    for framework, module_name, cls_name, patch_type in _CLASSES:
+        cls = getattr(sys.modules.get(module_name), cls_name, None)
+        found.append((framework, cls, patch_type))
     return [(fw, cls, p) for fw, cls, p in found if isinstance(cls, type)]
 
 
