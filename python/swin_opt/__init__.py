@@ -21,8 +21,8 @@ its user), :mod:`.tools` (finding and checking ``swin-aot``), :mod:`.cache`
 (the on-disk cache), :mod:`.kernel` (the CPU :class:`Kernel`),
 :mod:`.gpu_kernel` (the GPU kernel), :mod:`.build` (:func:`compile`),
 :mod:`.cuda` (GPU driver, torch tensors on the GPU), :mod:`.testing`,
-:mod:`.linear_mlir` (linear layers and Swin MLPs as MLIR modules),
-:mod:`.mlp` (compiled Swin MLPs); the command lines (``python -m
+:mod:`.linear_mlir` (linear layers, Swin MLPs and projections as MLIR modules),
+:mod:`.dense` (compiled dense layers: MLPs, projections); the command lines (``python -m
 swin_opt``, :mod:`.export_mlir`) and :mod:`.torch` (PyTorch integration) on
 top.
 """

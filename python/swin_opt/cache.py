@@ -1,6 +1,6 @@
 """The on-disk kernel cache: one directory per built configuration and
 ``--emit`` (``k-<hash>``, see :func:`entry_name`), published atomically by
-:mod:`swin_opt.build` (and, for the MLP libraries, :mod:`swin_opt.mlp`); its
+:mod:`swin_opt.build` (and, for the dense libraries, :mod:`swin_opt.dense`); its
 location (:func:`get_cache_dir`), listing (:func:`cache_entries`), pruning
 and clearing.
 """
@@ -99,7 +99,7 @@ def _dir_size(path: Path) -> int:
 
 def _describe_entry(info: dict) -> str:
     """What an entry's metadata says it holds: a kernel's configuration, or the
-    description an MLP library (:mod:`swin_opt.mlp`) gives itself."""
+    description a dense library (:mod:`swin_opt.dense`) gives itself."""
     if "config" not in info and "description" in info:
         return str(info["description"])
     cfg = dict(info["config"])

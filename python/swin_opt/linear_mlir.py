@@ -13,24 +13,25 @@ With ``dtype="bf16"`` the input and the weight are bf16 (NumPy arrays of
 their bits, :func:`to_bf16`) and the product f32, as ``linalg.matmul`` of
 bf16 operands into an f32 destination (widened products).
 
-:func:`mlp_module` writes a Swin block's MLP, ``fc2(GELU(fc1(x)))`` (with
-the biases, optionally plus a residual), as the kernels of the PyTorch
-swap run it: two ``rpe.matmul`` ops whose weights are run-time arguments
-already packed in panels (:func:`pack_weight`), a dynamic row count, the
-result written into the caller's buffer (:mod:`swin_opt.mlp` compiles it
-with ``swin-aot --input``).
+:func:`dense_module` writes dense layers as the kernels of the PyTorch swap
+run them: a Swin block's MLP, ``fc2(GELU(fc1(x)))`` (with the biases,
+optionally plus a residual), or one projection, as ``rpe.matmul`` ops whose
+weights are run-time arguments already packed in panels
+(:func:`pack_weight`), a dynamic row count, the result written into the
+caller's buffer (:mod:`swin_opt.dense` compiles it with ``swin-aot
+--input``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["Linear", "linear_module", "reference", "Mlp", "mlp_module", "pack_weight", "mlp_reference",
-           "to_bf16", "from_bf16"]
+__all__ = ["Linear", "linear_module", "reference", "DenseStack", "dense_module", "pack_weight",
+           "dense_reference", "to_bf16", "from_bf16"]
 
 #: The epilogue steps :func:`linear_module` writes after the product.
 STEPS = ("bias", "gelu", "residual")
@@ -182,7 +183,7 @@ def reference(layer: Linear, x: np.ndarray, weight: np.ndarray, bias: Optional[n
 
 
 #===----------------------------------------------------------------------===#
-# A Swin block's MLP
+# Dense stacks: a Swin block's MLP, a projection
 #===----------------------------------------------------------------------===#
 
 #: GELU's erf form on the epilogue's value ``%s``, as torch-mlir writes it:
@@ -200,33 +201,36 @@ _GELU_LINES = [
 
 
 @dataclass(frozen=True)
-class Mlp:
-    """``out = fc2(GELU(fc1(x))) (+ residual)`` for ``x`` [M, channels], M
-    dynamic: fc1 ``[hidden, channels]`` and fc2 ``[out, hidden]`` as
-    ``nn.Linear`` holds them, each packed in panels of ``panel_width``
-    columns (:func:`pack_weight`; the kernel's, three vectors of its lanes)."""
+class DenseStack:
+    """Dense layers in a row: layer ``i`` maps ``widths[i]`` channels to
+    ``widths[i + 1]``, adds its bias, and (all but the last) applies GELU's
+    erf form; the last may add a residual. ``x`` is [M, widths[0]], M
+    dynamic. Each weight, ``[N, K]`` as ``nn.Linear`` holds it, is packed in
+    panels of ``panel_width`` columns (:func:`pack_weight`; the kernel's,
+    three vectors of its lanes).
 
-    channels: int
-    hidden: int
-    out: int
+    A Swin block's MLP is ``(C, hidden, out)``: ``fc2(GELU(fc1(x)))``; one
+    linear layer (a projection) is ``(K, N)``."""
+
+    widths: Tuple[int, ...]
     panel_width: int
 
     def __post_init__(self):
-        for name in ("channels", "hidden", "out", "panel_width"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-
-    def packed_shape(self, rows: int, columns: int) -> tuple:
-        """The packed shape of a ``[columns, rows]`` weight (K = rows, N = columns)."""
-        return (-(-columns // self.panel_width), rows, self.panel_width)
-
-    @property
-    def fc1_shape(self) -> tuple:
-        return self.packed_shape(self.channels, self.hidden)
+        object.__setattr__(self, "widths", tuple(int(w) for w in self.widths))
+        if len(self.widths) < 2:
+            raise ValueError(f"a dense stack needs at least 2 widths, got {list(self.widths)}")
+        for name, value in [("widths", w) for w in self.widths] + [("panel_width", self.panel_width)]:
+            if int(value) < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
 
     @property
-    def fc2_shape(self) -> tuple:
-        return self.packed_shape(self.hidden, self.out)
+    def layers(self) -> int:
+        return len(self.widths) - 1
+
+    def weight_shape(self, layer: int) -> tuple:
+        """The packed shape of layer ``layer``'s ``[N, K]`` weight."""
+        k, n = self.widths[layer], self.widths[layer + 1]
+        return (-(-n // self.panel_width), k, self.panel_width)
 
 
 def pack_weight(weight: np.ndarray, panel_width: int) -> np.ndarray:
@@ -245,78 +249,84 @@ def _tensor(shape: Sequence[Optional[int]]) -> str:
     return "tensor<" + "x".join("?" if d is None else str(d) for d in shape) + "xf32>"
 
 
-def mlp_module(mlp: Mlp) -> str:
+def dense_module(stack: DenseStack) -> str:
     """A module of two functions, each writing its result into ``%out``
     (MLIR's C interface, one library for every M)::
 
-        @mlp(x, w1, b1, w2, b2, out)
-        @mlp_residual(x, w1, b1, w2, b2, residual, out)
+        @dense(x, w1, b1, ..., wL, bL, out)
+        @dense_residual(x, w1, b1, ..., wL, bL, residual, out)
 
-    ``w1``/``w2`` packed by :func:`pack_weight`, ``b1`` [hidden], ``b2``
-    [out], ``x`` [M, channels], ``residual`` and ``out`` [M, out]. Each is
-    two rpe.matmul ops: the bias and GELU in the first's epilogue, the bias
-    (and the residual) in the second's, so the product tiles become results
-    in registers; the hidden activations [M, hidden] are the only
-    temporary."""
-    c, h, o = mlp.channels, mlp.hidden, mlp.out
-    x_type, hidden_type, out_type = _tensor((None, c)), _tensor((None, h)), _tensor((None, o))
-    w1_type, w2_type = _tensor(mlp.fc1_shape), _tensor(mlp.fc2_shape)
+    ``w``s packed by :func:`pack_weight`, ``b``s [N] of their layer, ``x``
+    [M, widths[0]], ``residual`` and ``out`` [M, widths[-1]]. Each layer is
+    one rpe.matmul whose epilogue adds the bias and applies GELU (the
+    residual, in the last), so the product tiles become results in
+    registers; the hidden activations are the only temporaries."""
+    widths = stack.widths
     column = "affine_map<(m, n) -> (n)>"
     identity = "affine_map<(m, n) -> (m, n)>"
+    x_type, out_type = _tensor((None, widths[0])), _tensor((None, widths[-1]))
 
     def function(name: str, residual: bool) -> str:
-        args = [f"%x: {x_type}", f"%w1: {w1_type}", f"%b1: {_tensor((h,))}", f"%w2: {w2_type}",
-                f"%b2: {_tensor((o,))}"]
-        inputs, types, maps, block = ["%b2"], [_tensor((o,))], [column], ["%b: f32"]
+        args = [f"%x: {x_type}"]
+        for i in range(stack.layers):
+            args += [f"%w{i}: {_tensor(stack.weight_shape(i))}", f"%b{i}: {_tensor((widths[i + 1],))}"]
         if residual:
             args.append(f"%res: {out_type}")
-            inputs.append("%res")
-            types.append(out_type)
-            maps.append(identity)
-            block.append("%r: f32")
-        args.append(f"%out: memref<?x{o}xf32>")
-        second = ["%s = arith.addf %acc, %b : f32"]
-        second += ["%y = arith.addf %s, %r : f32", "rpe.yield %y : f32"] if residual else [
-            "rpe.yield %s : f32"]
+        args.append(f"%out: memref<?x{widths[-1]}xf32>")
         lines = [
             f"func.func @{name}({', '.join(args)}) attributes {{llvm.emit_c_interface}} {{",
             "  %c0 = arith.constant 0 : index",
             f"  %rows = tensor.dim %x, %c0 : {x_type}",
-            f"  %e1 = tensor.empty(%rows) : {hidden_type}",
-            f"  %hidden = rpe.matmul ins(%x, %w1 : {x_type}, {w1_type})"
-            f" epilogue(%b1 : {_tensor((h,))}) outs(%e1 : {hidden_type})"
-            f" attributes {{epilogue_maps = [{column}]}} {{",
-            "  ^bb0(%acc: f32, %b: f32):",
-            "    %s = arith.addf %acc, %b : f32",
-            *("    " + line for line in _GELU_LINES),
-            "    rpe.yield %g : f32",
-            f"  }} -> {hidden_type}",
-            f"  %e2 = tensor.empty(%rows) : {out_type}",
-            f"  %y = rpe.matmul ins(%hidden, %w2 : {hidden_type}, {w2_type})"
-            f" epilogue({', '.join(inputs)} : {', '.join(types)}) outs(%e2 : {out_type})"
-            f" attributes {{epilogue_maps = [{', '.join(maps)}]}} {{",
-            f"  ^bb0(%acc: f32, {', '.join(block)}):",
-            *("    " + line for line in second),
-            f"  }} -> {out_type}",
-            # Empty-tensor elimination makes %out the second product's
+        ]
+        value, value_type = "%x", x_type
+        for i in range(stack.layers):
+            last = i == stack.layers - 1
+            w_type, b_type = _tensor(stack.weight_shape(i)), _tensor((widths[i + 1],))
+            y_type = _tensor((None, widths[i + 1]))
+            inputs, types, maps, block = [f"%b{i}"], [b_type], [column], ["%b: f32"]
+            body = ["%s = arith.addf %acc, %b : f32"]
+            if not last:
+                body += _GELU_LINES + ["rpe.yield %g : f32"]
+            elif residual:
+                inputs.append("%res")
+                types.append(out_type)
+                maps.append(identity)
+                block.append("%r: f32")
+                body += ["%y = arith.addf %s, %r : f32", "rpe.yield %y : f32"]
+            else:
+                body.append("rpe.yield %s : f32")
+            lines += [
+                f"  %e{i} = tensor.empty(%rows) : {y_type}",
+                f"  %y{i} = rpe.matmul ins({value}, %w{i} : {value_type}, {w_type})"
+                f" epilogue({', '.join(inputs)} : {', '.join(types)}) outs(%e{i} : {y_type})"
+                f" attributes {{epilogue_maps = [{', '.join(maps)}]}} {{",
+                f"  ^bb0(%acc: f32, {', '.join(block)}):",
+                *("    " + line for line in body),
+                f"  }} -> {y_type}",
+            ]
+            value, value_type = f"%y{i}", y_type
+        lines += [
+            # Empty-tensor elimination makes %out the last product's
             # destination: no copy.
-            f"  bufferization.materialize_in_destination %y in restrict writable %out"
-            f" : ({out_type}, memref<?x{o}xf32>) -> ()",
+            f"  bufferization.materialize_in_destination {value} in restrict writable %out"
+            f" : ({out_type}, memref<?x{widths[-1]}xf32>) -> ()",
             "  return",
             "}",
         ]
         return "\n".join(lines) + "\n"
 
-    return function("mlp", residual=False) + function("mlp_residual", residual=True)
+    return function("dense", residual=False) + function("dense_residual", residual=True)
 
 
-def mlp_reference(x: np.ndarray, w1: np.ndarray, b1: Optional[np.ndarray], w2: np.ndarray,
-                  b2: Optional[np.ndarray], residual: Optional[np.ndarray] = None) -> np.ndarray:
-    """``fc2(GELU(fc1(x))) (+ residual)`` in float64, weights ``[N, K]``."""
-    y = x.astype(np.float64) @ w1.astype(np.float64).T
-    if b1 is not None:
-        y = y + b1
-    y = _gelu(y) @ w2.astype(np.float64).T
-    if b2 is not None:
-        y = y + b2
+def dense_reference(x: np.ndarray, layers: Sequence[Tuple[np.ndarray, Optional[np.ndarray]]],
+                    residual: Optional[np.ndarray] = None) -> np.ndarray:
+    """A :class:`DenseStack` in float64: ``layers`` are its ``(weight [N, K],
+    bias [N] or None)``; GELU after all but the last."""
+    y = x.astype(np.float64)
+    for i, (w, b) in enumerate(layers):
+        y = y @ w.astype(np.float64).T
+        if b is not None:
+            y = y + b
+        if i < len(layers) - 1:
+            y = _gelu(y)
     return y if residual is None else y + residual

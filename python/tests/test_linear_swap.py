@@ -1,15 +1,24 @@
-"""The dense layers swap_attention runs through oneDNN (swin_opt.torch.linears):
-the patch-merging reductions of timm, torchvision and transformers Swin models and
-transformers' MLP layers, in eval and training, ``linear=False`` and restore, and a
-reduction that is not a plain ``nn.Linear`` left alone with its reason.
+"""The linear layers around the kernels (swin_opt.torch.projections.linear): at
+inference on their compiled kernels (``swin_opt::dense``, swin_opt.torch.dense)
+against float64, oneDNN under autograd and where a layer has no kernel,
+``SWIN_OPT_LINEAR``; and the dense layers swap_attention patches to run through
+it (swin_opt.torch.linears): the patch-merging reductions of timm, torchvision
+and transformers Swin models and transformers' MLP layers, in eval and training,
+``linear=False`` and restore, and a reduction that is not a plain ``nn.Linear``
+left alone with its reason.
 
-Tolerance: test_torch.py's 1e-4 relative on whole models (oneDNN and MKL sum the
-products in different orders); gradients 1e-4 relative to each one's largest value.
+Tolerance: the dense kernel against float64, ``1e-5 * max(1, max|reference|)``
+(test_mlp_swap.py's); test_torch.py's 1e-4 relative on whole models (the
+kernels, oneDNN and MKL sum the products in different orders); gradients 1e-4
+relative to each one's largest value.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -19,10 +28,131 @@ from swin_opt.testing import sharpen_weights
 pytestmark = pytest.mark.aot
 
 RTOL = 1e-4
+TOLERANCE = 1e-5
 
 
 def _rel_err(got, want):
     return ((got - want).abs().max() / want.abs().max()).item()
+
+
+def _check(got, want):
+    error = (got.double() - want).abs().max().item()
+    allowed = TOLERANCE * max(1.0, want.abs().max().item())
+    assert error <= allowed, f"max |error| {error:.3g} > {allowed:.3g}"
+
+
+@pytest.fixture
+def dense_calls(torch, monkeypatch):
+    """The widths of every dense kernel run while the test runs, in order."""
+    from swin_opt.torch import dense
+
+    calls = []
+    run = dense.run
+
+    def spy(op, x, layers, residual, config):
+        calls.append(tuple(dense.kernel_for(config).config.widths))
+        return run(op, x, layers, residual, config)
+
+    monkeypatch.setattr(dense, "run", spy)
+    return calls
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_runs_the_layers_kernel_at_inference(torch, dense_calls, bias):
+    """Odd widths (partial panels), row counts around the kernel's tiles, leading
+    axes: the layer's kernel, one per widths, against float64; the residual form
+    through the operator."""
+    from swin_opt.torch import dense, ops
+    from swin_opt.torch.projections import linear, linear_backend
+
+    if linear_backend() != "swin":
+        pytest.skip(f"SWIN_OPT_LINEAR={linear_backend()}")
+    dense.register()
+    ops.register()  # swin_opt::linear, autograd's path
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(37, 13, generator=gen) / 4
+    b = torch.randn(37, generator=gen) if bias else None
+    with torch.no_grad():
+        for shape in [(1,), (7,), (9,), (2, 3, 5), (4, 49)]:
+            x = torch.randn(*shape, 13, generator=gen)
+            want = torch.nn.functional.linear(x.double(), w.double(),
+                                              None if b is None else b.double())
+            _check(linear(x, w, b), want)
+            residual = torch.randn(*shape, 37, generator=gen)
+            key = dense.resolve((13, 37), ()).key
+            _check(torch.ops.swin_opt.dense(x, w, b, residual, key), want + residual.double())
+    assert dense_calls == [(13, 37)] * 10
+    # under autograd: oneDNN (swin_opt::linear), whose backward gives the gradients
+    x = torch.randn(5, 13, generator=gen, requires_grad=True)
+    linear(x, w, b).sum().backward()
+    assert len(dense_calls) == 10
+    assert _rel_err(x.grad, w.sum(0).expand(5, 13)) <= RTOL
+
+
+def test_linear_under_torch_compile_calls_the_operator(torch, dense_calls):
+    """Compiled, the inference path is ``swin_opt::dense`` in the graph (no graph break)."""
+    from swin_opt.torch import dense, ops
+    from swin_opt.torch.projections import linear, linear_backend
+
+    if linear_backend() != "swin":
+        pytest.skip(f"SWIN_OPT_LINEAR={linear_backend()}")
+    dense.register()
+    ops.register()
+    gen = torch.Generator().manual_seed(5)
+    w, b = torch.randn(37, 13, generator=gen) / 4, torch.randn(37, generator=gen)
+    x = torch.randn(3, 11, 13, generator=gen)
+    torch._dynamo.reset()
+    fn = torch.compile(lambda t: torch.relu(linear(t, w, b)), fullgraph=True)
+    with torch.no_grad():
+        _check(fn(x), torch.relu(torch.nn.functional.linear(x.double(), w.double(), b.double())))
+    assert dense_calls == [(13, 37)]
+
+
+def test_linear_without_a_kernel_takes_onednn(torch, dense_calls, monkeypatch):
+    from swin_opt.torch import dense, ops
+    from swin_opt.torch.projections import linear
+
+    ops.register()
+    monkeypatch.setattr(dense, "resolve", lambda widths, options: dense.DenseSpec(
+        "", "no dense kernel: refused for the test"))
+    gen = torch.Generator().manual_seed(4)
+    x, w, b = torch.randn(6, 13, generator=gen), torch.randn(37, 13, generator=gen), None
+    with torch.no_grad():
+        _check(linear(x, w, b), torch.nn.functional.linear(x.double(), w.double()))
+    assert dense_calls == []
+
+
+def test_swin_opt_linear_selects_the_backend(torch, aot_path, kernel_cache):
+    """``SWIN_OPT_LINEAR`` (read at swap time): ``onednn`` builds and runs no dense
+    kernel for the projections (the MLPs still run theirs); a bad value is refused."""
+    script = """
+import timm, torch
+from swin_opt import torch as st
+from swin_opt.torch import dense
+from swin_opt.testing import sharpen_weights
+model = sharpen_weights(timm.models.swin_transformer.SwinTransformer(
+    img_size=56, embed_dim=32, depths=(2, 2), num_heads=(2, 4), num_classes=10)).eval()
+x = torch.randn(1, 3, 56, 56)
+with torch.inference_mode():
+    want = model(x)
+    st.swap_attention(model)
+    err = ((model(x) - want).abs().max() / want.abs().max()).item()
+print(sorted(w for w, _ in dense._specs), err)
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, SWIN_AOT=str(aot_path), SWIN_OPT_CACHE_DIR=str(kernel_cache),
+               PYTHONPATH=root)
+    for value, widths in (("onednn", [(32, 128, 32), (64, 256, 64)]),
+                          ("swin", [(32, 32), (32, 96), (32, 128, 32), (64, 64), (64, 192),
+                                    (64, 256, 64), (128, 64)])):
+        proc = subprocess.run([sys.executable, "-c", script], env=dict(env, SWIN_OPT_LINEAR=value),
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        got, err = proc.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+        assert got == str(widths) and float(err) <= RTOL, (value, proc.stdout)
+    proc = subprocess.run([sys.executable, "-c", script], env=dict(env, SWIN_OPT_LINEAR="mkl"),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0 and "SWIN_OPT_LINEAR must be one of swin, onednn, torch" in proc.stderr
 
 
 def _linear_stats(model):

@@ -1,4 +1,4 @@
-"""The MLP of Swin blocks through compiled kernels (swin_opt.mlp,
+"""The MLP of Swin blocks through compiled kernels (swin_opt.dense,
 swin_opt.torch.mlp): the ``swin_opt::mlp`` operator against torch's float64
 MLP, one library for every row count, and swap_attention's MLP patches in
 timm and torchvision models (eager, torch.compile, training, ``mlp=False``,
@@ -19,7 +19,7 @@ import warnings
 import pytest
 
 from swin_opt import cache_entries
-from swin_opt import mlp as mlp_kernels
+from swin_opt import dense as dense_kernels
 from swin_opt import torch as st
 from swin_opt.testing import sharpen_weights
 
@@ -83,7 +83,7 @@ def test_op_one_library_for_every_row_count(torch, ops, tmp_path):
     """An odd configuration (C 13, hidden 37, out 11: partial panels, K not a
     multiple of anything), rows around the kernel's tiles, leading axes of any
     shape, a layer without bias: one build, one cache entry."""
-    before = mlp_kernels.builds()
+    before = dense_kernels.builds()
     w1, _, w2, b2, gen = _layers(torch, 13, 37, 11, 0)
     key = ops.mlp_key(13, 37, 11, cache_dir=tmp_path)
     with torch.no_grad():
@@ -96,32 +96,32 @@ def test_op_one_library_for_every_row_count(torch, ops, tmp_path):
                    _reference(torch, x, w1, None, w2, b2, residual))
         empty = torch.ops.swin_opt.mlp(torch.zeros(0, 13), w1, None, w2, b2, None, key)
     assert empty.shape == (0, 11)
-    assert mlp_kernels.builds() == before + 1
+    assert dense_kernels.builds() == before + 1
     (entry,) = cache_entries(tmp_path)
     assert entry.description.startswith("mlp 13->37->11 f32"), entry.description
 
 
 def test_numpy_kernel(torch, kernel_cache):
-    """swin_opt.mlp without torch's operator: packed NumPy weights, ``out`` in place."""
+    """swin_opt.dense without torch's operator: packed NumPy weights, ``out`` in place."""
     import numpy as np
 
     from swin_opt import linear_mlir
 
-    kern = mlp_kernels.compile_mlp(13, 37, 11, cache_dir=kernel_cache)
+    kern = dense_kernels.compile_mlp(13, 37, 11, cache_dir=kernel_cache)
     rng = np.random.default_rng(4)
     x = rng.standard_normal((10, 13), dtype=np.float32)
     w1, w2 = (rng.standard_normal(s, dtype=np.float32) / 6 for s in ((37, 13), (11, 37)))
     b1, b2, residual = (rng.standard_normal(s, dtype=np.float32) for s in (37, 11, (10, 11)))
     out = np.full((10, 11), np.nan, np.float32)
-    assert kern(x, kern.pack(w1), b1, kern.pack(w2), b2, residual, out=out) is out
-    want = linear_mlir.mlp_reference(x, w1, b1, w2, b2, residual)
+    assert kern(x, [(kern.pack(w1), b1), (kern.pack(w2), b2)], residual, out=out) is out
+    want = linear_mlir.dense_reference(x, [(w1, b1), (w2, b2)], residual)
     assert np.abs(out - want).max() <= TOLERANCE * max(1.0, np.abs(want).max())
-    with pytest.raises(ValueError, match=r"w2_packed must have shape \[1, 37, "):
-        kern(x, kern.pack(w1), b1, w2, b2)
+    with pytest.raises(ValueError, match=r"layer 1 weight \(packed\) must have shape \[1, 37, "):
+        kern(x, [(kern.pack(w1), b1), (w2, b2)])
 
 
 def test_numpy_kernel_from_several_threads(torch, kernel_cache):
-    """Each thread calls with its own argument descriptors (MlpKernel keeps one set
+    """Each thread calls with its own argument descriptors (DenseKernel keeps one set
     per thread and entry point): concurrent calls of different row counts, with and
     without the residual, each get their own result."""
     import threading
@@ -130,7 +130,7 @@ def test_numpy_kernel_from_several_threads(torch, kernel_cache):
 
     from swin_opt import linear_mlir
 
-    kern = mlp_kernels.compile_mlp(13, 37, 11, cache_dir=kernel_cache)
+    kern = dense_kernels.compile_mlp(13, 37, 11, cache_dir=kernel_cache)
     rng = np.random.default_rng(5)
     w1, w2 = (rng.standard_normal(s, dtype=np.float32) / 6 for s in ((37, 13), (11, 37)))
     b1, b2 = rng.standard_normal(37, dtype=np.float32), rng.standard_normal(11, dtype=np.float32)
@@ -140,9 +140,9 @@ def test_numpy_kernel_from_several_threads(torch, kernel_cache):
     def work(rows, residual):
         x = rng_x[rows]
         res = x[:, :11].copy() if residual else None
-        want = linear_mlir.mlp_reference(x, w1, b1, w2, b2, res)
+        want = linear_mlir.dense_reference(x, [(w1, b1), (w2, b2)], res)
         for _ in range(200):
-            got = kern(x, w1p, b1, w2p, b2, res, threads=1)
+            got = kern(x, [(w1p, b1), (w2p, b2)], res, threads=1)
             if np.abs(got - want).max() > TOLERANCE * max(1.0, np.abs(want).max()):
                 errors.append((rows, residual))
                 return
@@ -210,7 +210,7 @@ def test_op_refuses_wrong_shapes_and_autograd(torch, ops, kernel_cache):
     key = ops.mlp_key(13, 37, 11, cache_dir=kernel_cache)
     with pytest.raises(ValueError, match="w1 must be a float32 CPU tensor of shape"):
         torch.ops.swin_opt.mlp(torch.zeros(2, 13), w1.t(), b1, w2, b2, None, key)
-    with pytest.raises(ValueError, match="malformed MLP kernel configuration"):
+    with pytest.raises(ValueError, match="malformed dense kernel configuration"):
         torch.ops.swin_opt.mlp(torch.zeros(2, 13), w1, b1, w2, b2, None, "{}")
     with pytest.raises(RuntimeError, match="has no backward"):
         torch.ops.swin_opt.mlp(torch.zeros(2, 13, requires_grad=True), w1, b1, w2, b2, None, key)

@@ -380,7 +380,7 @@ def test_warmup_builds_concurrently(torch, timm_model, img, tmp_path, capfd, ops
 def test_torch_export_non_strict_falls_back(torch, timm_model, img, opts):
     """Non-strict export runs the patches on fake tensors: the original attention is
     exported (and says why), never a failure. (The MLP kernel and the patch merge's
-    oneDNN linear have no data-dependent check: their operators are exported.)"""
+    linear kernel have no data-dependent check: their operators are exported.)"""
     with torch.inference_mode():
         want = timm_model(img)
     st.swap_attention(timm_model, **opts)
@@ -388,7 +388,7 @@ def test_torch_export_non_strict_falls_back(torch, timm_model, img, opts):
         ep = torch.export.export(timm_model, (img,), strict=False)
     targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     assert {t for t in targets if t.startswith("swin_opt.")} == {"swin_opt.mlp.default",
-                                                                 "swin_opt.linear.default"}
+                                                                 "swin_opt.dense.default"}
     reasons = {r for s in st.patch_stats(timm_model) for r in s["compiled_fallback_reasons"]}
     assert reasons == {"non-strict torch.export (use strict=True to export the kernel)"}
     with torch.inference_mode():

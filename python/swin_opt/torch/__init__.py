@@ -128,8 +128,9 @@ Modules, each importing only those listed before it: :mod:`.tracing`
 kernel), :mod:`.tensors` (tensor calls, kernel cache), :mod:`.masks` (shift
 mask identification), :mod:`.attention_math` (the operators' computation in
 torch: the CUDA backward and fallback), :mod:`.ops` (the custom operators and
-their CUDA implementations, the process's kernels), :mod:`.projections` (the projections and q/k/v preparation the
-adapters share), :mod:`.patching` (the patch base), :mod:`.windows`
+their CUDA implementations, the process's kernels), :mod:`.dense` (the compiled
+dense layers' operators, packed weights), :mod:`.projections` (the projections
+and q/k/v preparation the adapters share), :mod:`.patching` (the patch base), :mod:`.windows`
 (window-layout calls), :mod:`.table_bias` (BEiT's bias handed on as its table), :mod:`.timm_patches`, :mod:`.torchvision_patches`,
 :mod:`.transformers_patches`, :mod:`.maxvit_patches` (one per framework or model
 family), :mod:`.mlp` (the MLP
@@ -141,7 +142,7 @@ from __future__ import annotations
 
 from .fallback import FallbackWarning, KernelUnavailable
 from .masks import NO_MASK, match_shift_mask
-from .mlp import forget_packed_weights
+from .dense import forget_packed_weights
 from .swap import patch_stats, restore_attention, swap_attention, unpatched
 from .tensors import attention, compile_kernel
 from .warmup import build_kernels, warmup

@@ -9,21 +9,12 @@ Schema::
 computes ``fc2(GELU(fc1(x))) (+ residual)`` with GELU's exact (erf) form,
 ``w1`` ``[hidden, C]`` and ``w2`` ``[out, hidden]`` as ``nn.Linear`` holds
 them, on float32 CPU tensors of any leading shape (``x`` ``[..., C]``, the
-result ``[..., out]``), through a :class:`swin_opt.mlp.MlpKernel`: one
-library per ``(C, hidden, out)`` and CPU (:func:`swin_opt.mlp.compile_mlp`,
-built on first use, then from the disk cache) for every row count. ``config``
-names it (:func:`mlp_key`), so graphs captured by ``torch.compile`` and
-``torch.export`` hold a string; the operator has a fake implementation, and
-no backward (under autograd the patches run the module's own code).
-
-The kernel takes its weights packed in panels. The operator packs each
-weight tensor it meets once per version: the packed copy is cached with the
-tensor's ``_version``, which every in-place change of it bumps
-(``load_state_dict``, optimizer steps, ``copy_``, ``torch.nn.init``); a new
-tensor (``module.weight = ...``) is packed anew. Writing through ``.data``
-does not bump the version: after ``w.data.copy_(...)``, call
-:func:`forget_packed_weights`. The packed copies hold as much memory again
-as the MLP weights.
+result ``[..., out]``), through a :class:`swin_opt.dense.DenseKernel` of
+the widths ``(C, hidden, out)``: one library per widths and CPU, for every
+row count. ``config`` names it (:func:`mlp_key`); the weights are packed
+once per version. Both as :mod:`.dense` says for every dense operator; the
+operator has a fake implementation, and no backward (under autograd the
+patches run the module's own code).
 
 Patched (by :func:`swin_opt.torch.swap_attention`, unless ``mlp=False``), the
 MLP of each block of:
@@ -54,18 +45,16 @@ attention (:func:`swin_opt.torch.patch_stats`, ``kind`` ``"mlp"``); with
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
-from typing import NamedTuple, Optional
+from typing import Optional
 
-from ..errors import CompileError, SwinAotNotFoundError
-from ..mlp import compile_mlp
+from . import dense
+from .dense import forget_packed_weights, kernel_for
 from .fallback import Fallback
 from .ops import _no_grad_error
 from .patching import Patch, _items
 from .tensors import once, require_torch
-from .tracing import apply_trace_constants, trace_constant
+from .tracing import apply_trace_constants
 
 try:
     import torch
@@ -75,166 +64,17 @@ except ImportError:  # swin_opt.torch imports without PyTorch; its entry points 
 __all__ = ["mlp", "mlp_key", "register", "kernel_for", "forget_packed_weights", "TimmMlp",
            "TorchvisionMlp", "TransformersMlp", "mlp_sites"]
 
-_lock = threading.Lock()
-_kernels: dict = {}  # config string -> MlpKernel
-#: weight tensor -> (what the copy is valid for: _stamp, packed copy)
-_packed = None
-#: resolve's arguments -> its MlpSpec (failures too: a build is not retried)
-_specs: dict = {}
-#: hidden/out width -> zeros, the bias of a layer without one
-_zeros: dict = {}
 
-#: The compile options of swap_attention an MLP kernel takes.
-_OPTIONS = ("cpu", "parallel", "cache_dir")
-
-
-# --------------------------------------------------------------------------- #
-# Kernels
-# --------------------------------------------------------------------------- #
 def mlp_key(channels: int, hidden: int, out: int, **options) -> str:
     """The operator's ``config`` string of the kernel for ``(channels, hidden,
-    out)`` and :func:`swin_opt.mlp.compile_mlp`'s ``options`` (cpu, parallel,
-    cache_dir)."""
-    spec = {"mlp": [int(channels), int(hidden), int(out)],
-            "options": {k: (str(v) if k == "cache_dir" else v) for k, v in sorted(options.items())
-                        if v is not None and k in _OPTIONS}}
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
-
-
-def kernel_for(key: str):
-    """The :class:`swin_opt.mlp.MlpKernel` a config string names (compiled on first use)."""
-    kern = _kernels.get(key)
-    if kern is None:
-        try:
-            spec = json.loads(key)
-            channels, hidden, out = spec["mlp"]
-            options = dict(spec["options"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"swin_opt: malformed MLP kernel configuration {key!r}: {exc}") from None
-        kern = compile_mlp(channels, hidden, out, **options)
-        with _lock:
-            kern = _kernels.setdefault(key, kern)
-    return kern
-
-
-class MlpSpec(NamedTuple):
-    """The patches' view of a kernel: its config string, or why there is none."""
-
-    key: str
-    error: Optional[str]
-
-
-@trace_constant
-def resolve(channels: int, hidden: int, out: int, options: tuple) -> MlpSpec:
-    """The kernel for ``(channels, hidden, out)`` and swap_attention's compile
-    ``options`` (sorted pairs), built once per process; never raises (a
-    configuration without a kernel has ``error`` set). A
-    :func:`~.tracing.trace_constant`: dynamo runs it at trace time only."""
-    memo = (channels, hidden, out, options)
-    spec = _specs.get(memo)
-    if spec is not None:
-        return spec
-    key = mlp_key(channels, hidden, out, **dict(options))
-    try:
-        kernel_for(key)
-        spec = MlpSpec(key, None)
-    except (CompileError, SwinAotNotFoundError, ValueError, OSError) as exc:
-        spec = MlpSpec(key, f"no MLP kernel: {exc}")
-    with _lock:
-        return _specs.setdefault(memo, spec)
-
-
-# --------------------------------------------------------------------------- #
-# Packed weights
-# --------------------------------------------------------------------------- #
-def _stamp(weight, panel_width: int):
-    """What a packed copy of ``weight`` is valid for; None when the tensor keeps no
-    version (an inference tensor): it is then packed on every call."""
-    try:
-        version = weight._version
-    except RuntimeError:
-        return None
-    return version, weight.data_ptr(), tuple(weight.shape), tuple(weight.stride()), panel_width
-
-
-def _pack(weight, panel_width: int):
-    """``[N, K]`` -> ``[ceil(N / NR), K, NR]``, zero past N (float32, contiguous)."""
-    n, k = weight.shape
-    panels = -(-n // panel_width)
-    padded = weight.new_zeros((panels * panel_width, k))
-    padded[:n] = weight
-    return padded.view(panels, panel_width, k).transpose(1, 2).contiguous()
-
-
-def packed_weight(weight, panel_width: int):
-    """``weight`` in the kernel's panels, from the cache when its version has not
-    changed (see the module docstring)."""
-    global _packed
-    stamp = _stamp(weight, panel_width)
-    with _lock:
-        if _packed is None:
-            from torch.utils.weak import WeakIdKeyDictionary
-
-            _packed = WeakIdKeyDictionary()
-        cached = _packed.get(weight) if stamp is not None else None
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    packed = _pack(weight.detach(), panel_width)
-    if stamp is not None:
-        with _lock:
-            _packed[weight] = (stamp, packed)
-    return packed
-
-
-def forget_packed_weights() -> None:
-    """Drop the packed copies of the weights: each is packed again on its next
-    call (after writing a weight through ``.data``, which keeps its version)."""
-    with _lock:
-        if _packed is not None:
-            _packed.clear()
-
-
-def _bias(bias, width: int):
-    if bias is not None:
-        return bias.detach().contiguous()
-    with _lock:
-        return _zeros.setdefault(width, torch.zeros(width))
-
-
-def _check(name, t, shape) -> None:
-    if t.dtype != torch.float32 or t.device.type != "cpu" or tuple(t.shape) != tuple(shape):
-        raise ValueError(f"swin_opt::mlp: {name} must be a float32 CPU tensor of shape "
-                         f"{list(shape)}, got {t.dtype} {list(t.shape)} on {t.device}")
+    out)`` and :func:`swin_opt.dense.compile_dense`'s ``options`` (cpu, parallel,
+    cache_dir): :func:`.dense.dense_key` of the MLP's widths."""
+    return dense.dense_key((channels, hidden, out), **options)
 
 
 def mlp(x, w1, b1, w2, b2, residual, config: str):
     """The operator's implementation (see the module docstring)."""
-    kern = kernel_for(config)
-    cfg = kern.config
-    c, h, o = cfg.channels, cfg.hidden, cfg.out
-    if x.dim() < 1:
-        raise ValueError("swin_opt::mlp: x must have a channel axis")
-    lead = tuple(x.shape[:-1])
-    x2 = x.detach().reshape(-1, x.shape[-1]).contiguous()
-    rows = x2.shape[0]
-    _check("x", x2, (rows, c))
-    _check("w1", w1, (h, c))
-    _check("w2", w2, (o, h))
-    for name, b, width in (("b1", b1, h), ("b2", b2, o)):
-        if b is not None:
-            _check(name, b, (width,))
-    res = None
-    if residual is not None:
-        res = residual.detach().reshape(-1, residual.shape[-1]).contiguous()
-        _check("residual", res, (rows, o))
-    out = torch.empty((rows, o), dtype=torch.float32)
-    if rows:
-        w1p, w2p = packed_weight(w1, cfg.panel_width), packed_weight(w2, cfg.panel_width)
-        b1c, b2c = _bias(b1, h), _bias(b2, o)
-        kern.call_addresses(rows, x2.data_ptr(), w1p.data_ptr(), b1c.data_ptr(), w2p.data_ptr(),
-                            b2c.data_ptr(), None if res is None else res.data_ptr(), out.data_ptr(),
-                            threads=torch.get_num_threads())
-    return out.view(*lead, o)
+    return dense.run("mlp", x, (("w1", w1, b1), ("w2", w2, b2)), residual, config)
 
 
 @once
@@ -330,9 +170,9 @@ class MlpPatch(Patch):
         if x.dim() < 1 or x.shape[-1] != fc1.in_features:
             raise Fallback(f"input of {x.shape[-1] if x.dim() else 0} channels, fc1 takes "
                            f"{fc1.in_features}")
-        spec = resolve(fc1.in_features, fc1.out_features, fc2.out_features,
-                       _items({k: v for k, v in self.options.compile_options.items()
-                               if k in _OPTIONS}))
+        spec = dense.resolve((fc1.in_features, fc1.out_features, fc2.out_features),
+                             _items({k: v for k, v in self.options.compile_options.items()
+                                     if k in dense.OPTIONS}))
         if spec.error is not None:
             raise Fallback(spec.error)
         return torch.ops.swin_opt.mlp(x, fc1.weight, fc1.bias, fc2.weight, fc2.bias, None,

@@ -12,10 +12,10 @@ from typing import Any, Dict, NamedTuple
 import numpy as np
 
 from .. import reference as _ref
-from . import ops
+from . import dense, ops
 from .fallback import Fallback, KernelUnavailable, warn_fallback
 from .masks import NO_MASK, cached_match
-from .projections import autograd_records, onednn_linear
+from .projections import autograd_records, linear_backend
 from .tensors import dtype_name
 from .tracing import trace_constant
 
@@ -143,7 +143,8 @@ class Patch:
         # int attribute would be guarded by dynamo and force a recompile).
         self._compiled_counts = torch.zeros(2, dtype=torch.int64)  # [kernel, fallback]
         ops.register()
-        onednn_linear()  # decided now, not while dynamo traces (see its docstring)
+        linear_backend()  # decided now, not while dynamo traces (see its docstring)
+        dense.register()
 
     # -- helpers shared by the adapters -------------------------------------- #
     def original(self, module):

@@ -9,34 +9,49 @@ from __future__ import annotations
 import math
 import os
 
+from .dense import linear_inference
+
 try:
     import torch
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["linear", "project", "onednn_linear", "qkv_windows", "heads_first", "qkv_packed",
+__all__ = ["linear", "project", "linear_backend", "qkv_windows", "heads_first", "qkv_packed",
            "pad_rows", "cosine_qk", "cosine_packed", "autograd_records", "packed_inputs"]
 
 
 def linear(x, weight, bias=None):
-    """``x @ weightᵀ + bias``, the q/k/v and output projections around the kernels.
+    """``x @ weightᵀ + bias``, the q/k/v and output projections around the kernels
+    and the other dense layers the swap runs (:mod:`.linears`).
 
-    float32 CPU tensors in eager mode go through oneDNN
-    (``torch.ops.mkldnn._linear_pointwise``): on the projections of a Swin
-    block it runs 2.2-2.5x faster than ``F.linear``'s MKL ``addmm`` on AMD
-    EPYC (about 480 against 190 GFLOP/s on 2 cores, the same numbers to
-    rounding), and no slower elsewhere. While ``torch.compile`` traces, the
-    same call is wrapped in the custom op ``swin_opt::linear``, which
-    inductor calls as it is (it lowers ``mkldnn._linear_pointwise`` itself
-    only for frozen, constant weights). Everything else is ``F.linear``;
-    ``SWIN_OPT_ONEDNN=0`` turns the oneDNN path off. Under autograd
-    (training) the custom op is called in eager mode too: its backward runs
-    ``dx`` through oneDNN and ``dW`` through torch.
+    float32 CPU tensors go through whichever of these is fastest, by
+    :func:`linear_backend` (``SWIN_OPT_LINEAR``):
+
+    * ``"swin"`` (the default): at inference (nothing requires grad, or grad
+      mode off), the layer's compiled kernel (:mod:`swin_opt.dense`, the
+      ``rpe.matmul`` of the MLPs: 1.1-1.7x oneDNN on Swin-T's projections,
+      Zen 5, 2 threads, ``bench/gemm.py``), ``swin_opt::dense`` under
+      ``torch.compile``; under autograd and where the layer has no kernel,
+      oneDNN as below;
+    * ``"onednn"``: ``torch.ops.mkldnn._linear_pointwise``, 2.2-2.5x
+      ``F.linear``'s MKL ``addmm`` on AMD EPYC; while ``torch.compile`` traces
+      and under autograd wrapped in the custom op ``swin_opt::linear``, which
+      inductor calls as it is (it lowers ``mkldnn._linear_pointwise`` itself
+      only for frozen, constant weights), and whose backward runs ``dx``
+      through oneDNN and ``dW`` through torch;
+    * ``"torch"``: ``F.linear``.
+
+    Every other device and dtype takes ``F.linear``.
     """
-    if (onednn_linear() and x.dtype == torch.float32 and weight.dtype == torch.float32
+    backend = linear_backend()
+    if (backend != "torch" and x.dtype == torch.float32 and weight.dtype == torch.float32
             and x.device.type == "cpu"):
         differentiating = torch.is_grad_enabled() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+        if backend == "swin" and not differentiating:
+            out = linear_inference(x, weight, bias)
+            if out is not None:
+                return out
         if differentiating or torch.compiler.is_compiling():
             return torch.ops.swin_opt.linear(x, weight, bias)
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
@@ -50,11 +65,14 @@ def project(layer, x):
     return layer(x)
 
 
-_ONEDNN = None
+_BACKEND = None
+_BACKENDS = ("swin", "onednn", "torch")
 
 
-def onednn_linear() -> bool:
-    """Whether :func:`linear` runs float32 CPU projections through oneDNN.
+def linear_backend() -> str:
+    """How :func:`linear` runs float32 CPU layers: ``"swin"``, ``"onednn"`` or
+    ``"torch"`` (see there): ``$SWIN_OPT_LINEAR`` (default ``"swin"``), ``"torch"``
+    where this torch has no oneDNN linear.
 
     Decided once per process, by the first call. Every patch makes that call
     when it is created (:meth:`.patching.Patch._setup`), i.e. at swap time:
@@ -62,12 +80,15 @@ def onednn_linear() -> bool:
     ``torch.export`` traces, dynamo would refuse it
     (``torch.backends.mkldnn.is_available`` is marked as skipped) and the
     whole-graph compile or the export would fail."""
-    global _ONEDNN
-    if _ONEDNN is None:
-        _ONEDNN = (os.environ.get("SWIN_OPT_ONEDNN", "1") != "0"
-                   and torch.backends.mkldnn.is_available()
-                   and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
-    return _ONEDNN
+    global _BACKEND
+    if _BACKEND is None:
+        wanted = os.environ.get("SWIN_OPT_LINEAR", "swin")
+        if wanted not in _BACKENDS:
+            raise ValueError(f"SWIN_OPT_LINEAR must be one of {', '.join(_BACKENDS)}, got {wanted!r}")
+        onednn = (torch.backends.mkldnn.is_available()
+                  and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+        _BACKEND = wanted if onednn else "torch"
+    return _BACKEND
 
 
 def qkv_windows(qkv, b, n, heads, head_dim, *, head_first: bool = False):
