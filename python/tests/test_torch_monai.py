@@ -175,6 +175,10 @@ def test_model_forward(torch, monai, opts, name, layout):
             warnings.simplefilter("ignore", st.FallbackWarning)
             with torch.inference_mode():
                 got = model(x)
+        # every block's MLP and every patch merging on its kernel (swin_opt::mlp, ::dense)
+        dense = [s for s in st.patch_stats(model) if s["kind"] in ("mlp", "linear")]
+        assert sorted({s["kind"] for s in dense}) == ["linear", "mlp"], dense
+        assert all(s["kernel_calls"] == 1 and s["fallback_calls"] == 0 for s in dense), dense
         if layout == "auto" or name != "3d":
             _check_all_kernel(model)
         else:  # 3-D: the last stage's window shrinks, which the block alone knows
@@ -188,6 +192,7 @@ def test_model_forward(torch, monai, opts, name, layout):
                     assert any("shrunk window" in r for r in s["fallback_reasons"]), s
     finally:
         assert st.restore_attention(model) == LAYERS
+    assert st.patch_stats(model) == []
     assert _rel_err(got, want) <= RTOL
 
 
@@ -343,6 +348,7 @@ def test_unpatched_reports_excluded_framework(torch, monai):
     blk = SwinTransformerBlock(16, 2, (3, 3), (1, 1))
     with pytest.warns(UserWarning, match="patched nothing"):
         assert st.swap_attention(blk, frameworks="timm") == 0
-    (entry,) = st.unpatched(blk)
-    assert entry["framework"] == "monai" and entry["name"] == "attn"
-    assert entry["reason"].startswith("framework 'monai' not selected")
+    entries = st.unpatched(blk)
+    assert sorted(e["name"] for e in entries) == ["attn", "mlp"], entries
+    assert all(e["framework"] == "monai" and e["reason"].startswith("framework 'monai' not selected")
+               for e in entries), entries

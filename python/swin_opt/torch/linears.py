@@ -1,6 +1,7 @@
 """The dense layers of Swin models outside the attention and the MLP kernel:
 the patch-merging reductions (and the MLP of transformers' SwinV2, which it
-splits over two modules), run through oneDNN (:func:`.projections.linear`).
+splits over two modules), run as the projections are (:func:`.projections.linear`:
+their compiled kernels at inference, oneDNN under autograd).
 
 ``F.linear`` computes these on MKL, whose code on AMD EPYC runs at a third
 to a half of oneDNN's rate; on Zen 5, 2 threads, Swin-T's three reductions
@@ -19,6 +20,8 @@ timm           ``PatchMerging.reduction`` (swin_transformer, swin_transformer_v2
 torchvision    ``PatchMerging.reduction``, ``PatchMergingV2.reduction``
 transformers   ``SwinPatchMerging.reduction``, ``Swinv2PatchMerging.reduction``,
                ``Swinv2Intermediate.dense``, ``Swinv2Output.dense``
+monai          ``PatchMerging.reduction``, ``PatchMergingV2.reduction``
+               (``monai.networks.nets.swin_unetr``, 2-D and 3-D)
 =============  ================================================================
 
 where the layer is a plain ``nn.Linear``; others are listed by
@@ -38,7 +41,8 @@ try:
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["LinearPatch", "TimmLinear", "TorchvisionLinear", "TransformersLinear", "linear_sites"]
+__all__ = ["LinearPatch", "TimmLinear", "TorchvisionLinear", "TransformersLinear", "MonaiLinear",
+           "linear_sites"]
 
 
 class LinearPatch(Patch):
@@ -65,7 +69,12 @@ class TransformersLinear(LinearPatch):
     framework = "transformers"
 
 
-_PATCHES = {p.framework: p for p in (TimmLinear, TorchvisionLinear, TransformersLinear)}
+class MonaiLinear(LinearPatch):
+    framework = "monai"
+
+
+_PATCHES = {p.framework: p for p in (TimmLinear, TorchvisionLinear, TransformersLinear,
+                                     MonaiLinear)}
 
 #: (framework, module, class, attribute holding the nn.Linear)
 _SITES = (
@@ -78,6 +87,8 @@ _SITES = (
      "reduction"),
     ("transformers", "transformers.models.swinv2.modeling_swinv2", "Swinv2Intermediate", "dense"),
     ("transformers", "transformers.models.swinv2.modeling_swinv2", "Swinv2Output", "dense"),
+    ("monai", "monai.networks.nets.swin_unetr", "PatchMerging", "reduction"),
+    ("monai", "monai.networks.nets.swin_unetr", "PatchMergingV2", "reduction"),
 )
 
 

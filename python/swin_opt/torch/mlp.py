@@ -26,6 +26,8 @@ timm           ``Mlp`` of ``SwinTransformerBlock``, ``SwinTransformerV2Block``
 torchvision    ``MLP`` of ``SwinTransformerBlock`` and ``...V2`` (a Sequential
                ``Linear, GELU, Dropout, Linear, Dropout``)
 transformers   ``SwinMLP`` of ``SwinLayer`` (``fc1``, ``activation_fn``, ``fc2``)
+monai          ``MLPBlock`` of Swin-UNETR's ``SwinTransformerBlock``
+               (``linear1``, ``fn``, ``linear2``; 2-D and 3-D)
 =============  ================================================================
 
 where the activation is GELU's erf form (``nn.GELU()``, timm's ``GELU``,
@@ -33,8 +35,8 @@ transformers' ``"gelu"``), the layers are ``nn.Linear`` and there is no norm
 between them; others are left alone and listed by
 :func:`swin_opt.torch.unpatched` with the reason. transformers' SwinV2 splits
 its MLP over two modules (``Swinv2Intermediate``: fc1 and the activation;
-``Swinv2Output``: fc2, dropout): their layers run through oneDNN instead
-(:mod:`.linears`).
+``Swinv2Output``: fc2, dropout): their layers run as the projections do
+instead (:mod:`.linears`).
 
 A patched MLP runs the kernel on float32 CPU tensors without autograd (no
 grad mode, or nothing that requires grad), in eval mode or with dropout 0.
@@ -62,7 +64,7 @@ except ImportError:  # swin_opt.torch imports without PyTorch; its entry points 
     torch = None
 
 __all__ = ["mlp", "mlp_key", "register", "kernel_for", "forget_packed_weights", "TimmMlp",
-           "TorchvisionMlp", "TransformersMlp", "mlp_sites"]
+           "TorchvisionMlp", "TransformersMlp", "MonaiMlp", "mlp_sites"]
 
 
 def mlp_key(channels: int, hidden: int, out: int, **options) -> str:
@@ -158,7 +160,7 @@ class MlpPatch(Patch):
                 p.requires_grad for p in m.parameters())):
             raise Fallback("autograd: the MLP kernel has no backward (it runs under "
                            "torch.no_grad() / torch.inference_mode())")
-        if m.training and any(d.p > 0 for d in dropouts):
+        if m.training and any(isinstance(d, torch.nn.Dropout) and d.p > 0 for d in dropouts):
             raise Fallback("MLP dropout > 0 in training mode (the kernel has no dropout)")
         for t in (x, fc1.weight, fc1.bias, fc2.weight, fc2.bias):
             if t is None:
@@ -204,6 +206,18 @@ class TransformersMlp(MlpPatch):
         return m.fc1, m.activation_fn, m.fc2, (), None
 
 
+class MonaiMlp(MlpPatch):
+    """MONAI's ``MLPBlock.forward(x)`` (``linear1``, ``fn``, ``drop1``, ``linear2``,
+    ``drop2``) in a Swin-UNETR block (any leading shape: 2-D or 3-D maps). Its
+    GEGLU form (``linear1`` twice as wide) is left alone."""
+
+    framework = "monai"
+
+    @staticmethod
+    def parts(m):
+        return m.linear1, m.fn, m.linear2, (m.drop1, m.drop2), None
+
+
 class TorchvisionMlp(MlpPatch):
     """torchvision's ``MLP.forward(x)`` (``torchvision.ops.misc.MLP``, a Sequential
     ``Linear, GELU, Dropout, Linear, Dropout``) in a Swin block."""
@@ -226,6 +240,7 @@ _BLOCKS = (
     ("torchvision.models.swin_transformer", "SwinTransformerBlock", TorchvisionMlp),
     ("torchvision.models.swin_transformer", "SwinTransformerBlockV2", TorchvisionMlp),
     ("transformers.models.swin.modeling_swin", "SwinLayer", TransformersMlp),
+    ("monai.networks.nets.swin_unetr", "SwinTransformerBlock", MonaiMlp),
 )
 
 
