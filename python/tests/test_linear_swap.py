@@ -294,3 +294,74 @@ def test_transformers_swinv2_split_mlp_layers(torch, opts):
                                     *(f"{b}.intermediate.dense" for b in blocks),
                                     *(f"{b}.output.dense" for b in blocks)])
     assert all(s["kernel_calls"] == 1 and s["fallback_calls"] == 0 for s in stats.values())
+
+
+# --------------------------------------------------------------------------- #
+# timm blocks' residual adds in the kernels' epilogues (TimmResidual)
+# --------------------------------------------------------------------------- #
+def test_timm_block_residuals_fused(torch, opts, dense_calls):
+    """Each timm block's two shortcuts are added by the output projection's and
+    fc2's kernels (``residual``): same output, one "residual" patch per block; with
+    ``mlp=False`` the projection still fuses its add and torch adds the MLP's."""
+    from swin_opt.torch import dense
+
+    original = _timm_model(torch)
+    x = _img(torch)
+    with torch.inference_mode():
+        want = original(x)
+    residuals = []
+    run = dense.run
+
+    def spy(op, x_, layers, residual, config):
+        residuals.append((op, residual is not None))
+        return run(op, x_, layers, residual, config)
+
+    for mlp in (True, False):
+        model = copy.deepcopy(original)
+        st.swap_attention(model, mlp=mlp, **opts)
+        stats = [s for s in st.patch_stats(model) if s["kind"] == "residual"]
+        assert [s["name"] for s in stats] == [f"layers.{i}.blocks.{j}" for i in range(3)
+                                              for j in (0, 1)]
+        residuals.clear()
+        dense.run = spy
+        try:
+            with torch.inference_mode():
+                assert _rel_err(model(x), want) <= RTOL
+        finally:
+            dense.run = run
+        assert all(s["kernel_calls"] == 1 and s["fallback_calls"] == 0
+                   for s in st.patch_stats(model) if s["kind"] == "residual")
+        fused = [op for op, with_residual in residuals if with_residual]
+        assert fused == (["dense", "mlp"] if mlp else ["dense"]) * 6, residuals
+        st.restore_attention(model)
+        assert st.patch_stats(model) == []
+
+
+def test_timm_block_residuals_with_stochastic_depth(torch, opts):
+    """Training with drop_path > 0 runs timm's block forward (the shortcut is added
+    after the drop); without it the fused blocks train with the original's gradients."""
+    swin = pytest.importorskip("timm.models.swin_transformer")
+    x = _img(torch)
+    for rate in (0.0, 0.3):
+        torch.manual_seed(0)
+        original = sharpen_weights(swin.SwinTransformer(
+            img_size=56, patch_size=4, window_size=7, embed_dim=32, depths=(2, 2),
+            num_heads=(2, 4), num_classes=10, drop_path_rate=rate)).train()
+        model = copy.deepcopy(original)
+        st.swap_attention(model, **opts)
+        grads = []
+        for m in (original, model):
+            torch.manual_seed(1)  # the same paths dropped
+            m.zero_grad()
+            m(x).square().sum().backward()
+            grads.append({n: p.grad for n, p in m.named_parameters()})
+        for name, g in grads[0].items():
+            assert _rel_err(grads[1][name], g) <= RTOL, (rate, name)
+        stats = [s for s in st.patch_stats(model) if s["kind"] == "residual"]
+        # block 0 of stage 0 has drop_path 0 (timm's linear ramp starts at 0)
+        dropping = [s for s in stats if s["fallback_calls"]]
+        if rate:
+            assert len(dropping) == 3 and all(
+                "stochastic depth" in r for s in dropping for r in s["fallback_reasons"]), stats
+        else:
+            assert dropping == [] and all(s["kernel_calls"] == 1 for s in stats), stats

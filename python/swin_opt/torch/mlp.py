@@ -135,6 +135,7 @@ class MlpPatch(Patch):
     module's own forward where it does not apply."""
 
     kind = "mlp"
+    fuses_residual = True
 
     @staticmethod
     def parts(m):  # pragma: no cover - per framework
@@ -152,7 +153,7 @@ class MlpPatch(Patch):
             return f"a {type(norm).__name__} between fc1 and fc2"
         return _linear_pair(fc1, fc2) or _is_exact_gelu(act)
 
-    def run(self, m, x):
+    def run(self, m, x, residual=None):
         if torch.jit.is_scripting() or torch.jit.is_tracing():
             raise Fallback("scripting/tracing")
         fc1, _, fc2, dropouts, _ = self.parts(m)
@@ -177,7 +178,7 @@ class MlpPatch(Patch):
                                      if k in dense.OPTIONS}))
         if spec.error is not None:
             raise Fallback(spec.error)
-        return torch.ops.swin_opt.mlp(x, fc1.weight, fc1.bias, fc2.weight, fc2.bias, None,
+        return torch.ops.swin_opt.mlp(x, fc1.weight, fc1.bias, fc2.weight, fc2.bias, residual,
                                       spec.key)
 
     def _setup(self, *args):

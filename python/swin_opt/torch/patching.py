@@ -111,7 +111,17 @@ class Patch:
 
     framework = ""
     attr = "forward"  # the method replaced on the instance
-    kind = "attention"  # what it computes: "attention", "mlp" (.mlp) or "linear" (.linears)
+    #: what it computes: "attention", "mlp" (.mlp), "linear" (.linears), "bias"
+    #: (.table_bias) or "residual" (a block's residual adds, .timm_patches.TimmResidual)
+    kind = "attention"
+    #: Whether :meth:`run` takes ``residual=`` (a tensor to add to its result, which it
+    #: adds in its kernels' epilogue; a "residual" patch passes it). Where the patch
+    #: falls back, the original method's result gets the residual added.
+    fuses_residual = False
+    #: Whether falling back loses kernels: then ``fallback=False`` raises and each
+    #: reason is warned about. A "residual" patch's original forward still calls the
+    #: patched attention and MLP: its fallbacks are only counted.
+    required = True
 
     def __init__(self, module, name: str, options: PatchOptions):
         self._setup(name, options, self.attr in module.__dict__, module.__dict__.get(self.attr))
@@ -338,12 +348,11 @@ class Patch:
         try:
             out = self.run(module, *args, **kwargs)
         except _Recording:
-            args, kwargs = self.original_args(args, kwargs)
             with ops.muted():  # the modules inside the original forward are not needed
-                return self.original(module)(*args, **kwargs)
+                return self._run_original(module, args, kwargs)
         except Fallback as why:
             reason = str(why)
-            if not self.options.fallback:
+            if not self.options.fallback and self.required:
                 raise KernelUnavailable(f"swin_opt: {self.describe()} cannot use the kernel: "
                                         f"{reason}") from None
             if compiling:
@@ -353,15 +362,23 @@ class Patch:
             else:
                 self.fallback_calls += 1
                 self.fallback_reasons[reason] += 1
-                warn_fallback(reason, self.describe())
-            args, kwargs = self.original_args(args, kwargs)
-            return self.original(module)(*args, **kwargs)
+                if self.required:
+                    warn_fallback(reason, self.describe())
+            return self._run_original(module, args, kwargs)
         if compiling:
             if not torch.compiler.is_exporting():
                 self._compiled_counts[0].add_(1)
         else:
             self.kernel_calls += 1
         return out
+
+    def _run_original(self, module, args, kwargs):
+        """The original method on the call's arguments, plus the residual a "residual"
+        patch passed (which the original does not take)."""
+        args, kwargs = self.original_args(args, kwargs)
+        residual = kwargs.pop("residual", None) if self.fuses_residual else None
+        out = self.original(module)(*args, **kwargs)
+        return out if residual is None else out + residual
 
     def original_args(self, args, kwargs):
         """The arguments of the original method where this patch falls back: the
@@ -433,7 +450,8 @@ def _note_reason(patch, reason: str) -> None:
     traces.  A :func:`~.tracing.trace_constant`: runs at trace time only, and
     dynamo does not guard on the set it fills."""
     patch.compiled_fallback_reasons.add(reason)
-    warn_fallback(reason, patch.describe())
+    if patch.required:
+        warn_fallback(reason, patch.describe())
 
 
 def attention_dropout(module) -> float:

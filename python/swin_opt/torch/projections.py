@@ -20,9 +20,11 @@ __all__ = ["linear", "project", "linear_backend", "qkv_windows", "heads_first", 
            "pad_rows", "cosine_qk", "cosine_packed", "autograd_records", "packed_inputs"]
 
 
-def linear(x, weight, bias=None):
-    """``x @ weightᵀ + bias``, the q/k/v and output projections around the kernels
-    and the other dense layers the swap runs (:mod:`.linears`).
+def linear(x, weight, bias=None, residual=None):
+    """``x @ weightᵀ + bias (+ residual)``, the q/k/v and output projections around
+    the kernels and the other dense layers the swap runs (:mod:`.linears`);
+    ``residual`` (``x``'s leading shape, ``weight``'s rows) is added in the
+    kernel's epilogue where a compiled kernel runs, else by torch.
 
     float32 CPU tensors go through whichever of these is fastest, by
     :func:`linear_backend` (``SWIN_OPT_LINEAR``):
@@ -49,20 +51,25 @@ def linear(x, weight, bias=None):
         differentiating = torch.is_grad_enabled() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
         if backend == "swin" and not differentiating:
-            out = linear_inference(x, weight, bias)
+            out = linear_inference(x, weight, bias, residual)
             if out is not None:
                 return out
         if differentiating or torch.compiler.is_compiling():
-            return torch.ops.swin_opt.linear(x, weight, bias)
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
-    return torch.nn.functional.linear(x, weight, bias)
+            out = torch.ops.swin_opt.linear(x, weight, bias)
+        else:
+            out = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    else:
+        out = torch.nn.functional.linear(x, weight, bias)
+    return out if residual is None else out + residual
 
 
-def project(layer, x):
-    """``layer(x)`` for a projection module: :func:`linear` for a plain ``nn.Linear``."""
+def project(layer, x, residual=None):
+    """``layer(x) (+ residual)`` for a projection module: :func:`linear` for a plain
+    ``nn.Linear``."""
     if type(layer) is torch.nn.Linear:
-        return linear(x, layer.weight, layer.bias)
-    return layer(x)
+        return linear(x, layer.weight, layer.bias, residual)
+    out = layer(x)
+    return out if residual is None else out + residual
 
 
 _BACKEND = None

@@ -20,7 +20,7 @@ from .patching import Patch, PatchOptions, is_swinv2
 from .table_bias import HFBiasTable, TimmBiasTable
 from .tensors import require_torch
 from .timm_patches import (TimmAttention, TimmBeitAttention, TimmBlock, TimmCrAttention,
-                           TimmCrBlock)
+                           TimmCrBlock, TimmResidual)
 from .torchvision_patches import TorchvisionAttention, TorchvisionAttention3d
 from .transformers_patches import (HFAttention, HFBeitAttention, HFData2VecSelfAttention,
                                    HFSelfAttention, is_hf_swinv2)
@@ -276,7 +276,8 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         MLP patches).
     linear:
         ``True``: also run the patch-merging reductions (and the MLP layers of
-        transformers' SwinV2) through oneDNN, 2-3.5x ``F.linear``'s MKL on AMD CPUs (see
+        transformers' SwinV2) as the projections run (their compiled kernels at
+        inference, oneDNN under autograd: 2-3.5x ``F.linear``'s MKL on AMD CPUs; see
         :mod:`.linears`); ``False``: keep ``F.linear``.
     compile_options:
         ``cpu``, ``parallel``, ``cache_dir``, ``target`` for :func:`swin_opt.compile`
@@ -284,9 +285,9 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
         ``"cpu"``: the tensors' device chooses between CPU and GPU kernels).
 
     Returns the number of attention layers patched (a timm block and its
-    ``WindowAttention`` count once; BEiT's bias modules, MLPs and dense layers are
-    not counted: :func:`patch_stats` lists them, ``kind`` ``"bias"``, ``"mlp"`` and
-    ``"linear"``).  Already patched modules are re-patched with the new options.
+    ``WindowAttention`` count once; BEiT's bias modules, MLPs, dense layers and the
+    residual adds of timm's blocks are not counted: :func:`patch_stats` lists them,
+    ``kind`` ``"bias"``, ``"mlp"``, ``"linear"`` and ``"residual"``).  Already patched modules are re-patched with the new options.
     Window-attention modules left alone (a supported
     class in a configuration the kernels do not take, a framework excluded by
     ``frameworks``, a class swin_opt does not know) are listed by
@@ -348,6 +349,7 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
             skipped.append((name, module, fw, why))
             continue
         _install(module, patch_type(module, name, options))
+    _install_residual_patches(model, options)
     patched = {id(m) for _, m in model.named_modules() if _dispatchers(m)}
     for name, module in model.named_modules():
         if id(module) in patched:
@@ -368,6 +370,32 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
             if isinstance(module, cls)}
     _check_versions(seen)
     return count
+
+
+#: ``(module, block class, the patch of its attention, its "residual" patch)``: blocks
+#: whose residual adds move into their kernels' epilogues where the attention patch
+#: is installed (see :class:`.timm_patches.TimmResidual`)
+_RESIDUAL_BLOCKS = (
+    ("timm.models.swin_transformer", "SwinTransformerBlock", TimmBlock, TimmResidual),
+)
+
+
+def _install_residual_patches(model, options: PatchOptions) -> None:
+    """(Re)install the "residual" patch of each block of :data:`_RESIDUAL_BLOCKS` whose
+    attention patch is installed; drop it elsewhere (an earlier swap's)."""
+    blocks = []
+    for module_name, cls_name, attention, residual in _RESIDUAL_BLOCKS:
+        cls = getattr(sys.modules.get(module_name), cls_name, None)
+        if isinstance(cls, type):
+            blocks.append((cls, attention, residual))
+    for name, module in model.named_modules():
+        for cls, attention, residual in blocks:
+            if type(module) is not cls:  # a subclass may have its own forward
+                continue
+            _unpatched(module, residual.attr)
+            dispatch = _dispatchers(module).get(attention.attr)
+            if dispatch is not None and type(dispatch.patch) is attention:
+                _install(module, residual(module, name, options))
 
 
 #: module -> its entry of :func:`unpatched` (the last swap_attention that saw it)
@@ -476,8 +504,8 @@ def restore_attention(model) -> int:
 
 def patch_stats(model) -> List[dict]:
     """One dict per patched method in ``model``: name, framework, kind
-    (``"attention"``, ``"mlp"`` or ``"linear"``), method, kernel_calls, fallback_calls and
-    fallback_reasons (reason -> count)."""
+    (``"attention"``, ``"mlp"``, ``"linear"``, ``"bias"`` or ``"residual"``), method,
+    kernel_calls, fallback_calls and fallback_reasons (reason -> count)."""
     out = []
     for _, module in model.named_modules():
         for dispatch in _dispatchers(module).values():

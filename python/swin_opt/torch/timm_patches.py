@@ -24,7 +24,8 @@ try:
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["TimmAttention", "TimmBlock", "TimmCrAttention", "TimmCrBlock", "TimmBeitAttention"]
+__all__ = ["TimmAttention", "TimmBlock", "TimmResidual", "TimmCrAttention", "TimmCrBlock",
+           "TimmBeitAttention"]
 
 
 def _timm_qkv_bias(attn):
@@ -106,8 +107,9 @@ class TimmBlock(Patch):
 
     framework = "timm"
     attr = "_attn"
+    fuses_residual = True
 
-    def run(self, blk, x):
+    def run(self, blk, x, residual=None):
         attn = blk.attn
         dtype = self.common_checks(blk, x)
         b, h, w, c = _block_input(x)
@@ -123,8 +125,54 @@ class TimmBlock(Patch):
         qkv, pad_qkv = packed_inputs(x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
                                      heads, head_dim, None if cosine is not None else logit_scale)
         out = kern(qkv, table, pad_qkv=pad_qkv, logit_scale=cosine)
-        out = attn.proj_drop(project(attn.proj, out))
+        if residual is not None and not _drops(attn.proj_drop):
+            out = project(attn.proj, out, residual.reshape(b, h * w, -1))
+        else:
+            out = attn.proj_drop(project(attn.proj, out))
+            if residual is not None:
+                out = out + residual.reshape(b, h * w, -1)
         return out.view(b, h, w, -1)
+
+
+def _drops(module) -> bool:
+    """Whether ``module`` (a dropout or drop-path layer, or Identity) changes its input
+    in this call: training mode with a positive rate."""
+    rate = getattr(module, "p", getattr(module, "drop_prob", 0.0))
+    return bool(module.training and rate)
+
+
+class TimmResidual(Patch):
+    """``SwinTransformerBlock.forward(x)`` of timm's swin_transformer (V1) with its
+    two residual adds moved into the kernels' epilogues::
+
+        x = x + drop_path1(_attn(norm1(x)))   ->  _attn(norm1(x), residual=x)
+        x = x + drop_path2(mlp(norm2(x)))     ->  mlp(norm2(x), residual=x)
+
+    The output projection and fc2 then add the shortcut to their product's tiles
+    in registers (:func:`.projections.linear`'s and ``swin_opt::mlp``'s
+    ``residual``): two passes over the feature map fewer per block. Installed
+    on blocks whose ``_attn`` runs the token-layout kernel (:class:`TimmBlock`);
+    their ``mlp`` fuses its add where it is patched (:mod:`.mlp`), else torch
+    adds. Stochastic depth in training falls back to timm's forward (which calls
+    the patched attention and MLP: counted, not warned about, never refused)."""
+
+    framework = "timm"
+    attr = "forward"
+    kind = "residual"
+    required = False
+
+    def run(self, blk, x):
+        if _drops(blk.drop_path1) or _drops(blk.drop_path2):
+            raise Fallback("stochastic depth in training (the shortcut is added after it)")
+        if not getattr(getattr(vars(blk).get("_attn"), "patch", None), "fuses_residual", False):
+            raise Fallback("the block's attention is not patched")
+        b, h, w, c = _block_input(x)
+        x = blk._attn(blk.norm1(x), residual=x).reshape(b, -1, c)
+        if getattr(getattr(vars(blk.mlp).get("forward"), "patch", None), "fuses_residual", False):
+            x = blk.mlp(blk.norm2(x), residual=x)
+        else:
+            x = x + blk.mlp(blk.norm2(x))
+        return x.reshape(b, h, w, c)
 
 
 def _cr_table(patch, m, window, heads, dtype):
