@@ -190,10 +190,10 @@ def launches(monkeypatch):
 # Registration and the patches' decision (no swin-aot, no GPU)
 # --------------------------------------------------------------------------- #
 def test_every_operator_has_a_cuda_kernel():
-    # Every attention operator; not swin_opt::mlp, a CPU float32 kernel whose
-    # patch falls back on other devices before calling it.
+    # Every attention operator; not swin_opt::mlp and ::dense, CPU float32 kernels
+    # whose callers take torch's path on other devices before calling them.
     names = [n for n in torch._C._dispatch_get_all_op_names()
-             if n.startswith("swin_opt::") and n != "swin_opt::mlp"]
+             if n.startswith("swin_opt::") and n not in ("swin_opt::mlp", "swin_opt::dense")]
     assert {f"swin_opt::{n}" for n in ops.CUDA_IMPLEMENTATIONS} <= set(names)
     for name in names:
         assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"), name
