@@ -51,4 +51,45 @@ def Rpe_PaddingOrderAttr : EnumAttr<Rpe_Dialect, Rpe_PaddingOrder, "padding"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+//===----------------------------------------------------------------------===//
+// Partition
+//===----------------------------------------------------------------------===//
+
+def Rpe_Partition : I32EnumAttr<"Partition",
+    "which tokens of a feature map form a window", [
+      I32EnumAttrCase<"Block", 0, "block">,
+      I32EnumAttrCase<"Grid", 1, "grid">
+    ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::rpe";
+}
+
+def Rpe_PartitionAttr : EnumAttr<Rpe_Dialect, Rpe_Partition, "partition"> {
+  let summary = "Which tokens of a feature map form a window";
+  let description = [{
+    Along each axis of a map of `n` tokens cut into windows of `w` tokens
+    (`g = n / w` windows), window coordinate `c` and token coordinate `t`
+    address the map position:
+
+    * `block` (Swin, MaxViT's block attention): `c * w + t`, contiguous
+      windows; the default;
+    * `grid` (MaxViT's and CoAtNet's grid attention, timm's
+      `grid_partition`): `t * g + c`, windows whose tokens are strided by
+      `g` across the whole map.
+
+    Either way the tokens of a window are numbered row-major by `t` and the
+    relative position bias is that of their `t` coordinates: the same table
+    and index as a block window of the same size. MaxViT divides the map
+    into whole grids and does not shift them, so `grid` requires a zero
+    shift and no padding.
+
+    Example:
+
+    ```mlir
+    partition = #rpe.partition<grid>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // RPE_ATTRS_TD

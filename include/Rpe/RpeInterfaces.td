@@ -35,6 +35,8 @@ def Rpe_FusedAttentionOpInterface : OpInterface<"FusedAttentionOpInterface"> {
     InterfaceMethod<"", "::llvm::APFloat", "getMaskValue">,
     InterfaceMethod<"", "std::optional<::llvm::ArrayRef<int64_t>>", "getImage">,
     InterfaceMethod<"", "::mlir::rpe::PaddingOrder", "getPadding">,
+    InterfaceMethod<"Swin's blocks or MaxViT's grid (token layout)",
+                    "::mlir::rpe::Partition", "getPartition">,
     InterfaceMethod<"", "bool", "getPackedQkv">,
     InterfaceMethod<"BEiT's class token: token 0 of each window, the grid's "
                     "tokens after it, the table's three rows past Swin's",
@@ -70,6 +72,10 @@ def Rpe_FusedAttentionOpInterface : OpInterface<"FusedAttentionOpInterface"> {
     }
     bool isShiftThenPad() {
       return $_op.getPadding() == ::mlir::rpe::PaddingOrder::ShiftThenPad;
+    }
+    /// MaxViT's grid partition: windows strided across the map.
+    bool isGrid() {
+      return $_op.getPartition() == ::mlir::rpe::Partition::Grid;
     }
     /// SwinV2's scaled cosine attention (a `logit_scale` operand).
     bool isCosine() { return static_cast<bool>($_op.getLogitScale()); }

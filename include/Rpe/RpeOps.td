@@ -307,6 +307,11 @@ def Rpe_WindowAttentionOp : Rpe_Op<"window_attention",
 def Rpe_DefaultPaddingOrder : DefaultValuedAttr<Rpe_PaddingOrderAttr,
     "::mlir::rpe::PaddingOrder::PadThenShift">;
 
+/// The partition of an op's feature map: Swin's contiguous windows unless
+/// the op says MaxViT's grid.
+def Rpe_DefaultPartition : DefaultValuedAttr<Rpe_PartitionAttr,
+    "::mlir::rpe::Partition::Block">;
+
 class Rpe_FeatureMapOp<string mnemonic, list<Trait> traits = []>
     : Rpe_Op<mnemonic, !listconcat([Pure], traits)> {
   code featureMapDeclarations = [{
@@ -314,6 +319,8 @@ class Rpe_FeatureMapOp<string mnemonic, list<Trait> traits = []>
     bool isShiftThenPad() {
       return getPadding() == PaddingOrder::ShiftThenPad;
     }
+    /// MaxViT's grid: windows strided across the map.
+    bool isGrid() { return getPartition() == Partition::Grid; }
   }];
 }
 
@@ -339,6 +346,12 @@ def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
     Padded tokens take the value `pad` (`[C]`; zeros when absent): in Swin
     they are the qkv projection of a zero vector, the projection's bias.
 
+    `partition` (`#rpe.partition<...>`) says which tokens form a window:
+    Swin's contiguous blocks (the default), or MaxViT's `grid`, whose window
+    `(wy, wx)` holds the tokens at `(ty * H / Gh + wy, tx * W / Gw + wx)`
+    for a `window` of `Gh x Gw` (timm's `grid_partition`); a grid has no
+    shift and no padding.
+
     Example:
 
     ```mlir
@@ -353,7 +366,8 @@ def Rpe_WindowPartitionOp : Rpe_FeatureMapOp<"window_partition"> {
                        DenseI64ArrayAttr:$resolution,
                        DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$shift,
-                       Rpe_DefaultPaddingOrder:$padding);
+                       Rpe_DefaultPaddingOrder:$padding,
+                       Rpe_DefaultPartition:$partition);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = [{
     $input (`pad` `(` $pad^ `:` type($pad) `)`)? attr-dict `:` type($input)
@@ -369,7 +383,8 @@ def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
     The inverse of `rpe.window_partition` with the same attributes, on the
     merged-heads attention output: `input` is `[batch * nW, N, C]`, the
     result `[batch, L, C]` in image order. Swin's `window_reverse`, the crop
-    of the padding and `roll(+shift)`, in the order `padding` names.
+    of the padding and `roll(+shift)`, in the order `padding` names, or
+    timm's `grid_reverse` with `partition = #rpe.partition<grid>`.
 
     Example:
 
@@ -384,7 +399,8 @@ def Rpe_WindowReverseOp : Rpe_FeatureMapOp<"window_reverse"> {
                        DenseI64ArrayAttr:$resolution,
                        DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$shift,
-                       Rpe_DefaultPaddingOrder:$padding);
+                       Rpe_DefaultPaddingOrder:$padding,
+                       Rpe_DefaultPartition:$partition);
   let results = (outs Rpe_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let extraClassDeclaration = featureMapDeclarations;
@@ -430,6 +446,9 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
       addressing alone: it is `rpe.window_reverse` of the attention of
       `rpe.window_partition`s. `padding_values`, when given, are the three
       `[H*d]` rows (q, k, v) that padded tokens take; zeros otherwise.
+      With `partition = #rpe.partition<grid>` the windows are MaxViT's
+      grid (no shift, no padding): the kernel reads its strided tokens
+      where they lie, without timm's `grid_partition` copies.
 
     With `logit_scale` (`[H]`) the scores are SwinV2's scaled cosine
     attention, as in `rpe.window_attention`: `scale *
@@ -482,6 +501,7 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                            "::mlir::rpe::kSwinMaskValue">:$mask_value,
                        OptionalAttr<DenseI64ArrayAttr>:$image,
                        Rpe_DefaultPaddingOrder:$padding,
+                       Rpe_DefaultPartition:$partition,
                        UnitAttr:$packed_qkv,
                        UnitAttr:$class_token);
   let results = (outs Variadic<AnyRankedTensor>:$result);
@@ -504,7 +524,7 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
     // Token layout on `image`-sized maps; the mask (a non-zero `shift`) is
     // built on the image padded to whole windows, which the builder
     // computes. `packedQkv`: query, key and value are one `[batch, L, 3C]`
-    // map.
+    // map. `partition`: Swin's blocks or MaxViT's grid.
     OpBuilder<(ins "Value":$query, "Value":$key, "Value":$value,
                    "Value":$table, "ValueRange":$paddingValues,
                    "Value":$init, "ArrayRef<int64_t>":$window,
@@ -513,7 +533,8 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
                    CArg<"PaddingOrder", "PaddingOrder::PadThenShift">:$padding,
                    CArg<"double", "::mlir::rpe::kSwinMaskValue">:$maskValue,
                    CArg<"bool", "false">:$packedQkv,
-                   CArg<"Value", "nullptr">:$logitScale)>
+                   CArg<"Value", "nullptr">:$logitScale,
+                   CArg<"Partition", "Partition::Block">:$partition)>
   ];
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `,` $table `:` type($query) `,`
@@ -602,6 +623,7 @@ def Rpe_FusedWindowAttentionGradOp : Rpe_Op<"fused_window_attention_grad", [
                            "::mlir::rpe::kSwinMaskValue">:$mask_value,
                        OptionalAttr<DenseI64ArrayAttr>:$image,
                        Rpe_DefaultPaddingOrder:$padding,
+                       Rpe_DefaultPartition:$partition,
                        UnitAttr:$packed_qkv,
                        UnitAttr:$class_token);
   let assemblyFormat = [{

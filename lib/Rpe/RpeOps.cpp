@@ -464,15 +464,20 @@ void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
 // WindowPartitionOp, WindowReverseOp
 //===----------------------------------------------------------------------===//
 
-/// Verifies the feature-map attributes and that `mapType` is [batch, L, C]
-/// with L the resolution's token count and C static.
+/// Verifies the feature-map attributes, those of a grid partition too, and
+/// that `mapType` is [batch, L, C] with L the resolution's token count and C
+/// static.
 static LogicalResult verifyFeatureMap(Operation *op,
                                       ArrayRef<int64_t> resolution,
                                       ArrayRef<int64_t> window,
                                       ArrayRef<int64_t> shift,
+                                      Partition partition,
                                       RankedTensorType mapType) {
   if (auto error = checkFeatureMap(resolution, window, shift))
     return op->emitOpError() << *error;
+  if (partition == Partition::Grid)
+    if (auto error = checkGridPartition(resolution, window, shift))
+      return op->emitOpError() << *error;
   int64_t tokens = 1;
   for (int64_t n : resolution)
     tokens *= n;
@@ -516,7 +521,7 @@ static LogicalResult verifyMapAndWindows(Operation *op,
 LogicalResult WindowPartitionOp::verify() {
   RankedTensorType inputType = getInput().getType();
   if (failed(verifyFeatureMap(*this, getResolution(), getWindow(), getShift(),
-                              inputType)))
+                              getPartition(), inputType)))
     return failure();
   int64_t channels = inputType.getDimSize(2);
   if (Value pad = getPad()) {
@@ -544,7 +549,7 @@ LogicalResult WindowPartitionOp::verify() {
 LogicalResult WindowReverseOp::verify() {
   RankedTensorType resultType = getResult().getType();
   if (failed(verifyFeatureMap(*this, getResolution(), getWindow(), getShift(),
-                              resultType)))
+                              getPartition(), resultType)))
     return failure();
   RankedTensorType inputType = getInput().getType();
   int64_t n = rpe::getNumTokens(getWindow());
@@ -585,6 +590,7 @@ void FusedWindowAttentionOp::build(
         optionalArray(resolution), optionalArray(shift),
         builder.getF64FloatAttr(maskValue), /*image=*/nullptr,
         PaddingOrderAttr::get(builder.getContext(), PaddingOrder::PadThenShift),
+        PartitionAttr::get(builder.getContext(), Partition::Block),
         /*packed_qkv=*/nullptr, classToken ? builder.getUnitAttr() : nullptr);
 }
 
@@ -595,7 +601,8 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
                                    float scale, ArrayRef<int64_t> image,
                                    ArrayRef<int64_t> shift,
                                    PaddingOrder padding, double maskValue,
-                                   bool packedQkv, Value logitScale) {
+                                   bool packedQkv, Value logitScale,
+                                   Partition partition) {
   // The mask lives on the padded map in both padding orders.
   build(builder, state, getDestinationResultTypes(init), query, key, value,
         table, paddingValues, logitScale, /*mask=*/nullptr, init,
@@ -604,6 +611,7 @@ void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
         builder.getDenseI64ArrayAttr(shift), builder.getF64FloatAttr(maskValue),
         builder.getDenseI64ArrayAttr(image),
         PaddingOrderAttr::get(builder.getContext(), padding),
+        PartitionAttr::get(builder.getContext(), partition),
         packedQkv ? builder.getUnitAttr() : nullptr, /*class_token=*/nullptr);
 }
 
@@ -651,6 +659,10 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
     return op.emitOpError() << "expects packed q, k, v as one operand, in the "
                                "token layout";
   if (!op.hasTokenLayout()) {
+    // The windows are cut already: only a map has a partition.
+    if (op.isGrid())
+      return op.emitOpError() << "expects a grid partition only in the token "
+                                 "layout";
     if (!op.getPaddingValues().empty())
       return op.emitOpError() << "expects padding values only in the token "
                                  "layout";
@@ -695,6 +707,9 @@ static LogicalResult verifyFusedAttention(FusedAttentionOpInterface op,
   ArrayRef<int64_t> image = *op.getImage();
   if (auto error = checkFeatureMap(image, op.getWindow(), *op.getShift()))
     return op.emitOpError() << *error;
+  if (op.isGrid())
+    if (auto error = checkGridPartition(image, op.getWindow(), *op.getShift()))
+      return op.emitOpError() << *error;
   SmallVector<int64_t> padded = getPaddedResolution(image, op.getWindow());
   if (*op.getResolution() != ArrayRef<int64_t>(padded))
     return op.emitOpError() << "expects resolution " << formatShape(padded)

@@ -207,6 +207,26 @@ mlir::rpe::checkFeatureMap(ArrayRef<int64_t> resolution,
   return std::nullopt;
 }
 
+std::optional<std::string>
+mlir::rpe::checkGridPartition(ArrayRef<int64_t> resolution,
+                              ArrayRef<int64_t> window,
+                              ArrayRef<int64_t> shift) {
+  for (size_t axis = 0; axis < window.size(); ++axis) {
+    if (shift[axis] != 0)
+      return llvm::formatv("a grid partition has no shift, got {0} along "
+                           "axis {1}",
+                           shift[axis], axis)
+          .str();
+    if (resolution[axis] % window[axis] != 0)
+      return llvm::formatv("a grid partition needs whole grids: resolution "
+                           "{0} along axis {1} is not a multiple of the "
+                           "window {2}",
+                           resolution[axis], axis, window[axis])
+          .str();
+  }
+  return std::nullopt;
+}
+
 SmallVector<double>
 mlir::rpe::computeLogSpacedCoords(ArrayRef<int64_t> window,
                                   ArrayRef<int64_t> pretrainedWindow) {

@@ -310,6 +310,33 @@ func.func @partition_padding_string(%x: tensor<?x117x96xf32>) {
 
 // -----
 
+func.func @partition_kind(%x: tensor<?x96x8xf32>) {
+  // expected-error @below {{expected ::mlir::rpe::Partition to be one of: block, grid}}
+  // expected-error @below {{failed to parse Rpe_PartitionAttr parameter 'value'}}
+  %w = rpe.window_partition %x {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>, partition = #rpe.partition<strided>} : tensor<?x96x8xf32> -> tensor<?x2x6x4xf32>
+  return
+}
+
+// -----
+
+// MaxViT does not shift its grid.
+func.func @grid_partition_shift(%x: tensor<?x96x8xf32>) {
+  // expected-error @below {{'rpe.window_partition' op a grid partition has no shift, got 1 along axis 1}}
+  %w = rpe.window_partition %x {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 1>, partition = #rpe.partition<grid>} : tensor<?x96x8xf32> -> tensor<?x2x6x4xf32>
+  return
+}
+
+// -----
+
+// Nor pads it: timm asserts that the map is whole grids.
+func.func @grid_reverse_padded(%o: tensor<?x6x8xf32>) {
+  // expected-error @below {{'rpe.window_reverse' op a grid partition needs whole grids: resolution 7 along axis 0 is not a multiple of the window 2}}
+  %y = rpe.window_reverse %o {resolution = array<i64: 7, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>} : tensor<?x6x8xf32> -> tensor<?x84x8xf32>
+  return
+}
+
+// -----
+
 func.func @partition_shift(%x: tensor<?x117x96xf32>) {
   // expected-error @below {{shift 6 along axis 1 must be in [0, 6)}}
   %w = rpe.window_partition %x {resolution = array<i64: 9, 13>, window = array<i64: 4, 6>, shift = array<i64: 0, 6>} : tensor<?x117x96xf32> -> tensor<?x3x24x32xf32>
@@ -537,6 +564,36 @@ func.func @fused_pad_shape(%x: tensor<2x117x96xf32>, %p: tensor<32xf32>, %t: ten
   // expected-error @below {{expects padding values of shape [96] and the query's element type}}
   %r = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<2x117x96xf32>, tensor<77x3xf32>)
          pads(%p, %p, %p : tensor<32xf32>, tensor<32xf32>, tensor<32xf32>) outs(%x : tensor<2x117x96xf32>) {window = array<i64: 4, 6>, scale = 1.0 : f32, image = array<i64: 9, 13>, resolution = array<i64: 12, 18>, shift = array<i64: 0, 0>} -> tensor<2x117x96xf32>
+  return
+}
+
+// -----
+
+// Windows are cut already: a partition is the token layout's.
+func.func @fused_grid_windows(%q: tensor<?x2x6x4xf32>, %t: tensor<15x2xf32>, %o: tensor<?x6x8xf32>) {
+  // expected-error @below {{expects a grid partition only in the token layout}}
+  %r = rpe.fused_window_attention ins(%q, %q, %q, %t : tensor<?x2x6x4xf32>, tensor<?x2x6x4xf32>, tensor<?x2x6x4xf32>, tensor<15x2xf32>)
+         outs(%o : tensor<?x6x8xf32>) {window = array<i64: 2, 3>, scale = 1.0 : f32, partition = #rpe.partition<grid>} -> tensor<?x6x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_grid_shift(%x: tensor<2x96x8xf32>, %t: tensor<15x2xf32>) {
+  // expected-error @below {{'rpe.fused_window_attention' op a grid partition has no shift, got 1 along axis 0}}
+  %r = rpe.fused_window_attention ins(%x, %x, %x, %t : tensor<2x96x8xf32>, tensor<2x96x8xf32>, tensor<2x96x8xf32>, tensor<15x2xf32>)
+         outs(%x : tensor<2x96x8xf32>) {window = array<i64: 2, 3>, scale = 1.0 : f32, image = array<i64: 8, 12>, resolution = array<i64: 8, 12>, shift = array<i64: 1, 0>, partition = #rpe.partition<grid>} -> tensor<2x96x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_grad_grid_padded(%x: memref<2x70x8xf32>, %t: memref<15x2xf32>) {
+  // expected-error @below {{'rpe.fused_window_attention_grad' op a grid partition needs whole grids: resolution 5 along axis 0 is not a multiple of the window 2}}
+  rpe.fused_window_attention_grad
+      ins(%x, %x, %x, %t, %x, %x : memref<2x70x8xf32>, memref<2x70x8xf32>, memref<2x70x8xf32>, memref<15x2xf32>, memref<2x70x8xf32>, memref<2x70x8xf32>)
+      outs(%x, %x, %x, %t : memref<2x70x8xf32>, memref<2x70x8xf32>, memref<2x70x8xf32>, memref<15x2xf32>)
+      {window = array<i64: 2, 3>, scale = 1.0 : f32, image = array<i64: 5, 14>, resolution = array<i64: 6, 15>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>}
   return
 }
 

@@ -98,6 +98,32 @@ func.func @fused(%x: tensor<2x117x96xf16>, %p: tensor<96xf16>, %t: tensor<77x3xf
   return %r2 : tensor<2x117x96xf16>
 }
 
+// MaxViT's grid partition of an 8x12 map into 2x3 windows (4x4 of them),
+// printed when it is not the default block.
+// CHECK-LABEL: func @grid
+func.func @grid(%x: tensor<?x96x8xf32>, %t: tensor<15x2xf32>, %m: tensor<2x96x8xf32>, %q: memref<2x96x8xf32>, %tm: memref<15x2xf32>) -> (tensor<?x96x8xf32>, tensor<2x96x8xf32>) {
+  // CHECK: rpe.window_partition %{{.*}} {partition = #rpe.partition<grid>, resolution = array<i64: 8, 12>, shift = array<i64: 0, 0>, window = array<i64: 2, 3>} : tensor<?x96x8xf32> -> tensor<?x2x6x4xf32>
+  %w = rpe.window_partition %x {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>} : tensor<?x96x8xf32> -> tensor<?x2x6x4xf32>
+  // The default partition is not printed.
+  // CHECK: rpe.window_partition %{{.*}} {resolution = array<i64: 8, 12>, shift = array<i64: 0, 0>, window = array<i64: 2, 3>} : tensor<?x96x8xf32> -> tensor<?x2x6x4xf32>
+  %w2 = rpe.window_partition %x {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>, partition = #rpe.partition<block>} : tensor<?x96x8xf32> -> tensor<?x2x6x4xf32>
+  %b = rpe.lookup %t {window = array<i64: 2, 3>} : tensor<15x2xf32> -> tensor<2x6x6xf32>
+  %o = rpe.window_attention ins(%w, %w2, %w : tensor<?x2x6x4xf32>, tensor<?x2x6x4xf32>, tensor<?x2x6x4xf32>)
+         bias(%b : tensor<2x6x6xf32>) -> tensor<?x6x8xf32>
+  // CHECK: rpe.window_reverse %{{.*}} {partition = #rpe.partition<grid>, resolution = array<i64: 8, 12>, shift = array<i64: 0, 0>, window = array<i64: 2, 3>} : tensor<?x6x8xf32> -> tensor<?x96x8xf32>
+  %y = rpe.window_reverse %o {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>} : tensor<?x6x8xf32> -> tensor<?x96x8xf32>
+  // CHECK: rpe.fused_window_attention {{.*}} {image = array<i64: 8, 12>, partition = #rpe.partition<grid>, resolution = array<i64: 8, 12>, scale = 5.000000e-01 : f32, shift = array<i64: 0, 0>, window = array<i64: 2, 3>} -> tensor<2x96x8xf32>
+  %r = rpe.fused_window_attention ins(%m, %m, %m, %t : tensor<2x96x8xf32>, tensor<2x96x8xf32>, tensor<2x96x8xf32>, tensor<15x2xf32>)
+         outs(%m : tensor<2x96x8xf32>)
+         {window = array<i64: 2, 3>, scale = 0.5 : f32, image = array<i64: 8, 12>, resolution = array<i64: 8, 12>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>} -> tensor<2x96x8xf32>
+  // CHECK: rpe.fused_window_attention_grad {{.*}} {image = array<i64: 8, 12>, partition = #rpe.partition<grid>, resolution = array<i64: 8, 12>, scale = 5.000000e-01 : f32, shift = array<i64: 0, 0>, window = array<i64: 2, 3>}
+  rpe.fused_window_attention_grad
+      ins(%q, %q, %q, %tm, %q, %q : memref<2x96x8xf32>, memref<2x96x8xf32>, memref<2x96x8xf32>, memref<15x2xf32>, memref<2x96x8xf32>, memref<2x96x8xf32>)
+      outs(%q, %q, %q, %tm : memref<2x96x8xf32>, memref<2x96x8xf32>, memref<2x96x8xf32>, memref<15x2xf32>)
+      {window = array<i64: 2, 3>, scale = 0.5 : f32, image = array<i64: 8, 12>, resolution = array<i64: 8, 12>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>}
+  return %y, %r : tensor<?x96x8xf32>, tensor<2x96x8xf32>
+}
+
 // SwinV2's cosine attention: a per-head logit scale on both ops.
 // CHECK-LABEL: func @cosine
 func.func @cosine(%q: tensor<?x3x64x32xf32>, %b: tensor<3x64x64xf32>, %ls: tensor<3xf32>, %t: tensor<225x3xf32>,
