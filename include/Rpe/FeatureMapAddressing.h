@@ -1,7 +1,8 @@
 //===- FeatureMapAddressing.h - tokens of windows in a map -*- C++ -*-===//
 //
 // Index arithmetic between a token-layout feature map ([batch, L, C] in
-// image order) and Swin's windows of its shifted, padded version. Shared by
+// image order) and Swin's windows of its shifted, padded version, or
+// MaxViT's grid of strided windows. Shared by
 // the unfused lowering of rpe.window_partition / rpe.window_reverse and by
 // the fused kernel, which reads and writes the map where it lies.
 //
@@ -18,16 +19,20 @@
 namespace mlir::rpe {
 
 /// A feature map of `image` tokens per axis, padded to `padded` (whole
-/// windows), rolled by `shift`, cut into `window`s.
+/// windows), rolled by `shift`, cut into `window`s: Swin's blocks, or
+/// MaxViT's grid (no shift, no padding; checkGridPartition).
 struct FeatureMap {
   SmallVector<int64_t> image, window, shift, padded;
   /// Pad, then roll; or timm's order: roll the map, then pad it.
   PaddingOrder padding = PaddingOrder::PadThenShift;
+  Partition partition = Partition::Block;
 
   FeatureMap(ArrayRef<int64_t> image, ArrayRef<int64_t> window,
-             ArrayRef<int64_t> shift, PaddingOrder padding);
+             ArrayRef<int64_t> shift, PaddingOrder padding,
+             Partition partition = Partition::Block);
 
   bool isShiftThenPad() const { return padding == PaddingOrder::ShiftThenPad; }
+  bool isGrid() const { return partition == Partition::Grid; }
 
   int64_t tokensPerImage() const;
   int64_t windowsPerImage() const;

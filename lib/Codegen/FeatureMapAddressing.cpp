@@ -10,9 +10,15 @@
 //
 // and the inverse on real tokens p = (u - s) mod padded (resp. image).
 //
+// Window coordinate c and token coordinate t give p = c * window + t for
+// Swin's blocks and p = t * (padded / window) + c for MaxViT's grid, whose
+// windows take every (padded / window)-th token; a grid has no shift and
+// no padding, so u = p there.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Rpe/FeatureMapAddressing.h"
+#include "Rpe/WindowGeometry.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -24,10 +30,14 @@ using namespace mlir;
 using namespace mlir::rpe;
 
 FeatureMap::FeatureMap(ArrayRef<int64_t> image, ArrayRef<int64_t> window,
-                       ArrayRef<int64_t> shift, PaddingOrder padding)
-    : image(image), window(window), shift(shift), padding(padding) {
+                       ArrayRef<int64_t> shift, PaddingOrder padding,
+                       Partition partition)
+    : image(image), window(window), shift(shift), padding(padding),
+      partition(partition) {
   for (auto [n, w] : llvm::zip_equal(image, window))
     padded.push_back((n + w - 1) / w * w);
+  assert((!isGrid() || !checkGridPartition(image, window, shift)) &&
+         "a grid partition is neither shifted nor padded (verified)");
 }
 
 int64_t FeatureMap::tokensPerImage() const {
@@ -67,6 +77,12 @@ struct IndexMath {
   Value rem(Value x, int64_t v) {
     return v == 1 ? c(0) : binary<arith::RemUIOp>(x, c(v));
   }
+  /// (x + s) mod period, and x itself without a roll (s = 0): no modulo for
+  /// the unshifted maps, MaxViT's grid among them. Equal for x < period;
+  /// otherwise x is a padding token's, whose position is not read.
+  Value roll(Value x, int64_t s, int64_t period) {
+    return s ? rem(addConst(x, s), period) : x;
+  }
   Value less(Value x, int64_t v) {
     Value y = c(v);
     matchLanes(b, loc, x, y);
@@ -98,6 +114,30 @@ struct IndexMath {
     return linear;
   }
 };
+
+/// Windows of the padded map along axis `a`.
+int64_t windowsAlong(const FeatureMap &map, int64_t a) {
+  return map.padded[a] / map.window[a];
+}
+
+/// Position p along axis `a` of the rolled, padded map of token coordinate
+/// `token` in window coordinate `window`: the partition.
+Value partitionPosition(IndexMath &m, const FeatureMap &map, int64_t a,
+                        Value window, Value token) {
+  if (map.isGrid())
+    return m.add(m.mulConst(token, windowsAlong(map, a)), window);
+  return m.add(m.mulConst(window, map.window[a]), token);
+}
+
+/// The inverse of partitionPosition: the window and token coordinates of p.
+std::pair<Value, Value> splitPosition(IndexMath &m, const FeatureMap &map,
+                                      int64_t a, Value p) {
+  if (map.isGrid()) {
+    int64_t windows = windowsAlong(map, a);
+    return {m.rem(p, windows), m.div(p, windows)};
+  }
+  return {m.div(p, map.window[a]), m.rem(p, map.window[a])};
+}
 } // namespace
 
 void mlir::rpe::matchLanes(OpBuilder &b, Location loc, Value &x, Value &y) {
@@ -116,7 +156,7 @@ TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
   int64_t rank = map.window.size();
   SmallVector<int64_t> grid;
   for (int64_t a = 0; a < rank; ++a)
-    grid.push_back(map.padded[a] / map.window[a]);
+    grid.push_back(windowsAlong(map, a));
   int64_t perImage = map.windowsPerImage();
   TokenSource source;
   source.image = m.div(window, perImage);
@@ -124,15 +164,14 @@ TokenSource mlir::rpe::locateToken(OpBuilder &b, Location loc,
   SmallVector<Value> tokenCoord = m.delinearize(token, map.window);
   SmallVector<Value> position(rank);
   for (int64_t a = 0; a < rank; ++a) {
-    Value p = m.add(m.mulConst(windowCoord[a], map.window[a]), tokenCoord[a]);
-    Value shifted = m.addConst(p, map.shift[a]);
+    Value p = partitionPosition(m, map, a, windowCoord[a], tokenCoord[a]);
     Value valid;
     if (map.isShiftThenPad()) {
-      position[a] = m.rem(shifted, map.image[a]);
+      position[a] = m.roll(p, map.shift[a], map.image[a]);
       if (map.padded[a] != map.image[a])
         valid = m.less(p, map.image[a]);
     } else {
-      position[a] = m.rem(shifted, map.padded[a]);
+      position[a] = m.roll(p, map.shift[a], map.padded[a]);
       if (map.padded[a] != map.image[a])
         valid = m.less(position[a], map.image[a]);
     }
@@ -185,10 +224,9 @@ std::pair<Value, Value> mlir::rpe::locateWindowToken(OpBuilder &b, Location loc,
   SmallVector<int64_t> grid;
   for (int64_t a = 0; a < rank; ++a) {
     int64_t period = map.isShiftThenPad() ? map.image[a] : map.padded[a];
-    Value p = m.rem(m.addConst(u[a], period - map.shift[a]), period);
-    windowCoord[a] = m.div(p, map.window[a]);
-    tokenCoord[a] = m.rem(p, map.window[a]);
-    grid.push_back(map.padded[a] / map.window[a]);
+    Value p = m.roll(u[a], (period - map.shift[a]) % period, period);
+    std::tie(windowCoord[a], tokenCoord[a]) = splitPosition(m, map, a, p);
+    grid.push_back(windowsAlong(map, a));
   }
   Value window = m.add(m.mulConst(image, map.windowsPerImage()),
                        m.linearize(windowCoord, grid));

@@ -49,7 +49,7 @@ KernelEmitter::KernelEmitter(ImplicitLocOpBuilder &b,
       computeType(VectorType::get({g.computeLanes}, b.getF32Type())) {
   if (op.hasTokenLayout())
     featureMap.emplace(*op.getImage(), g.window, *op.getShift(),
-                       op.getPadding());
+                       op.getPadding(), op.getPartition());
 }
 
 Value KernelEmitter::convertFloat(Value value, Type element) {

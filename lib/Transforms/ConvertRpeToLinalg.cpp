@@ -161,7 +161,7 @@ struct LowerLookup : public OpRewritePattern<LookupOp> {
 /// The feature map of a partition or a reverse.
 template <typename OpTy> FeatureMap getFeatureMap(OpTy op) {
   return FeatureMap(op.getResolution(), op.getWindow(), op.getShift(),
-                    op.getPadding());
+                    op.getPadding(), op.getPartition());
 }
 
 /// An empty tensor of `type` whose dynamic leading extent (windows or

@@ -182,7 +182,8 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
              partition.getResolution() == reverse.getResolution() &&
              partition.getWindow() == reverse.getWindow() &&
              partition.getShift() == reverse.getShift() &&
-             partition.getPadding() == reverse.getPadding();
+             partition.getPadding() == reverse.getPadding() &&
+             partition.getPartition() == reverse.getPartition();
     };
     SmallVector<WindowPartitionOp> partitions;
     for (Value operand :
@@ -242,7 +243,8 @@ struct FuseFeatureMapAttention : public OpRewritePattern<WindowReverseOp> {
         bias->lookup.getWindow(), attention.getEffectiveScale(),
         /*image=*/reverse.getResolution(), reverse.getShift(),
         reverse.getPadding(), bias->maskValue(),
-        /*packedQkv=*/static_cast<bool>(packed), attention.getLogitScale());
+        /*packedQkv=*/static_cast<bool>(packed), attention.getLogitScale(),
+        reverse.getPartition());
     return success();
   }
 

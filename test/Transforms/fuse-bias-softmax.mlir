@@ -125,6 +125,42 @@ func.func @feature_map(%x: tensor<?x117x96xf32>, %p: tensor<96xf32>, %t: tensor<
 
 // -----
 
+// MaxViT's grid fuses whole like Swin's blocks, the partition an attribute
+// of the fused op.
+// CHECK-LABEL: func @grid
+// CHECK-SAME: (%[[X:.*]]: tensor<?x96x8xf32>, %[[T:.*]]: tensor<15x2xf32>)
+// CHECK: %[[R:.*]] = rpe.fused_window_attention ins(%[[X]], %[[X]], %[[X]], %[[T]] : {{.*}}) outs(%{{.*}} : tensor<?x96x8xf32>)
+// CHECK-SAME: image = array<i64: 8, 12>, partition = #rpe.partition<grid>, resolution = array<i64: 8, 12>
+// CHECK-NEXT: return %[[R]]
+func.func @grid(%x: tensor<?x96x8xf32>, %t: tensor<15x2xf32>) -> tensor<?x96x8xf32> {
+  %w = rpe.window_partition %x {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>} : tensor<?x96x8xf32> -> tensor<?x2x6x4xf32>
+  %b = rpe.lookup %t {window = array<i64: 2, 3>} : tensor<15x2xf32> -> tensor<2x6x6xf32>
+  %o = rpe.window_attention ins(%w, %w, %w : tensor<?x2x6x4xf32>, tensor<?x2x6x4xf32>, tensor<?x2x6x4xf32>)
+         bias(%b : tensor<2x6x6xf32>) -> tensor<?x6x8xf32>
+  %y = rpe.window_reverse %o {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>} : tensor<?x6x8xf32> -> tensor<?x96x8xf32>
+  return %y : tensor<?x96x8xf32>
+}
+
+// -----
+
+// Windows of a grid reversed as blocks are not one feature-map attention:
+// only the attention fuses.
+// CHECK-LABEL: func @grid_reversed_as_blocks
+// CHECK: rpe.window_partition
+// CHECK: rpe.fused_window_attention
+// CHECK-NOT: image =
+// CHECK: rpe.window_reverse
+func.func @grid_reversed_as_blocks(%x: tensor<?x96x8xf32>, %t: tensor<15x2xf32>) -> tensor<?x96x8xf32> {
+  %w = rpe.window_partition %x {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>, partition = #rpe.partition<grid>} : tensor<?x96x8xf32> -> tensor<?x2x6x4xf32>
+  %b = rpe.lookup %t {window = array<i64: 2, 3>} : tensor<15x2xf32> -> tensor<2x6x6xf32>
+  %o = rpe.window_attention ins(%w, %w, %w : tensor<?x2x6x4xf32>, tensor<?x2x6x4xf32>, tensor<?x2x6x4xf32>)
+         bias(%b : tensor<2x6x6xf32>) -> tensor<?x6x8xf32>
+  %y = rpe.window_reverse %o {resolution = array<i64: 8, 12>, window = array<i64: 2, 3>, shift = array<i64: 0, 0>} : tensor<?x6x8xf32> -> tensor<?x96x8xf32>
+  return %y : tensor<?x96x8xf32>
+}
+
+// -----
+
 // A mask value other than Swin's is the fused op's too, in both layouts.
 // CHECK-LABEL: func @mask_value
 // CHECK: rpe.fused_window_attention

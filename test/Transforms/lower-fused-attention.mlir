@@ -232,3 +232,22 @@ func.func @tokens(%x: memref<?x117x96xf32>, %p: memref<96xf32>, %t: memref<77x3x
     {image = array<i64: 9, 13>, padding = #rpe.padding<shift_then_pad>, resolution = array<i64: 12, 18>, shift = array<i64: 2, 3>, window = array<i64: 4, 6>, scale = 0.125 : f32}
   return
 }
+
+// -----
+
+// MaxViT's grid on a 4x6 map, windows of 2x3 tokens strided by the 2x2
+// grid: window (wy, wx), token (ty, tx) is image position
+// (2 ty + wy) * 6 + 2 tx + wx, the same table of positions as the blocks'
+// (timm's grid_partition, without its copies). Nothing is padded.
+// CHECK: memref.global "private" constant @__rpe_token_positions : memref<4x6xi32> = dense<{{\[\[}}0, 2, 4, 12, 14, 16], [1, 3, 5, 13, 15, 17], [6, 8, 10, 18, 20, 22], [7, 9, 11, 19, 21, 23]]>
+// CHECK-LABEL: func @grid_tokens
+// CHECK: %[[POS:.*]] = memref.get_global @__rpe_token_positions : memref<4x6xi32>
+// CHECK: memref.load %[[POS]][%{{.*}}, %{{.*}}] : memref<4x6xi32>
+// CHECK-NOT: arith.cmpi sge
+// CHECK: return
+func.func @grid_tokens(%x: memref<?x24x8xf32>, %t: memref<15x2xf32>, %o: memref<?x24x8xf32>) {
+  rpe.fused_window_attention ins(%x, %x, %x, %t : memref<?x24x8xf32>, memref<?x24x8xf32>, memref<?x24x8xf32>, memref<15x2xf32>)
+    outs(%o : memref<?x24x8xf32>)
+    {image = array<i64: 4, 6>, partition = #rpe.partition<grid>, resolution = array<i64: 4, 6>, shift = array<i64: 0, 0>, window = array<i64: 2, 3>, scale = 0.5 : f32}
+  return
+}
