@@ -68,7 +68,11 @@ void mlir::rpe::emitHeader(const KernelConfig &config, llvm::raw_ostream &os) {
                           : " before the shift")
                : std::string())
        << ", shift " << joinExtents(config.shift, ",") << ", "
-       << config.windowsPerImage() << " windows per image"
+       << config.windowsPerImage()
+       << (config.partition == Partition::Grid
+               ? " grid windows (MaxViT: tokens strided across the map)"
+               : " windows")
+       << " per image"
        << (config.isShifted()
                ? "; shifted-window mask " +
                      llvm::formatv("{0:0}", kSwinMaskValue).str() +

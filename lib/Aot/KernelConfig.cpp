@@ -103,6 +103,13 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     if (auto error =
             checkFeatureMap(config.resolution, config.window, config.shift))
       return configError("--resolution/--shift: " + *error);
+    if (config.partition == Partition::Grid)
+      if (auto error = checkGridPartition(config.resolution, config.window,
+                                          config.shift))
+        return configError("--partition=grid: " + *error);
+  } else if (config.partition == Partition::Grid) {
+    return configError("--partition=grid needs --layout=tokens (the kernel "
+                       "reads the grid from the map)");
   } else if (config.hasResolution()) {
     if (auto error = checkShift(config.resolution, config.window, config.shift))
       return configError("--resolution/--shift: " + *error +

@@ -183,6 +183,7 @@ static void buildBackwardKernel(OpBuilder &b, ModuleOp module,
       b.getF32FloatAttr(config.effectiveScale()), resolution, shift,
       b.getF64FloatAttr(kSwinMaskValue), image,
       PaddingOrderAttr::get(&context, config.padding),
+      PartitionAttr::get(&context, config.partition),
       config.packedQkv ? b.getUnitAttr() : nullptr,
       config.classToken ? b.getUnitAttr() : nullptr);
   func::ReturnOp::create(b, loc);
@@ -365,17 +366,19 @@ OwningOpRef<ModuleOp> mlir::rpe::buildKernelModule(MLIRContext &context,
     auto resolution = b.getDenseI64ArrayAttr(config.resolution);
     auto shift = b.getDenseI64ArrayAttr(config.shift);
     auto padding = PaddingOrderAttr::get(&context, config.padding);
+    auto partitionKind = PartitionAttr::get(&context, config.partition);
     auto windowsType = RankedTensorType::get({dyn, h, n, d}, element);
     auto partition = [&](Value map, Value pad) -> Value {
       return WindowPartitionOp::create(b, loc, windowsType, map, pad,
-                                       resolution, window, shift, padding);
+                                       resolution, window, shift, padding,
+                                       partitionKind);
     };
     Value attention = WindowAttentionOp::create(
         b, loc, attentionType, partition(q, pads[0]), partition(k, pads[1]),
         partition(v, pads[2]), bias, mask, logitScale, scale);
     result = WindowReverseOp::create(
         b, loc, RankedTensorType::get({dyn, tokensPerImage, c}, element),
-        attention, resolution, window, shift, padding);
+        attention, resolution, window, shift, padding, partitionKind);
   }
   bufferization::MaterializeInDestinationOp::create(b, loc, TypeRange{}, result,
                                                     out, /*restrict=*/true,

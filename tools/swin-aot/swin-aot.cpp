@@ -153,6 +153,12 @@ static EnumOpt<PaddingOrder> paddingOpt(
              "pad-then-shift (pad, then roll: HF, torchvision, Video Swin) "
              "or shift-then-pad (roll, then pad: timm)"),
     enumOptionValues(symbolizePaddingOrder, hyphenated), cl::cat(category));
+static EnumOpt<Partition> partitionOpt(
+    "partition", cl::init(Partition::Block),
+    cl::desc("Tokens layout: which tokens form a window: block (Swin, "
+             "MaxViT's block attention) or grid (MaxViT's grid attention, "
+             "windows strided across the map; no shift, no padding)"),
+    enumOptionValues(symbolizePartition), cl::cat(category));
 static cl::opt<bool> packedQkvOpt(
     "packed-qkv",
     cl::desc("Tokens layout: one qkv argument [batch, H*W, 3, heads, "
@@ -411,6 +417,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.elementKind = dtypeOpt;
   config.layout = layoutOpt;
   config.padding = paddingOpt;
+  config.partition = partitionOpt;
   config.target = targetOpt;
   config.chip = chipOpt;
   config.ptxFeatures = featuresOpt;
@@ -872,6 +879,7 @@ int main(int argc, char **argv) {
              &tableOpt,
              &layoutOpt,
              &paddingOpt,
+             &partitionOpt,
              &packedQkvOpt,
              &cpbMlpOpt,
              &cpbHiddenOpt,

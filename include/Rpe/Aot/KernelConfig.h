@@ -62,6 +62,9 @@ struct KernelConfig {
   Layout layout = Layout::Windows;
   /// Pad, then roll (HF, torchvision, Video Swin), or timm's roll, then pad.
   PaddingOrder padding = PaddingOrder::PadThenShift;
+  /// Tokens layout: Swin's blocks, or MaxViT's grid of strided windows
+  /// (no shift, no padding), read from the map in place.
+  Partition partition = Partition::Block;
   /// Tokens layout: q, k, v as one [batch, L, 3 * C] map, the qkv
   /// projection's output ([batch, L, 3, heads, head_dim]).
   bool packedQkv = false;
