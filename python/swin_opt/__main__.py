@@ -98,6 +98,8 @@ def _config_parser() -> argparse.ArgumentParser:
                    help="pad_then_shift (hf/torchvision) or shift_then_pad (timm); "
                         "aliases: hf, torchvision, timm, ...")
     g.add_argument("--layout", default="windows", choices=["windows", "tokens"])
+    g.add_argument("--partition", default="block", choices=["block", "grid"],
+                   help="token layout: Swin's windows (block) or MaxViT's grid")
     g.add_argument("--dtype", default="f32", choices=_DTYPES, metavar="{f32,f16,bf16}",
                    help="also float32, float16, bfloat16, fp16, half, ...")
     g.add_argument("--target", default="cpu", choices=_TARGETS)
@@ -124,7 +126,8 @@ def _load_table(args) -> Optional[np.ndarray]:
 def _compile(args, emit: Optional[str] = None):
     return build.compile(
         args.window, args.heads, args.head_dim, scale=args.scale, resolution=args.resolution,
-        shift=args.shift, padding=args.padding, layout=args.layout, dtype=args.dtype,
+        shift=args.shift, padding=args.padding, layout=args.layout,
+        partition=args.partition, dtype=args.dtype,
         target=args.target, table=args.table_data, name=args.name, chip=args.chip,
         kernel=args.kernel, emit=emit)
 

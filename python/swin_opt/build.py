@@ -68,6 +68,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     cosine: bool = False,
     grad: bool = False,
     class_token: bool = False,
+    partition: Optional[str] = None,
     emit: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
 ):
@@ -137,6 +138,12 @@ def compile(  # noqa: A001 - the public name is part of the API
         first, ``N = prod(window) + 1``; ``table`` (or the table argument)
         is ``[prod(2W-1) + 3, heads]``, Swin's rows then class -> token,
         token -> class and class -> class. Windows layout, CPU tiles kernel.
+    partition:
+        Token layout: ``"block"`` (the default, Swin's windows) or ``"grid"``,
+        MaxViT's grid attention: ``window`` is the grid ``(Gh, Gw)`` and window
+        ``(wy, wx)`` holds the tokens at ``(ty * H / Gh + wy, tx * W / Gw +
+        wx)`` (timm's ``grid_partition``), read from the map in place. No shift,
+        and ``resolution`` a multiple of ``window``.
     grad:
         Also compile the gradient (``swin-aot --grad``): see
         :meth:`Kernel.backward` and, for ``target="nvptx"``,
@@ -160,7 +167,8 @@ def compile(  # noqa: A001 - the public name is part of the API
     cfg = make_config(window, heads, head_dim, scale=scale, resolution=resolution, shift=shift,
                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
                       cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel,
-                      chip=chip, cosine=cosine, grad=grad, class_token=class_token)
+                      chip=chip, cosine=cosine, grad=grad, class_token=class_token,
+                      partition=partition)
     if emit is None:
         emit = DEFAULT_EMIT[cfg.target]
     if emit not in EMITS[cfg.target]:

@@ -79,6 +79,10 @@ class KernelConfig:
     #: ``swin-aot --class-token``: BEiT's global attention over the ``window``
     #: grid plus a class token first; the table has three more rows.
     class_token: bool = False
+    #: ``swin-aot --partition`` (token layout): ``"block"``, Swin's windows, or
+    #: ``"grid"``, MaxViT's grid attention, whose ``window``-sized windows take
+    #: tokens strided across the map.
+    partition: str = "block"
 
     @property
     def tokens_per_window(self) -> int:
@@ -141,6 +145,8 @@ class KernelConfig:
                 args.append(f"--padding={_CLI_PADDING[self.padding]}")
             if self.packed_qkv:
                 args.append("--packed-qkv")
+            if self.partition != "block":
+                args.append(f"--partition={self.partition}")
         if self.cosine:
             args.append("--cosine")
         if self.class_token:
@@ -168,7 +174,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 parallel: bool = True, packed_qkv: bool = False,
                 kernel: Optional[str] = None, chip: Optional[str] = None,
                 cosine: bool = False, grad: bool = False,
-                class_token: bool = False) -> KernelConfig:
+                class_token: bool = False, partition: Optional[str] = None) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of
     :func:`swin_opt.compile` but the table; see the module docstring for what is
     checked here)."""
@@ -233,6 +239,10 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
         raise ValueError(f"name must be a C identifier, got {name!r}")
     if packed_qkv and layout != "tokens":
         raise ValueError("packed_qkv requires layout='tokens'")
+    partition = geometry.normalize_partition(partition, res, win, sft)
+    if partition != "block" and layout != "tokens":
+        raise ValueError(f"partition={partition!r} requires layout='tokens' (the kernel "
+                         "reads the windows from the feature map)")
     if cosine and target != "cpu":
         raise ValueError("cosine=True kernels are built for target='cpu' only (the GPU "
                          "kernels have no cosine attention yet)")
@@ -258,7 +268,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),
                         packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip,
                         cosine=bool(cosine), grad=bool(grad),
-                        class_token=bool(class_token))
+                        class_token=bool(class_token), partition=partition)
 
 
 def describe(cfg: KernelConfig) -> str:
@@ -276,6 +286,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append(f"layout={cfg.layout}")
     if cfg.packed_qkv:
         parts.append("packed_qkv")
+    if cfg.partition != "block":
+        parts.append(f"partition={cfg.partition}")
     if cfg.cosine:
         parts.append("cosine")
     if cfg.class_token:

@@ -1,5 +1,5 @@
-"""Window geometry arguments: normalising windows, shifts, resolutions and padding
-conventions, and the counts that follow from them (tokens per window, table rows,
+"""Window geometry arguments: normalising windows, shifts, resolutions, padding
+conventions and partitions, and the counts that follow from them (tokens per window, table rows,
 the resolution rounded up to whole windows, windows per image).
 
 Both the kernel configuration (:mod:`swin_opt.config`) and the NumPy
@@ -35,6 +35,8 @@ __all__ = [
     "normalize_shift",
     "normalize_resolution",
     "normalize_padding",
+    "PARTITIONS",
+    "normalize_partition",
     "window_tokens",
     "table_rows",
     "padded_resolution",
@@ -131,6 +133,35 @@ def normalize_padding(padding: Optional[str]) -> Optional[str]:
             f"unknown padding convention {padding!r}; expected one of "
             f"{sorted(PADDING_ALIASES)}"
         ) from None
+
+
+#: Which tokens of a feature map form a window, see :func:`normalize_partition`.
+PARTITIONS = ("block", "grid")
+
+
+def normalize_partition(partition: Optional[str], resolution: Optional[Shape] = None,
+                        window: Optional[Shape] = None,
+                        shift: Optional[Shape] = None) -> str:
+    """Check a partition name, ``"block"`` (``None``) or ``"grid"``.
+
+    ``block`` is Swin's (and MaxViT's block attention): windows of contiguous
+    tokens. ``grid`` is MaxViT's grid attention (timm's ``grid_partition``):
+    window ``(wy, wx)`` of a ``(Gh, Gw)`` grid holds the tokens at
+    ``(ty * H / Gh + wy, tx * W / Gw + wx)``; it is never shifted or padded,
+    which is checked against the normalised ``resolution``, ``window`` and
+    ``shift`` when they are given.
+    """
+    if partition is None:
+        return "block"
+    if partition not in PARTITIONS:
+        raise ValueError(f"partition must be one of {PARTITIONS}, got {partition!r}")
+    if partition == "grid" and resolution is not None:
+        if shift is not None and any(shift):
+            raise ValueError(f"partition='grid' has no shift, got {shift}")
+        if any(r % w for r, w in zip(resolution, window)):
+            raise ValueError(f"partition='grid' needs whole grids: resolution {resolution} "
+                             f"is not divisible by the grid {window}")
+    return partition
 
 
 def window_tokens(window: IntOrSeq) -> int:

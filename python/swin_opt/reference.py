@@ -30,8 +30,9 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 
 from .geometry import (PADDING_CONVENTIONS, IntOrSeq, Shape, normalize_padding,
-                       normalize_resolution, normalize_shift, normalize_window,
-                       padded_resolution, table_rows, window_tokens, windows_per_image)
+                       normalize_partition, normalize_resolution, normalize_shift,
+                       normalize_window, padded_resolution, table_rows, window_tokens,
+                       windows_per_image)
 
 __all__ = [
     "MASK_VALUE",
@@ -49,6 +50,8 @@ __all__ = [
     "class_token_lookup",
     "window_partition",
     "window_reverse",
+    "grid_partition",
+    "grid_reverse",
     "cyclic_shift",
     "reverse_cyclic_shift",
     "pad_spatial",
@@ -196,6 +199,65 @@ def window_reverse(windows: np.ndarray, window: IntOrSeq, resolution: IntOrSeq) 
         perm += [1 + a, 1 + rank + a]
     perm.append(2 * rank + 1)
     return y.transpose(perm).reshape([-1] + list(r) + [c])
+
+
+def grid_partition(x: np.ndarray, grid: IntOrSeq) -> np.ndarray:
+    """MaxViT's grid partition of ``[B, *spatial, C]`` into ``[B * nW, N, C]``.
+
+    Each axis of ``n`` tokens splits as ``(grid, n / grid)``, token coordinate
+    outer: window ``(wy, wx)`` (row-major over ``n / grid``) holds the tokens
+    ``(ty * n_y / Gy + wy, tx * n_x / Gx + wx)`` in row-major ``(ty, tx)``
+    order, as timm's ``grid_partition`` views and permutes the map.
+    """
+    g = normalize_window(grid)
+    x = np.asarray(x)
+    rank = len(g)
+    if x.ndim != rank + 2:
+        raise ValueError(f"expected [batch, {rank} spatial axes, channels], got shape {x.shape}")
+    spatial = x.shape[1:-1]
+    if any(n % gg for n, gg in zip(spatial, g)):
+        raise ValueError(f"spatial shape {spatial} is not divisible by grid {g}")
+    split = [x.shape[0]]
+    for n, gg in zip(spatial, g):
+        split += [gg, n // gg]
+    split.append(x.shape[-1])
+    # [B, g0, m0, g1, m1, ..., C] -> [B, m0, m1, ..., g0, g1, ..., C]
+    perm = [0] + [2 + 2 * a for a in range(rank)] + [1 + 2 * a for a in range(rank)] + [2 * rank + 1]
+    return x.reshape(split).transpose(perm).reshape(-1, math.prod(g), x.shape[-1])
+
+
+def grid_reverse(windows: np.ndarray, grid: IntOrSeq, resolution: IntOrSeq) -> np.ndarray:
+    """Inverse of :func:`grid_partition`: ``[B * nW, N, C]`` back to
+    ``[B, *resolution, C]`` (timm's ``grid_reverse``)."""
+    g = normalize_window(grid)
+    r = normalize_resolution(resolution, g)
+    rank = len(g)
+    if any(n % gg for n, gg in zip(r, g)):
+        raise ValueError(f"resolution {r} is not divisible by grid {g}")
+    windows = np.asarray(windows)
+    counts = [n // gg for n, gg in zip(r, g)]
+    c = windows.shape[-1]
+    if windows.size % (math.prod(r) * c):
+        raise ValueError(f"windows of shape {windows.shape} do not tile resolution {r}")
+    y = windows.reshape([-1] + counts + list(g) + [c])
+    # [B, m0, m1, ..., g0, g1, ..., C] -> [B, g0, m0, g1, m1, ..., C]
+    perm = [0]
+    for a in range(rank):
+        perm += [1 + rank + a, 1 + a]
+    perm.append(2 * rank + 1)
+    return y.transpose(perm).reshape([-1] + list(r) + [c])
+
+
+def _partition(x: np.ndarray, window: Shape, partition: str) -> np.ndarray:
+    """The windows of a whole (shifted, padded) map: Swin's blocks or MaxViT's grid."""
+    return grid_partition(x, window) if partition == "grid" else window_partition(x, window)
+
+
+def _reverse(windows: np.ndarray, window: Shape, resolution: Shape, partition: str) -> np.ndarray:
+    """The inverse of :func:`_partition`."""
+    if partition == "grid":
+        return grid_reverse(windows, window, resolution)
+    return window_reverse(windows, window, resolution)
 
 
 def cyclic_shift(x: np.ndarray, shift: IntOrSeq) -> np.ndarray:
@@ -378,6 +440,7 @@ class _TokenProblem(NamedTuple):
     v: np.ndarray
     pad_qkv: np.ndarray
     padded: Shape
+    partition: str
     batch: int
     channels: int
     heads: int
@@ -385,7 +448,7 @@ class _TokenProblem(NamedTuple):
 
 
 def _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv,
-                   heads) -> _TokenProblem:
+                   heads, partition) -> _TokenProblem:
     """Normalises and checks what :func:`swin_block_attention_tokens` and its
     backward take: the geometry, the table (its heads), q, k, v (float64,
     ``[batch, L, heads*head_dim]``) and the padding rows (zeros by default)."""
@@ -393,6 +456,7 @@ def _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv,
     res = normalize_resolution(resolution, w)
     s = normalize_shift(shift, len(w))
     convention = normalize_padding(padding)
+    partition = normalize_partition(partition, res, w, s)
     if table is not None:
         table = np.asarray(table, dtype=np.float64)
         if heads is not None and table.ndim == 2 and table.shape[1] != heads:
@@ -417,8 +481,8 @@ def _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv,
     pad_qkv = np.zeros((3, c)) if pad_qkv is None else np.asarray(pad_qkv, dtype=np.float64)
     if pad_qkv.shape != (3, c):
         raise ValueError(f"pad_qkv must be [3, {c}], got {pad_qkv.shape}")
-    return _TokenProblem(w, res, s, convention, table, q, k, v, pad_qkv, padded, batch, c,
-                         heads, c // heads)
+    return _TokenProblem(w, res, s, convention, table, q, k, v, pad_qkv, padded, partition,
+                         batch, c, heads, c // heads)
 
 
 def swin_block_attention_tokens(
@@ -435,6 +499,7 @@ def swin_block_attention_tokens(
     pad_qkv=None,
     heads: Optional[int] = None,
     logit_scale=None,
+    partition: Optional[str] = None,
 ) -> np.ndarray:
     """Attention part of a (shifted) Swin block on token-layout q, k, v.
 
@@ -450,9 +515,13 @@ def swin_block_attention_tokens(
     the qkv bias since the padded input is zero) and are not masked beyond the
     regular shift mask.  ``logit_scale`` (``[heads]``) makes it SwinV2's cosine
     attention (:func:`swinv2_window_attention`; ``scale`` is then unused).
+    ``partition="grid"`` is MaxViT's grid attention (:func:`grid_partition`,
+    ``window`` the grid; no shift, no padding).
     """
-    t = _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv, heads)
+    t = _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv, heads,
+                       partition)
     w, res, s, convention, table = t.window, t.resolution, t.shift, t.padding, t.table
+    partition = t.partition
     q, k, v, pad_qkv, padded = t.q, t.k, t.v, t.pad_qkv, t.padded
     batch, c, heads, head_dim = t.batch, t.channels, t.heads, t.head_dim
 
@@ -466,7 +535,7 @@ def swin_block_attention_tokens(
             x = pad_spatial(cyclic_shift(x, s), padded, fill)
         else:  # pad_then_shift (or no padding needed: both coincide)
             x = cyclic_shift(pad_spatial(x, padded, fill), s)
-        xw = window_partition(x, w)  # [B*nW, N, C]
+        xw = _partition(x, w, partition)  # [B*nW, N, C]
         return xw.reshape(xw.shape[0], xw.shape[1], heads, head_dim).transpose(0, 2, 1, 3)
 
     qw, kw, vw = (to_windows(t, pad_qkv[i]) for i, t in enumerate((q, k, v)))
@@ -474,7 +543,7 @@ def swin_block_attention_tokens(
         out = swinv2_window_attention(qw, kw, vw, logit_scale, bias=bias, mask=mask)
     else:
         out = window_attention(qw, kw, vw, bias=bias, mask=mask, scale=scale)
-    x = window_reverse(out, w, padded)
+    x = _reverse(out, w, padded, partition)
     crop = (slice(None),) + tuple(slice(0, n) for n in res) + (slice(None),)
     if convention == "shift_then_pad":
         x = reverse_cyclic_shift(x[crop], s)
@@ -559,6 +628,7 @@ def swin_block_attention_tokens_backward(
     pad_qkv=None,
     heads: Optional[int] = None,
     pad_grad: bool = False,
+    partition: Optional[str] = None,
 ):
     """Gradients of :func:`swin_block_attention_tokens` (same arguments, plus ``dout``).
 
@@ -577,13 +647,16 @@ def swin_block_attention_tokens_backward(
     parts around :func:`window_attention_backward`:
 
     * crop -> zero-pad (and pad -> crop), the padded tokens' gradient going to ``pad_qkv``;
-    * window_reverse -> window_partition (and partition -> reverse): both are permutations;
+    * window_reverse -> window_partition (and partition -> reverse): both are permutations
+      (so are MaxViT's grid_reverse and grid_partition);
     * reverse cyclic shift (roll by ``+s``) -> cyclic shift (roll by ``-s``) and vice versa.
 
     Hence ``d windows = windows(dout with zero fill)`` and ``dq = tokens(d windows)``.
     """
-    t = _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv, heads)
+    t = _token_problem(q, k, v, table, resolution, window, shift, padding, pad_qkv, heads,
+                       partition)
     w, res, s, convention, table = t.window, t.resolution, t.shift, t.padding, t.table
+    partition = t.partition
     q, k, v, pad_qkv, padded = t.q, t.k, t.v, t.pad_qkv, t.padded
     batch, c, heads, head_dim = t.batch, t.channels, t.heads, t.head_dim
     dout = np.asarray(dout, dtype=np.float64)
@@ -598,14 +671,14 @@ def swin_block_attention_tokens_backward(
             x = pad_spatial(cyclic_shift(x, s), padded, fill)
         else:
             x = cyclic_shift(pad_spatial(x, padded, fill), s)
-        return window_partition(x, w)
+        return _partition(x, w, partition)
 
     def to_heads(xw):  # [B_, N, C] -> [B_, H, N, d]
         return xw.reshape(xw.shape[0], xw.shape[1], heads, head_dim).transpose(0, 2, 1, 3)
 
     def adjoint_to_windows(g):  # [B_, H, N, d] -> ([batch, L, C], pad gradient [C])
         xw = g.transpose(0, 2, 1, 3).reshape(g.shape[0], g.shape[2], c)
-        x = window_reverse(xw, w, padded)  # adjoint of window_partition
+        x = _reverse(xw, w, padded, partition)  # adjoint of the partition
         # the padded map as the pad step left it: pad came last (shift_then_pad) or first
         padded_map = x if convention == "shift_then_pad" else reverse_cyclic_shift(x, s)
         inside = np.zeros(padded, dtype=bool)

@@ -144,7 +144,7 @@ def reference_output(config: KernelConfig, q, k, v, table64, pad_qkv=None) -> np
         return ref.swin_block_attention_tokens(
             q64, k64, v64, table64, resolution=config.resolution, window=config.window,
             shift=config.shift, scale=config.scale, padding=config.padding,
-            pad_qkv=None if pad_qkv is None else np.asarray(pad_qkv, dtype=np.float64))
+            partition=config.partition, pad_qkv=None if pad_qkv is None else np.asarray(pad_qkv, dtype=np.float64))
     if config.class_token:
         bias = ref.class_token_lookup(table64, config.window)
     else:

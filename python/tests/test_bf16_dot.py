@@ -59,6 +59,9 @@ CASES = [
          padding="pad_then_shift"),
     dict(window=(7, 7), heads=2, head_dim=32, resolution=(10, 17), shift=3, layout="tokens",
          packed_qkv=True, padding="shift_then_pad"),
+    # MaxViT's grid attention: 2x3 windows strided across an 8x12 map.
+    dict(window=(2, 3), heads=2, head_dim=32, resolution=(8, 12), layout="tokens",
+         partition="grid"),
 ]
 
 

@@ -57,21 +57,23 @@ def test_window_layout(build, window, heads, head_dim, resolution, shift, scale)
 
 
 TOKEN_CASES = [
-    # resolution, window, shift, padding, packed
-    ((14, 14), (7, 7), 3, None, False),
-    ((14, 14), (7, 7), 3, None, True),
-    ((10, 13), (4, 6), (2, 3), "shift_then_pad", True),  # timm: roll, then pad
-    ((10, 13), (4, 6), (2, 3), "pad_then_shift", False),  # torchvision / HF
+    # resolution, window, shift, padding, packed, partition
+    ((14, 14), (7, 7), 3, None, False, None),
+    ((14, 14), (7, 7), 3, None, True, None),
+    ((10, 13), (4, 6), (2, 3), "shift_then_pad", True, None),  # timm: roll, then pad
+    ((10, 13), (4, 6), (2, 3), "pad_then_shift", False, None),  # torchvision / HF
+    ((14, 14), (7, 7), 0, None, False, "grid"),  # MaxViT's grid attention
+    ((8, 12), (2, 3), 0, None, True, "grid"),
 ]
 
 
-@pytest.mark.parametrize("resolution,window,shift,padding,packed", TOKEN_CASES)
-def test_token_layout(build, resolution, window, shift, padding, packed):
+@pytest.mark.parametrize("resolution,window,shift,padding,packed,partition", TOKEN_CASES)
+def test_token_layout(build, resolution, window, shift, padding, packed, partition):
     """The adjoint addressing: every image token gets its window token's gradient;
     padded tokens are zeros (no pad_qkv) and get none."""
     heads, head_dim, batch = 2, 8, 2
     kernel = build(window, heads, head_dim, resolution=resolution, shift=shift, padding=padding,
-                   layout="tokens", packed_qkv=packed, grad=True)
+                   layout="tokens", packed_qkv=packed, partition=partition, grad=True)
     rng = np.random.default_rng(sum(resolution))
     tokens, c = int(np.prod(resolution)), heads * head_dim
     table = _random(rng, ref.table_rows(window), heads)
@@ -89,7 +91,7 @@ def test_token_layout(build, resolution, window, shift, padding, packed):
         dq, dk, dv, dtable = kernel.backward(q, k, v, table, out, dout)
     want = ref.swin_block_attention_tokens_backward(
         q, k, v, table, dout, resolution=resolution, window=window, shift=shift,
-        padding=padding)
+        padding=padding, partition=partition)
     for name, got, expected in zip(("dq", "dk", "dv", "dtable"), (dq, dk, dv, dtable), want):
         _close(got, expected, name)
 

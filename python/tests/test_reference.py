@@ -469,3 +469,60 @@ def test_swinv2_window_attention_elementwise():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="one value per head"):
         R.swinv2_window_attention(q, k, v, [1.0])
+
+
+# --------------------------------------------------------------------------- #
+# MaxViT's grid partition
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("grid,resolution", [((2, 3), (8, 12)), ((7, 7), (14, 21)),
+                                             ((2, 2, 3), (4, 6, 6))])
+def test_grid_partition_formula(grid, resolution):
+    """Window w (row-major over resolution / grid) holds, at token t (row-major
+    over the grid), the map's token t * (resolution / grid) + w per axis."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, *resolution, 3))
+    windows = R.grid_partition(x, grid)
+    strides = [r // g for r, g in zip(resolution, grid)]
+    assert windows.shape == (2 * math.prod(strides), math.prod(grid), 3)
+    for b, w, t in itertools.product(range(2), range(math.prod(strides)),
+                                     range(math.prod(grid))):
+        wc = np.unravel_index(w, strides)
+        tc = np.unravel_index(t, grid)
+        pos = tuple(tt * s + ww for tt, s, ww in zip(tc, strides, wc))
+        np.testing.assert_array_equal(windows[b * math.prod(strides) + w, t], x[(b, *pos)])
+    np.testing.assert_array_equal(R.grid_reverse(windows, grid, resolution), x)
+
+
+def test_grid_partition_is_timms():
+    torch = pytest.importorskip("torch")
+    maxxvit = pytest.importorskip("timm.models.maxxvit")
+    x = np.random.default_rng(1).standard_normal((2, 8, 12, 5))
+    want = maxxvit.grid_partition(torch.from_numpy(x), (2, 3)).reshape(-1, 6, 5).numpy()
+    np.testing.assert_array_equal(R.grid_partition(x, (2, 3)), want)
+    back = maxxvit.grid_reverse(torch.from_numpy(want.reshape(-1, 2, 3, 5)), (2, 3), (8, 12))
+    np.testing.assert_array_equal(R.grid_reverse(want, (2, 3), (8, 12)), back.numpy())
+
+
+def test_grid_attention_differs_from_block():
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, 96, 8)) for _ in range(3))
+    table = rng.standard_normal((R.table_rows((2, 3)), 2))
+    kw = dict(resolution=(8, 12), window=(2, 3))
+    grid = R.swin_block_attention_tokens(q, k, v, table, partition="grid", **kw)
+    block = R.swin_block_attention_tokens(q, k, v, table, **kw)
+    assert np.abs(grid - block).max() > 1e-3
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(shift=1), "has no shift"),
+    (dict(resolution=(9, 12), padding="timm"), "needs whole grids"),
+    (dict(partition="strided"), "partition must be one of"),
+])
+def test_grid_attention_errors(kwargs, message):
+    q = np.zeros((1, 96, 8))
+    kw = dict(resolution=(8, 12), window=(2, 3), partition="grid")
+    kw.update(kwargs)
+    if "resolution" in kwargs:
+        q = np.zeros((1, math.prod(kw["resolution"]), 8))
+    with pytest.raises(ValueError, match=message):
+        R.swin_block_attention_tokens(q, q, q, np.zeros((R.table_rows((2, 3)), 2)), **kw)

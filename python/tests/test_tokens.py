@@ -2,7 +2,7 @@
 
 The kernel reads q, k, v as ``[batch, H*W, C]`` feature maps in image order
 and applies the cyclic shift, the padding (both conventions), the window
-partition and their inverses by addressing. The reference composes the same
+partition (Swin's blocks or MaxViT's grid) and their inverses by addressing. The reference composes the same
 steps with explicit NumPy rolls, pads and reshapes
 (``reference.swin_block_attention_tokens``).
 
@@ -25,7 +25,7 @@ def _random(shape, rng, dtype=np.float32):
 
 
 def _check(kernel, *, window, heads, head_dim, resolution, shift, padding,
-           batch, seed, pad_values=True, dtype=np.float32, tol=1e-5):
+           batch, seed, pad_values=True, dtype=np.float32, tol=1e-5, partition=None):
     rng = np.random.default_rng(seed)
     channels = heads * head_dim
     tokens = int(np.prod(resolution))
@@ -36,7 +36,7 @@ def _check(kernel, *, window, heads, head_dim, resolution, shift, padding,
     expected = ref.swin_block_attention_tokens(
         q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
         table.astype(np.float64), resolution=resolution, window=window,
-        shift=shift, padding=padding,
+        shift=shift, padding=padding, partition=partition,
         pad_qkv=None if pad_qkv is None else pad_qkv.astype(dtype).astype(np.float64))
     error = np.abs(out.astype(np.float64) - expected).max()
     assert error <= tol * max(1.0, np.abs(expected).max()), error
@@ -158,3 +158,89 @@ def test_packed_qkv(build, padding):
     assert np.abs(out - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
     with pytest.raises(ValueError, match="qkv must have shape"):
         kernel(qkv[:, :, 0], table)
+
+
+# MaxViT's grid attention: window (wy, wx) of a (Gh, Gw) grid holds the map's
+# tokens (ty * H / Gh + wy, tx * W / Gw + wx); the kernel reads them in place.
+GRID_CASES = [
+    # grid, resolution: MaxViT's 7x7 grid on a 14x14 map (224 / 16), a
+    # non-square grid, and a grid as large as the map (one window: global).
+    ((7, 7), (14, 14)),
+    ((2, 3), (8, 12)),
+    ((4, 6), (4, 6)),
+]
+
+
+@pytest.mark.parametrize("grid,resolution", GRID_CASES)
+def test_grid_partition(build, grid, resolution):
+    cfg = dict(window=grid, heads=2, head_dim=8, resolution=resolution, shift=0, padding=None)
+    kernel = build(partition="grid", **cfg)
+    _check(kernel, **cfg, partition="grid", batch=3, seed=90)
+
+
+def test_grid_is_not_block(build):
+    """The grid's windows differ from the blocks' of the same geometry: each
+    kernel matches its own reference and not the other's."""
+    cfg = dict(window=(2, 3), heads=2, head_dim=8, resolution=(8, 12), shift=0, padding=None)
+    kernel = build(partition="grid", **cfg)
+    _check(kernel, **cfg, partition="grid", batch=2, seed=91)
+    with pytest.raises(AssertionError):
+        _check(kernel, **cfg, batch=2, seed=91)
+
+
+def test_grid_packed_qkv(build):
+    cfg = dict(window=(2, 3), heads=2, head_dim=8, resolution=(8, 12))
+    kernel = build(packed_qkv=True, partition="grid", **cfg)
+    rng = np.random.default_rng(92)
+    qkv = rng.standard_normal((2, 96, 3, 2, 8)).astype(np.float32)
+    table = _random((ref.table_rows((2, 3)), 2), rng)
+    out = kernel(qkv, table)
+    q, k, v = (qkv[:, :, i].reshape(2, 96, 16) for i in range(3))
+    expected = ref.swin_block_attention_tokens(q, k, v, table, resolution=(8, 12),
+                                               window=(2, 3), partition="grid")
+    assert np.abs(out - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+
+
+def test_grid_f16(build):
+    cfg = dict(window=(7, 7), heads=2, head_dim=16, resolution=(14, 14), shift=0, padding=None)
+    kernel = build(dtype="float16", partition="grid", **cfg)
+    _check(kernel, **cfg, partition="grid", batch=2, seed=93, dtype=np.float16, tol=2e-3)
+
+
+def test_grid_unfused_path_agrees(aot_path, tmp_path):
+    """The unfused lowering of the grid (rpe.window_partition / window_reverse
+    gathers) against the reference."""
+    import ctypes
+    import subprocess
+
+    lib = tmp_path / "grid-unfused.so"
+    subprocess.run([str(aot_path), "--window=2,3", "--heads=2", "--head-dim=8",
+                    "--resolution=8,12", "--layout=tokens", "--partition=grid", "--unfused",
+                    "--emit=so", "-o", str(lib)], check=True)
+    fn = ctypes.CDLL(str(lib)).swin_window_attention
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_void_p]
+    rng = np.random.default_rng(94)
+    q, k, v = (_random((2, 96, 16), rng) for _ in range(3))
+    table = _random((ref.table_rows((2, 3)), 2), rng)
+    pad = np.zeros((3, 16), np.float32)  # a grid has no padding: never read
+    out = np.zeros_like(q)
+    assert fn(q.ctypes.data, k.ctypes.data, v.ctypes.data, table.ctypes.data,
+              out.ctypes.data, 2, pad.ctypes.data) == 0
+    expected = ref.swin_block_attention_tokens(q, k, v, table, resolution=(8, 12),
+                                               window=(2, 3), partition="grid")
+    assert np.abs(out - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(shift=1), "partition='grid' has no shift"),
+    (dict(resolution=(9, 12), padding="shift_then_pad"), "needs whole grids"),
+    (dict(layout="windows"), "requires layout='tokens'"),
+    (dict(partition="strided"), "partition must be one of"),
+])
+def test_grid_config_errors(kwargs, message):
+    cfg = dict(window=(2, 3), heads=2, head_dim=8, resolution=(8, 12), layout="tokens",
+               partition="grid")
+    cfg.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        swin_opt.make_config(**cfg)
