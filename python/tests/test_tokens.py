@@ -207,6 +207,29 @@ def test_grid_f16(build):
     _check(kernel, **cfg, partition="grid", batch=2, seed=93, dtype=np.float16, tol=2e-3)
 
 
+@pytest.mark.parametrize("kernel", ["warps", "rows"])
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float16, 2e-3)])
+def test_grid_gpu_kernels_on_the_host(build, kernel, dtype, tol):
+    """The GPU's kernels (emulated on the CPU) address the grid through the same
+    token positions: forward, and the warp program's backward."""
+    cfg = dict(window=(2, 3), heads=2, head_dim=16, resolution=(8, 12), shift=0, padding=None)
+    kern = build(partition="grid", kernel=kernel, dtype=dtype, grad=kernel == "warps", **cfg)
+    _check(kern, **cfg, partition="grid", batch=2, seed=95, dtype=dtype, tol=tol,
+           pad_values=False)
+    if kernel != "warps":
+        return
+    rng = np.random.default_rng(96)
+    q, k, v, dout = (_random((2, 96, 32), rng, dtype) for _ in range(4))
+    table = _random((ref.table_rows((2, 3)), 2), rng, dtype)
+    got = kern.backward(q, k, v, table, kern(q, k, v, table), dout)
+    want = ref.swin_block_attention_tokens_backward(
+        *(t.astype(np.float64) for t in (q, k, v, table, dout)), resolution=(8, 12),
+        window=(2, 3), partition="grid")
+    for name, g, w in zip(("dq", "dk", "dv", "dtable"), got, want):
+        error = np.abs(np.asarray(g, dtype=np.float64) - w).max()
+        assert error <= 5 * tol * max(1.0, np.abs(w).max()), (name, error)
+
+
 def test_grid_unfused_path_agrees(aot_path, tmp_path):
     """The unfused lowering of the grid (rpe.window_partition / window_reverse
     gathers) against the reference."""

@@ -12,13 +12,16 @@ not square (block 4x2, grid 2x4, against a 16x16 and an 8x8 map), so a
 transposed or mirrored bias, or a block/grid mix-up, shows far above the
 tolerances: forward 1e-4 of the largest output, gradients 1e-4 of each
 gradient's largest entry (float32, against the model's own forward and
-backward).  Every attention layer must have run its kernel (``patch_stats``).
+backward).  Every attention layer must have run its kernel (``patch_stats``):
+the window-layout one, or, for ``PartitionAttentionCl``'s block and grid
+attention, the token-layout kernel of its ``_partition_attn`` on the whole map.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import json
 import warnings
 
 import numpy as np
@@ -83,11 +86,21 @@ def _attention_stats(model):
     return [s for s in st.patch_stats(model) if s["kind"] == "attention"]
 
 
-def _check_stats(model, n_layers):
+def _check_stats(model, n_layers, partitions=None):
+    """Every attention layer ran a kernel without a fallback: its own, or that of the
+    ``PartitionAttentionCl._partition_attn`` holding it, which then runs it whole
+    (``partitions``: how many such patches there must be, if given)."""
     stats = _attention_stats(model)
-    assert len(stats) == n_layers
-    for s in stats:
-        assert s["kernel_calls"] >= 1 and s["fallback_calls"] == 0, s
+    owners = {s["name"]: s for s in stats if s["method"] == "_partition_attn"}
+    if partitions is not None:
+        assert len(owners) == partitions, owners
+    layers = [s for s in stats if s["method"] == "forward"]
+    assert len(layers) == n_layers
+    for s in layers:
+        ran = owners.pop(s["name"].rsplit(".", 1)[0], s)
+        assert ran["kernel_calls"] >= 1, (ran, s)
+        assert ran["fallback_calls"] == 0 and s["fallback_calls"] == 0, (ran, s)
+    assert not owners, owners
 
 
 # --------------------------------------------------------------------------- #
@@ -185,7 +198,7 @@ def _grads(torch, model, x, weights):
 
 
 @pytest.mark.aot
-@pytest.mark.parametrize("name", ["maxvit_tf", "maxvit_rw_nchw", "coatnet"])
+@pytest.mark.parametrize("name", ["maxvit_tf", "maxvit_rw", "maxvit_rw_nchw", "coatnet"])
 def test_model_gradients(torch, timm, opts, name):
     model = _model(timm, torch, name)
     original = copy.deepcopy(model)
@@ -227,9 +240,88 @@ def test_attention_dropout_falls_back_in_training(torch, timm, opts, monkeypatch
         model.eval()
         with torch.no_grad():
             model(_input(torch, "maxvit_tf"))
-        assert all(s["kernel_calls"] == 1 for s in _attention_stats(model))
+        # the partitions' token-layout kernels, their attention layers not called
+        assert sorted(s["kernel_calls"] for s in _attention_stats(model)) == [0] * 4 + [1] * 4
     finally:
         st.restore_attention(model)
+
+
+# --------------------------------------------------------------------------- #
+# Grid and block attention on the whole map (token layout)
+# --------------------------------------------------------------------------- #
+@pytest.mark.aot
+@pytest.mark.parametrize("name", ["maxvit_tf", "maxvit_rw"])
+def test_partitions_read_the_map(torch, timm, opts, run_alone, name):
+    """``PartitionAttentionCl._partition_attn`` runs as one token-layout kernel per
+    call, ``partition="grid"`` for the grid attention and ``"block"`` for the
+    block's (both qkv channel orders: ``head_first`` False and True); with
+    ``layout="windows"`` the attention modules' window-layout kernels run instead,
+    after timm's partition copies. Both match the original forward."""
+    if run_alone():
+        return
+    from swin_opt.torch import ops
+
+    model = _model(timm, torch, name)
+    x = _input(torch, name)
+    n_layers = MODELS[name][2]
+    with torch.inference_mode():
+        want = model(x)
+    before = ops.loaded_keys()
+    assert st.swap_attention(model, **opts) == n_layers
+    try:
+        with torch.inference_mode():
+            got = model(x)
+        _check_stats(model, n_layers, partitions=n_layers)
+    finally:
+        st.restore_attention(model)
+    assert _rel_err(got, want) <= RTOL
+    built = [json.loads(k)["options"] for k in ops.loaded_keys() - before]
+    assert sorted(o.get("partition") for o in built) == ["block", "block", "grid", "grid"]
+    assert all(o["layout"] == "tokens" and o["packed_qkv"] for o in built), built
+
+    assert st.swap_attention(model, layout="windows", **opts) == n_layers
+    try:
+        with torch.inference_mode():
+            got = model(x)
+        _check_stats(model, n_layers, partitions=0)
+    finally:
+        st.restore_attention(model)
+    assert _rel_err(got, want) <= RTOL
+
+
+@pytest.mark.aot
+def test_partition_falls_back_to_the_window_path(torch, timm, opts, monkeypatch):
+    """A partition size other than the table's falls back to timm's method, whose
+    attention runs its window-layout patch; the fallback says why."""
+    from swin_opt.torch import fallback
+
+    monkeypatch.setattr(fallback, "warned_reasons", set())  # this process's warnings
+    model = _model(timm, torch, "maxvit_tf")
+    blk = next(m for m in model.modules() if type(m).__name__ == "PartitionAttentionCl"
+               and not m.partition_block)
+    st.swap_attention(blk, **opts)
+    try:
+        x = torch.randn(2, 8, 8, blk.attn.qkv.in_features)
+        with torch.inference_mode():
+            got = blk._partition_attn(x)
+        stats = {s["method"]: s for s in _attention_stats(blk)}
+        assert stats["_partition_attn"]["kernel_calls"] == 1
+        window = tuple(blk.partition_size)
+        blk.partition_size = (window[1], window[0])  # no longer rel_pos's window
+        with torch.inference_mode(), pytest.warns(st.FallbackWarning,
+                                                  match="is not rel_pos's window"):
+            swapped = blk._partition_attn(x)
+        stats = {s["method"]: s for s in _attention_stats(blk)}
+        assert stats["_partition_attn"]["fallback_calls"] == 1, stats
+        assert any("is not rel_pos's window" in r
+                   for r in stats["_partition_attn"]["fallback_reasons"]), stats
+    finally:
+        blk.partition_size = window
+        st.restore_attention(blk)
+    with torch.inference_mode():
+        want = blk._partition_attn(x)
+    assert _rel_err(got, want) <= RTOL
+    assert swapped.shape == want.shape
 
 
 # --------------------------------------------------------------------------- #

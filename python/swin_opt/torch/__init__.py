@@ -32,7 +32,9 @@ timm (SwinV2-CR)       ``timm.models.swin_transformer_v2_cr.WindowMultiHeadAtten
 timm (MaxViT family)   ``timm.models.maxxvit.AttentionCl`` and ``...Attention2d``
                        (NCHW): MaxViT's block and grid attention, MaxxViT,
                        CoAtNet's whole-map attention; window layout on timm's
-                       partitions, ``RelPosBias`` or ``RelPosBiasTf`` tables
+                       partitions, ``RelPosBias`` or ``RelPosBiasTf`` tables;
+                       ``PartitionAttentionCl._partition_attn``: token layout,
+                       the block or grid read from the map
                        (:mod:`.maxvit_patches`)
 torchvision            ``torchvision.models.swin_transformer.ShiftedWindowAttention``
                        and ``...V2``; token layout when the map is at least one

@@ -1,5 +1,7 @@
 """timm MaxViT, CoAtNet and MaxxViT (``timm.models.maxxvit``): ``AttentionCl.forward``
-(channels last) and ``Attention2d.forward`` (NCHW), window layout.
+(channels last) and ``Attention2d.forward`` (NCHW), window layout, and
+``PartitionAttentionCl._partition_attn`` (the partition, the attention and its
+reverse), token layout.
 
 Both modules compute ``softmax(scale q k^T + B) v`` over the ``N`` tokens of what
 they are given, with ``B`` from their ``rel_pos`` module; the partition happens
@@ -38,7 +40,15 @@ module's own (``nn.Linear`` through :func:`.projections.project`; the 1x1
 kernels' backward like every window-layout patch; attention dropout in training
 falls back (:meth:`.patching.Patch.common_checks`).  Left unpatched, with the
 reason (:func:`supported`): ``RelPosMlp`` (the ``*_rmlp_*`` models), no
-``rel_pos``, a class token (``prefix_tokens``)."""
+``rel_pos``, a class token (``prefix_tokens``).
+
+Where the attention's input is the whole map, ``PartitionAttentionCl``'s
+``_partition_attn`` (timm's ``grid_partition`` or ``window_partition``, the
+attention, and the reverse) runs as one token-layout kernel
+(:class:`MaxxVitPartitionAttention`, ``partition="grid"`` or ``"block"``): the
+kernel reads the partitions out of the map's packed qkv where they lie, without
+the partition's and the reverse's copies.  Its calls that the kernel does not take
+fall back to timm's method, whose ``AttentionCl`` runs the window-layout patch."""
 
 from __future__ import annotations
 
@@ -49,7 +59,7 @@ import numpy as np
 
 from .fallback import Fallback
 from .patching import Patch
-from .projections import project, qkv_windows
+from .projections import project, qkv_packed, qkv_windows
 from .tracing import trace_constant
 from .windows import run_windows
 
@@ -58,7 +68,8 @@ try:
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["MaxxVitAttention", "MaxxVitAttention2d", "supported", "swin_table"]
+__all__ = ["MaxxVitAttention", "MaxxVitAttention2d", "MaxxVitPartitionAttention", "supported",
+           "swin_table"]
 
 
 def _rel_pos_kind(rel_pos) -> Optional[str]:
@@ -183,3 +194,40 @@ class MaxxVitAttention2d(MaxxVitAttention):
         out = self._attention(m, prepared, m.qkv(x).flatten(2).transpose(1, 2), b, h * w)
         out = out.transpose(1, 2).reshape(b, -1, h, w)  # channel h * dim_head + e, as timm's
         return m.proj_drop(m.proj(out))
+
+
+class MaxxVitPartitionAttention(MaxxVitAttention):
+    """``timm.models.maxxvit.PartitionAttentionCl._partition_attn(x)``, x ``[B, H, W,
+    C]`` (channels last, the whole map): MaxViT's grid or block attention as one
+    token-layout kernel on the map (``partition`` the block's), with the attention
+    module's projections and table."""
+
+    attr = "_partition_attn"
+
+    def run(self, blk, x):
+        m = blk.attn
+        if x.dim() != 4:
+            raise Fallback("expected [B, H, W, C]")
+        b, h, w, c = x.shape
+        window = tuple(int(s) for s in blk.partition_size)
+        if tuple(int(s) for s in m.rel_pos.window_size) != window:
+            raise Fallback(f"partition size {window} is not rel_pos's window "
+                           f"{tuple(m.rel_pos.window_size)}")
+        if h % window[0] or w % window[1]:
+            raise Fallback(f"map {h}x{w} is not whole partitions of {window}")
+        prepared = self._prepare(m, x, window[0] * window[1])
+        dtype, _, table = prepared
+        heads, head_dim = m.num_heads, m.dim_head
+        weight, bias = m.qkv.weight, m.qkv.bias
+        if m.head_first:
+            # channels [heads, 3, dim_head]: the rows reordered to the packed kernel's
+            # [3, heads, dim_head] (a copy of the weights, not of the map)
+            weight = weight.view(heads, 3, head_dim, -1).transpose(0, 1).reshape(weight.shape)
+            if bias is not None:
+                bias = bias.view(heads, 3, head_dim).transpose(0, 1).reshape(bias.shape)
+        kern = self.kernel(window, heads, head_dim, m.scale, dtype, layout="tokens",
+                           resolution=(h, w), shift=(0, 0), packed_qkv=True,
+                           partition="block" if blk.partition_block else "grid")
+        qkv = qkv_packed(x.reshape(b, h * w, c), weight, bias, heads, head_dim)
+        out = kern(qkv, table)
+        return m.proj_drop(project(m.proj, out)).view(b, h, w, -1)

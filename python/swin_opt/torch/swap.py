@@ -12,7 +12,7 @@ import weakref
 from typing import List, Optional
 
 from . import maxvit_patches
-from .maxvit_patches import MaxxVitAttention, MaxxVitAttention2d
+from .maxvit_patches import MaxxVitAttention, MaxxVitAttention2d, MaxxVitPartitionAttention
 from .linears import linear_sites
 from .mlp import mlp_sites
 from .monai_patches import MonaiAttention, MonaiBlock
@@ -117,7 +117,7 @@ def _dispatchers(module) -> dict:
 
 #: token-layout patches of blocks whose attention module is patched too (window layout,
 #: where the block's patch falls back); installed with layout="auto" only, not counted
-_BLOCK_PATCHES = (TimmBlock, TimmCrBlock, MonaiBlock)
+_BLOCK_PATCHES = (TimmBlock, TimmCrBlock, MonaiBlock, MaxxVitPartitionAttention)
 
 
 #: ``(framework, module, class, patch type)`` of the supported classes, in the order
@@ -148,6 +148,7 @@ _CLASSES = (
     # MaxViT, CoAtNet, MaxxViT: block, grid and global attention
     ("timm", "timm.models.maxxvit", "AttentionCl", MaxxVitAttention),
     ("timm", "timm.models.maxxvit", "Attention2d", MaxxVitAttention2d),
+    ("timm", "timm.models.maxxvit", "PartitionAttentionCl", MaxxVitPartitionAttention),
     ("timm", "timm.models.beit", "Attention", TimmBeitAttention),
     ("timm", "timm.models.beit", "RelativePositionBias", TimmBiasTable),
     # Swin-UNETR (2-D and 3-D)
@@ -191,6 +192,12 @@ def _supported(patch_type, module) -> Optional[str]:
         if not hasattr(module, "relative_position_bias_table"):
             return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
         table, heads = module.relative_position_bias_table, module.num_heads
+    elif patch_type is MaxxVitPartitionAttention:
+        if not (callable(getattr(type(module), patch_type.attr, None))
+                and hasattr(module, "partition_size")):
+            return ("not timm's PartitionAttentionCl layout (_partition_attn, "
+                    "partition_size)")
+        return maxvit_patches.supported(module.attn)  # the attention's own conditions
     elif patch_type in _BLOCK_PATCHES:
         if not callable(getattr(type(module), patch_type.attr, None)):
             return (f"this timm version's {type(module).__name__} has no {patch_type.attr} "
@@ -332,7 +339,9 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
                 continue
             why = _supported(patch_type, module)
             if why is not None:
-                skipped.append((name, module, fw, why))
+                if patch_type is not MaxxVitPartitionAttention:
+                    # (MaxViT's partition patch: its attention module reports why)
+                    skipped.append((name, module, fw, why))
                 continue
             _install(module, patch_type(_unpatched(module, patch_type.attr), name, options))
             if patch_type not in _BLOCK_PATCHES and patch_type.kind == "attention":
