@@ -101,9 +101,10 @@ std::optional<std::string> checkFeatureMap(llvm::ArrayRef<int64_t> resolution,
 /// Checks the extra constraints of MaxViT's grid partition
 /// (rpe::Partition::Grid) on a valid feature map: no shift, and a resolution
 /// of whole windows (no padding).
-std::optional<std::string> checkGridPartition(llvm::ArrayRef<int64_t> resolution,
-                                              llvm::ArrayRef<int64_t> window,
-                                              llvm::ArrayRef<int64_t> shift);
+std::optional<std::string>
+checkGridPartition(llvm::ArrayRef<int64_t> resolution,
+                   llvm::ArrayRef<int64_t> window,
+                   llvm::ArrayRef<int64_t> shift);
 
 /// SwinV2's log-spaced relative coordinates, [T, rank] row-major in the
 /// table's row order: per axis the offset d in [-(W-1), W-1], divided by

@@ -114,31 +114,31 @@ struct IndexMath {
     return linear;
   }
 };
+} // namespace
 
 /// Windows of the padded map along axis `a`.
-int64_t windowsAlong(const FeatureMap &map, int64_t a) {
+static int64_t windowsAlong(const FeatureMap &map, int64_t a) {
   return map.padded[a] / map.window[a];
 }
 
 /// Position p along axis `a` of the rolled, padded map of token coordinate
 /// `token` in window coordinate `window`: the partition.
-Value partitionPosition(IndexMath &m, const FeatureMap &map, int64_t a,
-                        Value window, Value token) {
+static Value partitionPosition(IndexMath &m, const FeatureMap &map, int64_t a,
+                               Value window, Value token) {
   if (map.isGrid())
     return m.add(m.mulConst(token, windowsAlong(map, a)), window);
   return m.add(m.mulConst(window, map.window[a]), token);
 }
 
 /// The inverse of partitionPosition: the window and token coordinates of p.
-std::pair<Value, Value> splitPosition(IndexMath &m, const FeatureMap &map,
-                                      int64_t a, Value p) {
+static std::pair<Value, Value>
+splitPosition(IndexMath &m, const FeatureMap &map, int64_t a, Value p) {
   if (map.isGrid()) {
     int64_t windows = windowsAlong(map, a);
     return {m.rem(p, windows), m.div(p, windows)};
   }
   return {m.div(p, map.window[a]), m.rem(p, map.window[a])};
 }
-} // namespace
 
 void mlir::rpe::matchLanes(OpBuilder &b, Location loc, Value &x, Value &y) {
   auto xv = dyn_cast<VectorType>(x.getType());

@@ -467,12 +467,10 @@ void WindowAttentionOp::getCanonicalizationPatterns(RewritePatternSet &results,
 /// Verifies the feature-map attributes, those of a grid partition too, and
 /// that `mapType` is [batch, L, C] with L the resolution's token count and C
 /// static.
-static LogicalResult verifyFeatureMap(Operation *op,
-                                      ArrayRef<int64_t> resolution,
-                                      ArrayRef<int64_t> window,
-                                      ArrayRef<int64_t> shift,
-                                      Partition partition,
-                                      RankedTensorType mapType) {
+static LogicalResult
+verifyFeatureMap(Operation *op, ArrayRef<int64_t> resolution,
+                 ArrayRef<int64_t> window, ArrayRef<int64_t> shift,
+                 Partition partition, RankedTensorType mapType) {
   if (auto error = checkFeatureMap(resolution, window, shift))
     return op->emitOpError() << *error;
   if (partition == Partition::Grid)
@@ -594,15 +592,12 @@ void FusedWindowAttentionOp::build(
         /*packed_qkv=*/nullptr, classToken ? builder.getUnitAttr() : nullptr);
 }
 
-void FusedWindowAttentionOp::build(OpBuilder &builder, OperationState &state,
-                                   Value query, Value key, Value value,
-                                   Value table, ValueRange paddingValues,
-                                   Value init, ArrayRef<int64_t> window,
-                                   float scale, ArrayRef<int64_t> image,
-                                   ArrayRef<int64_t> shift,
-                                   PaddingOrder padding, double maskValue,
-                                   bool packedQkv, Value logitScale,
-                                   Partition partition) {
+void FusedWindowAttentionOp::build(
+    OpBuilder &builder, OperationState &state, Value query, Value key,
+    Value value, Value table, ValueRange paddingValues, Value init,
+    ArrayRef<int64_t> window, float scale, ArrayRef<int64_t> image,
+    ArrayRef<int64_t> shift, PaddingOrder padding, double maskValue,
+    bool packedQkv, Value logitScale, Partition partition) {
   // The mask lives on the padded map in both padding orders.
   build(builder, state, getDestinationResultTypes(init), query, key, value,
         table, paddingValues, logitScale, /*mask=*/nullptr, init,
