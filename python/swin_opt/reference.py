@@ -152,13 +152,10 @@ def class_token_lookup(table: np.ndarray, window: IntOrSeq) -> np.ndarray:
 # --------------------------------------------------------------------------- #
 # Partition / reverse / roll / pad
 # --------------------------------------------------------------------------- #
-def window_partition(x: np.ndarray, window: IntOrSeq) -> np.ndarray:
-    """Split ``[B, *spatial, C]`` into windows ``[B * nW, N, C]``.
-
-    Windows are ordered row-major over the image and image-major over the batch;
-    tokens inside a window are row-major.  (Swin returns ``[B*nW, Wh, Ww, C]``;
-    this is the same memory with the window axes flattened.)
-    """
+def _split_windows(x: np.ndarray, window: IntOrSeq, grid: bool) -> np.ndarray:
+    """``[B, *spatial, C]`` -> ``[B * nW, N, C]``: each axis of ``n`` tokens as ``n / w``
+    window coordinates and ``w`` token coordinates, the window coordinate outer
+    (Swin's blocks) or inner (MaxViT's grid); windows row-major, then tokens."""
     w = normalize_window(window)
     x = np.asarray(x)
     rank = len(w)
@@ -166,39 +163,54 @@ def window_partition(x: np.ndarray, window: IntOrSeq) -> np.ndarray:
         raise ValueError(f"expected [batch, {rank} spatial axes, channels], got shape {x.shape}")
     spatial = x.shape[1:-1]
     if any(n % ww for n, ww in zip(spatial, w)):
-        raise ValueError(f"spatial shape {spatial} is not divisible by window {w}")
+        raise ValueError(f"spatial shape {spatial} is not divisible by {'grid' if grid else 'window'} {w}")
     split = [x.shape[0]]
     for n, ww in zip(spatial, w):
-        split += [n // ww, ww]
+        split += [ww, n // ww] if grid else [n // ww, ww]
     split.append(x.shape[-1])
-    y = x.reshape(split)
-    # [B, n0, w0, n1, w1, ..., C] -> [B, n0, n1, ..., w0, w1, ..., C]
-    perm = [0] + [1 + 2 * a for a in range(rank)] + [2 + 2 * a for a in range(rank)] + [2 * rank + 1]
-    y = y.transpose(perm)
-    return y.reshape(-1, math.prod(w), x.shape[-1])
+    # [B, <axis 0's two>, <axis 1's two>, ..., C] -> [B, windows..., tokens..., C]
+    window_axis, token_axis = (2, 1) if grid else (1, 2)
+    perm = ([0] + [window_axis + 2 * a for a in range(rank)]
+            + [token_axis + 2 * a for a in range(rank)] + [2 * rank + 1])
+    return x.reshape(split).transpose(perm).reshape(-1, math.prod(w), x.shape[-1])
+
+
+def _merge_windows(windows: np.ndarray, window: IntOrSeq, resolution: IntOrSeq,
+                   grid: bool) -> np.ndarray:
+    """The inverse of :func:`_split_windows`: ``[B * nW, N, C]`` (or ``[B * nW, *window,
+    C]``) back to ``[B, *resolution, C]``."""
+    w = normalize_window(window)
+    r = normalize_resolution(resolution, w)
+    rank = len(w)
+    if any(n % ww for n, ww in zip(r, w)):
+        raise ValueError(f"resolution {r} is not divisible by {'grid' if grid else 'window'} {w}")
+    windows = np.asarray(windows)
+    c = windows.shape[-1]
+    if windows.size % (math.prod(r) * c):
+        raise ValueError(f"windows of shape {windows.shape} do not tile resolution {r}")
+    y = windows.reshape([-1] + [n // ww for n, ww in zip(r, w)] + list(w) + [c])
+    # [B, windows..., tokens..., C] -> [B, <axis 0's two>, <axis 1's two>, ..., C]
+    perm = [0]
+    for a in range(rank):
+        perm += [1 + rank + a, 1 + a] if grid else [1 + a, 1 + rank + a]
+    perm.append(2 * rank + 1)
+    return y.transpose(perm).reshape([-1] + list(r) + [c])
+
+
+def window_partition(x: np.ndarray, window: IntOrSeq) -> np.ndarray:
+    """Split ``[B, *spatial, C]`` into windows ``[B * nW, N, C]``.
+
+    Windows are ordered row-major over the image and image-major over the batch;
+    tokens inside a window are row-major.  (Swin returns ``[B*nW, Wh, Ww, C]``;
+    this is the same memory with the window axes flattened.)
+    """
+    return _split_windows(x, window, grid=False)
 
 
 def window_reverse(windows: np.ndarray, window: IntOrSeq, resolution: IntOrSeq) -> np.ndarray:
     """Inverse of :func:`window_partition`: ``[B * nW, N, C]`` (or ``[B*nW, *window, C]``)
     back to ``[B, *resolution, C]``."""
-    w = normalize_window(window)
-    r = normalize_resolution(resolution, w)
-    rank = len(w)
-    if any(n % ww for n, ww in zip(r, w)):
-        raise ValueError(f"resolution {r} is not divisible by window {w}")
-    windows = np.asarray(windows)
-    counts = [n // ww for n, ww in zip(r, w)]
-    nw = math.prod(counts)
-    c = windows.shape[-1]
-    if windows.size % (nw * math.prod(w) * c):
-        raise ValueError(f"windows of shape {windows.shape} do not tile resolution {r}")
-    y = windows.reshape([-1] + counts + list(w) + [c])
-    # [B, n0, n1, ..., w0, w1, ..., C] -> [B, n0, w0, n1, w1, ..., C]
-    perm = [0]
-    for a in range(rank):
-        perm += [1 + a, 1 + rank + a]
-    perm.append(2 * rank + 1)
-    return y.transpose(perm).reshape([-1] + list(r) + [c])
+    return _merge_windows(windows, window, resolution, grid=False)
 
 
 def grid_partition(x: np.ndarray, grid: IntOrSeq) -> np.ndarray:
@@ -209,43 +221,13 @@ def grid_partition(x: np.ndarray, grid: IntOrSeq) -> np.ndarray:
     ``(ty * n_y / Gy + wy, tx * n_x / Gx + wx)`` in row-major ``(ty, tx)``
     order, as timm's ``grid_partition`` views and permutes the map.
     """
-    g = normalize_window(grid)
-    x = np.asarray(x)
-    rank = len(g)
-    if x.ndim != rank + 2:
-        raise ValueError(f"expected [batch, {rank} spatial axes, channels], got shape {x.shape}")
-    spatial = x.shape[1:-1]
-    if any(n % gg for n, gg in zip(spatial, g)):
-        raise ValueError(f"spatial shape {spatial} is not divisible by grid {g}")
-    split = [x.shape[0]]
-    for n, gg in zip(spatial, g):
-        split += [gg, n // gg]
-    split.append(x.shape[-1])
-    # [B, g0, m0, g1, m1, ..., C] -> [B, m0, m1, ..., g0, g1, ..., C]
-    perm = [0] + [2 + 2 * a for a in range(rank)] + [1 + 2 * a for a in range(rank)] + [2 * rank + 1]
-    return x.reshape(split).transpose(perm).reshape(-1, math.prod(g), x.shape[-1])
+    return _split_windows(x, grid, grid=True)
 
 
 def grid_reverse(windows: np.ndarray, grid: IntOrSeq, resolution: IntOrSeq) -> np.ndarray:
     """Inverse of :func:`grid_partition`: ``[B * nW, N, C]`` back to
     ``[B, *resolution, C]`` (timm's ``grid_reverse``)."""
-    g = normalize_window(grid)
-    r = normalize_resolution(resolution, g)
-    rank = len(g)
-    if any(n % gg for n, gg in zip(r, g)):
-        raise ValueError(f"resolution {r} is not divisible by grid {g}")
-    windows = np.asarray(windows)
-    counts = [n // gg for n, gg in zip(r, g)]
-    c = windows.shape[-1]
-    if windows.size % (math.prod(r) * c):
-        raise ValueError(f"windows of shape {windows.shape} do not tile resolution {r}")
-    y = windows.reshape([-1] + counts + list(g) + [c])
-    # [B, m0, m1, ..., g0, g1, ..., C] -> [B, g0, m0, g1, m1, ..., C]
-    perm = [0]
-    for a in range(rank):
-        perm += [1 + rank + a, 1 + a]
-    perm.append(2 * rank + 1)
-    return y.transpose(perm).reshape([-1] + list(r) + [c])
+    return _merge_windows(windows, grid, resolution, grid=True)
 
 
 def _partition(x: np.ndarray, window: Shape, partition: str) -> np.ndarray:

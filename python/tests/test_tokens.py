@@ -113,27 +113,36 @@ def test_f16(build):
     _check(kernel, **cfg, batch=2, seed=60, dtype=np.float16, tol=2e-3)
 
 
-def test_stage1_unfused_path_agrees(aot_path, tmp_path):
-    """The unfused lowering (gathers for partition and reverse) gives the
-    same answer as the fused kernel."""
+def _run_unfused(aot_path, tmp_path, options, q, k, v, table, pad, batch):
+    """The token-layout kernel ``swin-aot --unfused`` builds (the unfused lowering's
+    gathers for partition and reverse) with ``options``, run through its C entry
+    point; returns its output."""
     import ctypes
     import subprocess
 
     lib = tmp_path / "unfused.so"
-    subprocess.run([str(aot_path), "--window=4,6", "--heads=2", "--head-dim=8",
-                    "--resolution=9,13", "--shift=2,3", "--layout=tokens",
-                    "--padding=shift-then-pad", "--unfused", "--emit=so",
+    subprocess.run([str(aot_path), *options, "--layout=tokens", "--unfused", "--emit=so",
                     "-o", str(lib)], check=True)
     fn = ctypes.CDLL(str(lib)).swin_window_attention
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_void_p]
+    out = np.zeros_like(q)
+    assert fn(q.ctypes.data, k.ctypes.data, v.ctypes.data, table.ctypes.data,
+              out.ctypes.data, batch, pad.ctypes.data) == 0
+    return out
+
+
+def test_stage1_unfused_path_agrees(aot_path, tmp_path):
+    """The unfused lowering (gathers for partition and reverse) gives the
+    same answer as the fused kernel."""
     rng = np.random.default_rng(70)
     q, k, v = (_random((2, 117, 16), rng) for _ in range(3))
     table = _random((ref.table_rows((4, 6)), 2), rng)
     pad = _random((3, 16), rng)
-    out = np.zeros_like(q)
-    assert fn(q.ctypes.data, k.ctypes.data, v.ctypes.data, table.ctypes.data,
-              out.ctypes.data, 2, pad.ctypes.data) == 0
+    out = _run_unfused(aot_path, tmp_path, ["--window=4,6", "--heads=2", "--head-dim=8",
+                                            "--resolution=9,13", "--shift=2,3",
+                                            "--padding=shift-then-pad"],
+                       q, k, v, table, pad, 2)
     expected = ref.swin_block_attention_tokens(
         q, k, v, table, resolution=(9, 13), window=(4, 6), shift=(2, 3),
         padding="shift_then_pad", pad_qkv=pad)
@@ -234,23 +243,13 @@ def test_grid_gpu_kernels_on_the_host(build, kernel, dtype, tol):
 def test_grid_unfused_path_agrees(aot_path, tmp_path):
     """The unfused lowering of the grid (rpe.window_partition / window_reverse
     gathers) against the reference."""
-    import ctypes
-    import subprocess
-
-    lib = tmp_path / "grid-unfused.so"
-    subprocess.run([str(aot_path), "--window=2,3", "--heads=2", "--head-dim=8",
-                    "--resolution=8,12", "--layout=tokens", "--partition=grid", "--unfused",
-                    "--emit=so", "-o", str(lib)], check=True)
-    fn = ctypes.CDLL(str(lib)).swin_window_attention
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_void_p]
     rng = np.random.default_rng(94)
     q, k, v = (_random((2, 96, 16), rng) for _ in range(3))
     table = _random((ref.table_rows((2, 3)), 2), rng)
     pad = np.zeros((3, 16), np.float32)  # a grid has no padding: never read
-    out = np.zeros_like(q)
-    assert fn(q.ctypes.data, k.ctypes.data, v.ctypes.data, table.ctypes.data,
-              out.ctypes.data, 2, pad.ctypes.data) == 0
+    out = _run_unfused(aot_path, tmp_path, ["--window=2,3", "--heads=2", "--head-dim=8",
+                                            "--resolution=8,12", "--partition=grid"],
+                       q, k, v, table, pad, 2)
     expected = ref.swin_block_attention_tokens(q, k, v, table, resolution=(8, 12),
                                                window=(2, 3), partition="grid")
     assert np.abs(out - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
