@@ -690,6 +690,11 @@ MATH_CASES = dict(OP_CASES, **{
                            shift=(3, 3), padding="pad_then_shift"),
     "3d-tokens": dict(window=(2, 3, 3), heads=2, head_dim=8, resolution=(4, 6, 6),
                       shift=(1, 1, 1), layout="tokens"),
+    # MaxViT's grid (non-square, so that swapped axes would show)
+    "tokens-grid": dict(window=(2, 3), heads=2, head_dim=8, resolution=(8, 12),
+                        layout="tokens", partition="grid"),
+    "packed-grid": dict(window=(4, 2), heads=2, head_dim=8, resolution=(8, 8),
+                        layout="tokens", packed_qkv=True, partition="grid"),
 })
 
 

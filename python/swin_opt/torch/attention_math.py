@@ -123,7 +123,8 @@ def _roll(x, shift, sign):
 
 def to_windows(x, cfg: KernelConfig, fill=None):
     """Token-layout ``[B, L, C]`` -> windows ``[B * nW, heads, N, head_dim]``: shift
-    and pad (in the configuration's order), then partition (Swin's order)."""
+    and pad (in the configuration's order), then partition (Swin's order; MaxViT's
+    grid for ``partition="grid"``, which has no shift and no padding)."""
     b, rank = x.shape[0], len(cfg.window)
     res, padded = tuple(cfg.resolution), tuple(cfg.padded_resolution)
     x = x.reshape(b, *res, cfg.channels)
@@ -131,10 +132,15 @@ def to_windows(x, cfg: KernelConfig, fill=None):
         x = _pad(_roll(x, cfg.shift, -1), padded, fill)
     else:  # pad_then_shift, or no padding (both orders coincide)
         x = _roll(_pad(x, padded, fill), cfg.shift, -1)
+    grid = cfg.partition == "grid"
     split = [b]
     for n, w in zip(padded, cfg.window):
-        split += [n // w, w]
-    perm = [0] + [1 + 2 * a for a in range(rank)] + [2 + 2 * a for a in range(rank)]
+        # each axis as (window coordinate, token coordinate): Swin's blocks, or
+        # MaxViT's grid, whose token coordinate is the outer one
+        split += [w, n // w] if grid else [n // w, w]
+    window_axis, token_axis = (2, 1) if grid else (1, 2)
+    perm = ([0] + [window_axis + 2 * a for a in range(rank)]
+            + [token_axis + 2 * a for a in range(rank)])
     x = x.reshape(*split, cfg.channels).permute(*perm, 2 * rank + 1)
     x = x.reshape(-1, cfg.tokens_per_window, cfg.heads, cfg.head_dim)
     return x.transpose(1, 2)
@@ -150,7 +156,7 @@ def from_windows(x, cfg: KernelConfig):
     x = x.transpose(1, 2).reshape(-1, *counts, *cfg.window, cfg.channels)
     perm = [0]
     for a in range(rank):
-        perm += [1 + a, 1 + rank + a]
+        perm += [1 + rank + a, 1 + a] if cfg.partition == "grid" else [1 + a, 1 + rank + a]
     x = x.permute(*perm, 2 * rank + 1).reshape(-1, *padded, cfg.channels)
     crop = (slice(None),) + tuple(slice(0, n) for n in cfg.resolution)
     if cfg.padding == "shift_then_pad":
