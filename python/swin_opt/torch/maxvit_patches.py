@@ -221,10 +221,16 @@ class MaxxVitPartitionAttention(MaxxVitAttention):
         weight, bias = m.qkv.weight, m.qkv.bias
         if m.head_first:
             # channels [heads, 3, dim_head]: the rows reordered to the packed kernel's
-            # [3, heads, dim_head] (a copy of the weights, not of the map)
-            weight = weight.view(heads, 3, head_dim, -1).transpose(0, 1).reshape(weight.shape)
-            if bias is not None:
-                bias = bias.view(heads, 3, head_dim).transpose(0, 1).reshape(bias.shape)
+            # [3, heads, dim_head] (a copy of the weights, not of the map; once per
+            # weight version at inference, which the dense kernel then packs once)
+            def reorder():
+                w = weight.view(heads, 3, head_dim, -1).transpose(0, 1).reshape(weight.shape)
+                b_ = None if bias is None else (
+                    bias.view(heads, 3, head_dim).transpose(0, 1).reshape(bias.shape))
+                return w, b_
+
+            weight, bias = self.weight_constant(m, "qkv_head_first", [weight, bias], None,
+                                                reorder)
         kern = self.kernel(window, heads, head_dim, m.scale, dtype, layout="tokens",
                            resolution=(h, w), shift=(0, 0), packed_qkv=True,
                            partition="block" if blk.partition_block else "grid")

@@ -144,8 +144,8 @@ class Patch:
         self.had_instance_attr = had_instance_attr
         self.saved_attr = saved_attr
         self._checked = set()  # the keys of check_once
-        # SwinV2's folded bias tables: id(module) -> (weight versions, table).
-        self._cpb_tables: Dict[int, tuple] = {}
+        # Constants of the weights (weight_constant): (id(module), what) -> (versions, value).
+        self._weight_constants: Dict[tuple, tuple] = {}
         # window_table's rows of shrunk windows: window -> int64 rows, or False.
         self._sub_rows: Dict[tuple, Any] = {}
         self.compiled_fallback_reasons: set = set()
@@ -282,30 +282,37 @@ class Patch:
                                      heads, index, dtype)
 
     def folded_cpb_table(self, m, mlp, coords, window, heads, index, dtype):
-        """``16 * sigmoid(mlp(coords))`` as a checked ``[T, heads]`` table of ``dtype``.
+        """``16 * sigmoid(mlp(coords))`` as a checked ``[T, heads]`` table of ``dtype``,
+        computed once per weight version at inference (:meth:`weight_constant`)."""
+        def make():
+            table = 16.0 * torch.sigmoid(mlp(coords).reshape(-1, heads))
+            return self.table(table, window, heads, index, dtype)
 
-        At inference it is a constant of the weights, so it is computed once
-        per weight version: the cache key holds each parameter's (and the
-        coordinate buffer's) identity and ``_version``, which in-place updates
-        (``load_state_dict``, optimizer steps, ``copy_``) bump.  While
-        ``torch.compile`` traces, the MLP is part of the graph instead.  With
-        grad enabled on the MLP's parameters the table is not cached (autograd
-        must see it computed), nor for inference tensors (weights converted under
+        return self.weight_constant(m, "cpb_table", [coords, *mlp.parameters()],
+                                    (tuple(window), heads, dtype), make)
+
+    def weight_constant(self, m, what: str, tensors, extra, make):
+        """``make()``, a function of ``tensors`` (weights, buffers; None entries
+        skipped) and ``extra``, computed once per version of them at inference:
+        the cache key holds each tensor's identity and ``_version``, which in-place
+        updates (``load_state_dict``, optimizer steps, ``copy_``) bump.  While
+        ``torch.compile`` traces, ``make`` is part of the graph instead.  With grad
+        enabled on one of the tensors nothing is cached (autograd must see the
+        value computed), nor for inference tensors (weights converted under
         ``torch.inference_mode``), which have no version counter."""
-        tensors = [coords, *mlp.parameters()]
+        tensors = [t for t in tensors if t is not None]
         cacheable = (not torch.compiler.is_compiling()
                      and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
                      and not any(t.is_inference() for t in tensors))
         if cacheable:
-            key = (tuple((id(t), t._version) for t in tensors), tuple(window), heads, dtype)
-            cached = self._cpb_tables.get(id(m))
+            key = (tuple((id(t), t._version) for t in tensors), extra)
+            cached = self._weight_constants.get((id(m), what))
             if cached is not None and cached[0] == key:
                 return cached[1]
-        table = 16.0 * torch.sigmoid(mlp(coords).reshape(-1, heads))
-        table = self.table(table, window, heads, index, dtype)
+        value = make()
         if cacheable:
-            self._cpb_tables[id(m)] = (key, table)
-        return table
+            self._weight_constants[(id(m), what)] = (key, value)
+        return value
 
     def attention_core(self, m, window, heads, dtype, qkv_bias, scale):
         """``(table, scale, qkv_bias, logit_scale)`` of a Swin (V1) or SwinV2 attention module.
