@@ -31,8 +31,9 @@ def linear(x, weight, bias=None, residual=None):
 
     * ``"swin"`` (the default): at inference (nothing requires grad, or grad
       mode off), the layer's compiled kernel (:mod:`swin_opt.dense`, the
-      ``rpe.matmul`` of the MLPs: 1.1-1.7x oneDNN on Swin-T's projections,
-      Zen 5, 2 threads, ``bench/gemm.py``), ``swin_opt::dense`` under
+      ``rpe.matmul`` of the MLPs: 0.9-1.4x oneDNN per Swin-T layer through
+      the operator, Zen 5, 2 threads, ``bench/dense.py``; the swapped Swin-T
+      3-11% faster for it), ``swin_opt::dense`` under
       ``torch.compile``; under autograd and where the layer has no kernel,
       oneDNN as below;
     * ``"onednn"``: ``torch.ops.mkldnn._linear_pointwise``, 2.2-2.5x
