@@ -33,7 +33,7 @@ def linear(x, weight, bias=None, residual=None):
       mode off), the layer's compiled kernel (:mod:`swin_opt.dense`, the
       ``rpe.matmul`` of the MLPs: 0.9-1.4x oneDNN per Swin-T layer through
       the operator, Zen 5, 2 threads, ``bench/dense.py``; the swapped Swin-T
-      3-11% faster for it), ``swin_opt::dense`` under
+      1-11% faster for it), ``swin_opt::dense`` under
       ``torch.compile``; under autograd and where the layer has no kernel,
       oneDNN as below;
     * ``"onednn"``: ``torch.ops.mkldnn._linear_pointwise``, 2.2-2.5x
