@@ -297,7 +297,7 @@ def test_transformers_swinv2_split_mlp_layers(torch, opts):
 
 
 # --------------------------------------------------------------------------- #
-# timm blocks' residual adds in the kernels' epilogues (TimmResidual)
+# Blocks' residual adds in the kernels' epilogues (patching.ResidualBlock)
 # --------------------------------------------------------------------------- #
 def test_timm_block_residuals_fused(torch, opts, dense_calls):
     """Each timm block's two shortcuts are added by the output projection's and
@@ -365,3 +365,44 @@ def test_timm_block_residuals_with_stochastic_depth(torch, opts):
                 "stochastic depth" in r for s in dropping for r in s["fallback_reasons"]), stats
         else:
             assert dropping == [] and all(s["kernel_calls"] == 1 for s in stats), stats
+
+
+def test_torchvision_block_residuals_fused(torch, opts, dense_calls):
+    """torchvision's V1 blocks fuse both adds (TorchvisionResidual); its V2 blocks
+    (post-norm, a subclass) keep their forward."""
+    from swin_opt.torch import dense
+
+    tv_swin = pytest.importorskip("torchvision.models.swin_transformer")
+    x = _img(torch)
+    for v2 in (False, True):
+        torch.manual_seed(0)
+        extra = ({"block": tv_swin.SwinTransformerBlockV2,
+                  "downsample_layer": tv_swin.PatchMergingV2} if v2 else {})
+        model = sharpen_weights(tv_swin.SwinTransformer(
+            patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=[7, 7],
+            num_classes=10, **extra)).eval()
+        with torch.inference_mode():
+            want = model(x)
+        st.swap_attention(model, **opts)
+        residuals = []
+        run = dense.run
+
+        def spy(op, x_, layers, residual, config):
+            residuals.append((op, residual is not None))
+            return run(op, x_, layers, residual, config)
+
+        dense.run = spy
+        try:
+            with torch.inference_mode():
+                assert _rel_err(model(x), want) <= RTOL
+        finally:
+            dense.run = run
+        stats = [s for s in st.patch_stats(model) if s["kind"] == "residual"]
+        fused = [op for op, with_residual in residuals if with_residual]
+        if v2:
+            assert stats == [] and fused == []
+        else:
+            assert [s["name"] for s in stats] == ["features.1.0", "features.1.1", "features.3.0",
+                                                  "features.3.1"]
+            assert all(s["kernel_calls"] == 1 for s in stats), stats
+            assert fused == ["dense", "mlp"] * 4, residuals

@@ -24,8 +24,8 @@ try:
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["Patch", "PatchOptions", "GpuDtype", "kernel_target", "cosine_kernel_scale",
-           "is_swinv2", "attention_dropout"]
+__all__ = ["Patch", "PatchOptions", "ResidualBlock", "GpuDtype", "kernel_target",
+           "cosine_kernel_scale", "is_swinv2", "attention_dropout", "drops", "fuses_residual"]
 
 
 class _StandIn:
@@ -112,7 +112,7 @@ class Patch:
     framework = ""
     attr = "forward"  # the method replaced on the instance
     #: what it computes: "attention", "mlp" (.mlp), "linear" (.linears), "bias"
-    #: (.table_bias) or "residual" (a block's residual adds, .timm_patches.TimmResidual)
+    #: (.table_bias) or "residual" (a block's residual adds, :class:`ResidualBlock`)
     kind = "attention"
     #: Whether :meth:`run` takes ``residual=`` (a tensor to add to its result, which it
     #: adds in its kernels' epilogue; a "residual" patch passes it). Where the patch
@@ -449,6 +449,63 @@ def _freeze(v):
     if isinstance(v, int) or isinstance(v, torch.SymInt):
         return int(v)  # a SymInt (dynamic shape) is specialised: kernels are per shape
     return str(v)  # e.g. a Path (cache_dir)
+
+
+def drops(module) -> bool:
+    """Whether ``module`` (a dropout or stochastic-depth layer, or Identity) changes
+    its input in this call: training mode with a positive rate."""
+    rate = getattr(module, "p", getattr(module, "drop_prob", 0.0))
+    return bool(module.training and rate)
+
+
+def fuses_residual(fn) -> bool:
+    """Whether calling ``fn`` (a patched method, or a module whose ``forward`` is
+    patched) runs a patch that takes ``residual=`` (:attr:`Patch.fuses_residual`)."""
+    if isinstance(fn, torch.nn.Module):
+        fn = vars(fn).get("forward")
+    return bool(getattr(getattr(fn, "patch", None), "fuses_residual", False))
+
+
+class ResidualBlock(Patch):
+    """``forward(x)`` of a pre-norm Swin block with its two residual adds moved into
+    the kernels' epilogues::
+
+        x = x + drop(attention(norm1(x)))   ->  attention(norm1(x), residual=x)
+        x = x + drop(mlp(norm2(x)))         ->  mlp(norm2(x), residual=x)
+
+    The output projection and fc2 then add the shortcut to their product's tiles
+    in registers (:func:`.projections.linear`'s and ``swin_opt::mlp``'s
+    ``residual``): two passes over the feature map fewer per block. Installed on
+    blocks whose attention runs a patch that fuses it (:meth:`installable`); the
+    MLP fuses its add where it is patched (:mod:`.mlp`), else torch adds.
+    Stochastic depth in training falls back to the block's own forward, which
+    calls the patched attention and MLP: counted, not warned about, never
+    refused."""
+
+    attr = "forward"
+    kind = "residual"
+    required = False
+
+    @staticmethod
+    def parts(blk):  # pragma: no cover - per framework
+        """``(norm1, attention, norm2, mlp, drops)``: ``attention`` what the block
+        calls (a method or a module), ``drops`` its stochastic-depth layers."""
+        raise NotImplementedError
+
+    @classmethod
+    def installable(cls, blk) -> bool:
+        return fuses_residual(cls.parts(blk)[1])
+
+    def run(self, blk, x):
+        norm1, attention, norm2, mlp, drop_layers = self.parts(blk)
+        if any(drops(d) for d in drop_layers):
+            raise Fallback("stochastic depth in training (the shortcut is added after it)")
+        if not fuses_residual(attention):
+            raise Fallback("the block's attention is not patched")
+        x = attention(norm1(x), residual=x)
+        if fuses_residual(mlp):
+            return mlp(norm2(x), residual=x)
+        return x + mlp(norm2(x))
 
 
 @trace_constant

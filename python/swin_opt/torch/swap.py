@@ -21,7 +21,7 @@ from .table_bias import HFBiasTable, TimmBiasTable
 from .tensors import require_torch
 from .timm_patches import (TimmAttention, TimmBeitAttention, TimmBlock, TimmCrAttention,
                            TimmCrBlock, TimmResidual)
-from .torchvision_patches import TorchvisionAttention, TorchvisionAttention3d
+from .torchvision_patches import TorchvisionAttention, TorchvisionAttention3d, TorchvisionResidual
 from .transformers_patches import (HFAttention, HFBeitAttention, HFData2VecSelfAttention,
                                    HFSelfAttention, is_hf_swinv2)
 
@@ -381,29 +381,29 @@ def swap_attention(model, *, layout: str = "auto", fallback: bool = True, framew
     return count
 
 
-#: ``(module, block class, the patch of its attention, its "residual" patch)``: blocks
-#: whose residual adds move into their kernels' epilogues where the attention patch
-#: is installed (see :class:`.timm_patches.TimmResidual`)
+#: ``(module, block class, its "residual" patch)``: blocks whose residual adds move
+#: into their kernels' epilogues where their attention's patch takes the residual
+#: (see :class:`.patching.ResidualBlock`)
 _RESIDUAL_BLOCKS = (
-    ("timm.models.swin_transformer", "SwinTransformerBlock", TimmBlock, TimmResidual),
+    ("timm.models.swin_transformer", "SwinTransformerBlock", TimmResidual),
+    ("torchvision.models.swin_transformer", "SwinTransformerBlock", TorchvisionResidual),
 )
 
 
 def _install_residual_patches(model, options: PatchOptions) -> None:
     """(Re)install the "residual" patch of each block of :data:`_RESIDUAL_BLOCKS` whose
-    attention patch is installed; drop it elsewhere (an earlier swap's)."""
+    attention's patch fuses the residual; drop it elsewhere (an earlier swap's)."""
     blocks = []
-    for module_name, cls_name, attention, residual in _RESIDUAL_BLOCKS:
+    for module_name, cls_name, residual in _RESIDUAL_BLOCKS:
         cls = getattr(sys.modules.get(module_name), cls_name, None)
         if isinstance(cls, type):
-            blocks.append((cls, attention, residual))
+            blocks.append((cls, residual))
     for name, module in model.named_modules():
-        for cls, attention, residual in blocks:
-            if type(module) is not cls:  # a subclass may have its own forward
+        for cls, residual in blocks:
+            if type(module) is not cls:  # a subclass (SwinV2's post-norm blocks) has its own forward
                 continue
             _unpatched(module, residual.attr)
-            dispatch = _dispatchers(module).get(attention.attr)
-            if dispatch is not None and type(dispatch.patch) is attention:
+            if residual.installable(module):
                 _install(module, residual(module, name, options))
 
 

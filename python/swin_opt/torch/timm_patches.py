@@ -12,7 +12,7 @@ import numpy as np
 from .. import reference as _ref
 from .fallback import Fallback
 from .masks import NO_MASK, cached_match
-from .patching import Patch, cosine_kernel_scale
+from .patching import Patch, ResidualBlock, cosine_kernel_scale, drops
 from .projections import (cosine_packed, cosine_qk, linear, packed_inputs, pad_rows, project,
                           qkv_packed, qkv_windows)
 from .table_bias import TableBias, TableBiasConsumer, class_token_table
@@ -125,7 +125,7 @@ class TimmBlock(Patch):
         qkv, pad_qkv = packed_inputs(x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,
                                      heads, head_dim, None if cosine is not None else logit_scale)
         out = kern(qkv, table, pad_qkv=pad_qkv, logit_scale=cosine)
-        if residual is not None and not _drops(attn.proj_drop):
+        if residual is not None and not drops(attn.proj_drop):
             out = project(attn.proj, out, residual.reshape(b, h * w, -1))
         else:
             out = attn.proj_drop(project(attn.proj, out))
@@ -134,45 +134,17 @@ class TimmBlock(Patch):
         return out.view(b, h, w, -1)
 
 
-def _drops(module) -> bool:
-    """Whether ``module`` (a dropout or drop-path layer, or Identity) changes its input
-    in this call: training mode with a positive rate."""
-    rate = getattr(module, "p", getattr(module, "drop_prob", 0.0))
-    return bool(module.training and rate)
-
-
-class TimmResidual(Patch):
-    """``SwinTransformerBlock.forward(x)`` of timm's swin_transformer (V1) with its
-    two residual adds moved into the kernels' epilogues::
-
-        x = x + drop_path1(_attn(norm1(x)))   ->  _attn(norm1(x), residual=x)
-        x = x + drop_path2(mlp(norm2(x)))     ->  mlp(norm2(x), residual=x)
-
-    The output projection and fc2 then add the shortcut to their product's tiles
-    in registers (:func:`.projections.linear`'s and ``swin_opt::mlp``'s
-    ``residual``): two passes over the feature map fewer per block. Installed
-    on blocks whose ``_attn`` runs the token-layout kernel (:class:`TimmBlock`);
-    their ``mlp`` fuses its add where it is patched (:mod:`.mlp`), else torch
-    adds. Stochastic depth in training falls back to timm's forward (which calls
-    the patched attention and MLP: counted, not warned about, never refused)."""
+class TimmResidual(ResidualBlock):
+    """timm's ``SwinTransformerBlock.forward(x)`` (swin_transformer, V1; pre-norm)
+    with its residual adds in the epilogues (:class:`.patching.ResidualBlock`), its
+    attention the token-layout :class:`TimmBlock` (``_attn``). (timm reshapes the map
+    to ``[B, L, C]`` around its MLP; the MLP and the add take either shape.)"""
 
     framework = "timm"
-    attr = "forward"
-    kind = "residual"
-    required = False
 
-    def run(self, blk, x):
-        if _drops(blk.drop_path1) or _drops(blk.drop_path2):
-            raise Fallback("stochastic depth in training (the shortcut is added after it)")
-        if not getattr(getattr(vars(blk).get("_attn"), "patch", None), "fuses_residual", False):
-            raise Fallback("the block's attention is not patched")
-        b, h, w, c = _block_input(x)
-        x = blk._attn(blk.norm1(x), residual=x).reshape(b, -1, c)
-        if getattr(getattr(vars(blk.mlp).get("forward"), "patch", None), "fuses_residual", False):
-            x = blk.mlp(blk.norm2(x), residual=x)
-        else:
-            x = x + blk.mlp(blk.norm2(x))
-        return x.reshape(b, h, w, c)
+    @staticmethod
+    def parts(blk):
+        return blk.norm1, blk._attn, blk.norm2, blk.mlp, (blk.drop_path1, blk.drop_path2)
 
 
 def _cr_table(patch, m, window, heads, dtype):

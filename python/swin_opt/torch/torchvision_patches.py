@@ -6,7 +6,7 @@ layout."""
 from __future__ import annotations
 
 from .fallback import Fallback
-from .patching import Patch, cosine_kernel_scale
+from .patching import Patch, ResidualBlock, cosine_kernel_scale
 from .projections import cosine_qk, linear, packed_inputs, qkv_windows
 from .windows import pad_shift_windows
 
@@ -15,15 +15,16 @@ try:
 except ImportError:  # swin_opt.torch imports without PyTorch; its entry points need it
     torch = None
 
-__all__ = ["TorchvisionAttention", "TorchvisionAttention3d"]
+__all__ = ["TorchvisionAttention", "TorchvisionResidual", "TorchvisionAttention3d"]
 
 
 class TorchvisionAttention(Patch):
     """``torchvision.models.swin_transformer.ShiftedWindowAttention.forward(x)``, x ``[B, H, W, C]``."""
 
     framework = "torchvision"
+    fuses_residual = True
 
-    def run(self, m, x):
+    def run(self, m, x, residual=None):
         dtype = self.common_checks(m, x)
         if x.dim() != 4:
             raise Fallback("expected [B, H, W, C]")
@@ -49,7 +50,9 @@ class TorchvisionAttention(Patch):
                                              heads, head_dim,
                                              None if cosine is not None else logit_scale)
                 out = kern(qkv, table, pad_qkv=pad_qkv, logit_scale=cosine)
-                return linear(out, m.proj.weight, m.proj.bias).view(b, h, w, c)
+                return linear(out, m.proj.weight, m.proj.bias,
+                              None if residual is None else residual.reshape(b, h * w, c)
+                              ).view(b, h, w, c)
         # window layout: pad, roll and partition in torch exactly as torchvision does
         n = window[0] * window[1]
         cfg = {"resolution": (pad_h, pad_w), "shift": shift} if any(shift) else {}
@@ -64,7 +67,20 @@ class TorchvisionAttention(Patch):
                 q, k = cosine_qk(q, k, logit_scale, head_axis=1)
             return linear(kern(q, k, v, table, logit_scale=cosine), m.proj.weight, m.proj.bias)
 
-        return pad_shift_windows(x, window, shift, attend)
+        out = pad_shift_windows(x, window, shift, attend)
+        return out if residual is None else out + residual
+
+
+class TorchvisionResidual(ResidualBlock):
+    """torchvision's ``SwinTransformerBlock.forward(x)`` (V1; pre-norm) with its
+    residual adds in the epilogues (:class:`.patching.ResidualBlock`), its attention
+    a :class:`TorchvisionAttention` (not Video Swin's 3-D one, which does not fuse)."""
+
+    framework = "torchvision"
+
+    @staticmethod
+    def parts(blk):
+        return blk.norm1, blk.attn, blk.norm2, blk.mlp, (blk.stochastic_depth,)
 
 
 class TorchvisionAttention3d(Patch):
