@@ -19,6 +19,7 @@ import copy
 import os
 import subprocess
 import sys
+from typing import NamedTuple
 
 import pytest
 
@@ -41,20 +42,35 @@ def _check(got, want):
     assert error <= allowed, f"max |error| {error:.3g} > {allowed:.3g}"
 
 
+class DenseCall(NamedTuple):
+    op: str  # "dense" or "mlp"
+    widths: tuple
+    fused: bool  # given a residual to add
+
+
 @pytest.fixture
 def dense_calls(torch, monkeypatch):
-    """The widths of every dense kernel run while the test runs, in order."""
+    """Every dense kernel run while the test runs (:class:`DenseCall`), in order."""
     from swin_opt.torch import dense
 
     calls = []
     run = dense.run
 
     def spy(op, x, layers, residual, config):
-        calls.append(tuple(dense.kernel_for(config).config.widths))
+        calls.append(DenseCall(op, tuple(dense.kernel_for(config).config.widths),
+                               residual is not None))
         return run(op, x, layers, residual, config)
 
     monkeypatch.setattr(dense, "run", spy)
     return calls
+
+
+def _widths(calls):
+    return [c.widths for c in calls]
+
+
+def _fused(calls):
+    return [c.op for c in calls if c.fused]
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -81,7 +97,7 @@ def test_linear_runs_the_layers_kernel_at_inference(torch, dense_calls, bias):
             residual = torch.randn(*shape, 37, generator=gen)
             key = dense.resolve((13, 37), ()).key
             _check(torch.ops.swin_opt.dense(x, w, b, residual, key), want + residual.double())
-    assert dense_calls == [(13, 37)] * 10
+    assert _widths(dense_calls) == [(13, 37)] * 10
     # under autograd: oneDNN (swin_opt::linear), whose backward gives the gradients
     x = torch.randn(5, 13, generator=gen, requires_grad=True)
     linear(x, w, b).sum().backward()
@@ -105,7 +121,7 @@ def test_linear_under_torch_compile_calls_the_operator(torch, dense_calls):
     fn = torch.compile(lambda t: torch.relu(linear(t, w, b)), fullgraph=True)
     with torch.no_grad():
         _check(fn(x), torch.relu(torch.nn.functional.linear(x.double(), w.double(), b.double())))
-    assert dense_calls == [(13, 37)]
+    assert _widths(dense_calls) == [(13, 37)]
 
 
 def test_linear_without_a_kernel_takes_onednn(torch, dense_calls, monkeypatch):
@@ -303,36 +319,22 @@ def test_timm_block_residuals_fused(torch, opts, dense_calls):
     """Each timm block's two shortcuts are added by the output projection's and
     fc2's kernels (``residual``): same output, one "residual" patch per block; with
     ``mlp=False`` the projection still fuses its add and torch adds the MLP's."""
-    from swin_opt.torch import dense
-
     original = _timm_model(torch)
     x = _img(torch)
     with torch.inference_mode():
         want = original(x)
-    residuals = []
-    run = dense.run
-
-    def spy(op, x_, layers, residual, config):
-        residuals.append((op, residual is not None))
-        return run(op, x_, layers, residual, config)
-
     for mlp in (True, False):
         model = copy.deepcopy(original)
         st.swap_attention(model, mlp=mlp, **opts)
         stats = [s for s in st.patch_stats(model) if s["kind"] == "residual"]
         assert [s["name"] for s in stats] == [f"layers.{i}.blocks.{j}" for i in range(3)
                                               for j in (0, 1)]
-        residuals.clear()
-        dense.run = spy
-        try:
-            with torch.inference_mode():
-                assert _rel_err(model(x), want) <= RTOL
-        finally:
-            dense.run = run
+        dense_calls.clear()
+        with torch.inference_mode():
+            assert _rel_err(model(x), want) <= RTOL
         assert all(s["kernel_calls"] == 1 and s["fallback_calls"] == 0
                    for s in st.patch_stats(model) if s["kind"] == "residual")
-        fused = [op for op, with_residual in residuals if with_residual]
-        assert fused == (["dense", "mlp"] if mlp else ["dense"]) * 6, residuals
+        assert _fused(dense_calls) == (["dense", "mlp"] if mlp else ["dense"]) * 6, dense_calls
         st.restore_attention(model)
         assert st.patch_stats(model) == []
 
@@ -370,8 +372,6 @@ def test_timm_block_residuals_with_stochastic_depth(torch, opts):
 def test_torchvision_block_residuals_fused(torch, opts, dense_calls):
     """torchvision's V1 blocks fuse both adds (TorchvisionResidual); its V2 blocks
     (post-norm, a subclass) keep their forward."""
-    from swin_opt.torch import dense
-
     tv_swin = pytest.importorskip("torchvision.models.swin_transformer")
     x = _img(torch)
     for v2 in (False, True):
@@ -384,25 +384,15 @@ def test_torchvision_block_residuals_fused(torch, opts, dense_calls):
         with torch.inference_mode():
             want = model(x)
         st.swap_attention(model, **opts)
-        residuals = []
-        run = dense.run
-
-        def spy(op, x_, layers, residual, config):
-            residuals.append((op, residual is not None))
-            return run(op, x_, layers, residual, config)
-
-        dense.run = spy
-        try:
-            with torch.inference_mode():
-                assert _rel_err(model(x), want) <= RTOL
-        finally:
-            dense.run = run
+        dense_calls.clear()
+        with torch.inference_mode():
+            assert _rel_err(model(x), want) <= RTOL
         stats = [s for s in st.patch_stats(model) if s["kind"] == "residual"]
-        fused = [op for op, with_residual in residuals if with_residual]
+        fused = _fused(dense_calls)
         if v2:
             assert stats == [] and fused == []
         else:
             assert [s["name"] for s in stats] == ["features.1.0", "features.1.1", "features.3.0",
                                                   "features.3.1"]
             assert all(s["kernel_calls"] == 1 for s in stats), stats
-            assert fused == ["dense", "mlp"] * 4, residuals
+            assert fused == ["dense", "mlp"] * 4, dense_calls
