@@ -54,7 +54,7 @@ from . import dense
 from .dense import forget_packed_weights, kernel_for
 from .fallback import Fallback
 from .ops import _no_grad_error
-from .patching import Patch, _items
+from .patching import Patch, _items, drops
 from .tensors import once, require_torch
 from .tracing import apply_trace_constants
 
@@ -161,7 +161,7 @@ class MlpPatch(Patch):
                 p.requires_grad for p in m.parameters())):
             raise Fallback("autograd: the MLP kernel has no backward (it runs under "
                            "torch.no_grad() / torch.inference_mode())")
-        if m.training and any(isinstance(d, torch.nn.Dropout) and d.p > 0 for d in dropouts):
+        if any(drops(d) for d in dropouts):
             raise Fallback("MLP dropout > 0 in training mode (the kernel has no dropout)")
         for t in (x, fc1.weight, fc1.bias, fc2.weight, fc2.bias):
             if t is None:

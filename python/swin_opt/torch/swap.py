@@ -192,16 +192,14 @@ def _supported(patch_type, module) -> Optional[str]:
         if not hasattr(module, "relative_position_bias_table"):
             return "neither Swin's relative_position_bias_table nor SwinV2's cpb_mlp"
         table, heads = module.relative_position_bias_table, module.num_heads
-    elif patch_type is MaxxVitPartitionAttention:
-        if not (callable(getattr(type(module), patch_type.attr, None))
-                and hasattr(module, "partition_size")):
-            return ("not timm's PartitionAttentionCl layout (_partition_attn, "
-                    "partition_size)")
-        return maxvit_patches.supported(module.attn)  # the attention's own conditions
     elif patch_type in _BLOCK_PATCHES:
         if not callable(getattr(type(module), patch_type.attr, None)):
             return (f"this timm version's {type(module).__name__} has no {patch_type.attr} "
                     "method")
+        if patch_type is MaxxVitPartitionAttention:
+            if not hasattr(module, "partition_size"):
+                return f"this timm version's {type(module).__name__} has no partition_size"
+            return maxvit_patches.supported(module.attn)  # the attention's own conditions
         return None
     elif patch_type is HFAttention:
         if not (hasattr(module, "q_proj") and hasattr(module, "relative_position_bias")):
