@@ -38,11 +38,14 @@ import numpy as np
 from .dtypes import STORAGE
 
 __all__ = ["AbiError", "Argument", "Launch", "KernelAbi", "load", "parse", "check_no_overlap",
-           "FORMAT", "VERSION", "KERNEL_ABI", "STORAGE"]
+           "FORMAT", "VERSION", "KERNEL_ABI", "STORAGE", "GEOMETRY_KEYS"]
 
 FORMAT = "swin-opt-kernel-abi"
 #: Version of the JSON description this module reads.
 VERSION = 1
+#: The description's keys that say which attention the kernel computes.
+GEOMETRY_KEYS = ("window", "heads", "head_dim", "resolution", "shift", "padding", "partition",
+                 "class_token", "cosine", "table_rows")
 #: The kernel ABI this package calls (``swin-aot --version``: ``(kernel ABI n)``).
 KERNEL_ABI = 1
 
@@ -139,6 +142,10 @@ class KernelAbi:
     backward: Optional["KernelAbi"] = None
     #: A GPU entry point's launches, in order (empty for a CPU kernel).
     launches: Tuple[Launch, ...] = ()
+    #: The geometry the kernel was built for, as described (:data:`GEOMETRY_KEYS`
+    #: that the description has; lists as tuples), for checks against a
+    #: configuration: the call ABI does not depend on it.
+    geometry: Dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def written_roles(self) -> Tuple[str, ...]:
@@ -251,8 +258,11 @@ def parse(data: Any, source: str = "<memory>") -> KernelAbi:
     for key in ("name", "target", "dtype", "layout"):
         if not isinstance(data.get(key), str):
             raise _fail(source, f"missing {key!r}")
+    geometry = {key: tuple(data[key]) if isinstance(data[key], list) else data[key]
+                for key in GEOMETRY_KEYS if key in data}
     common = dict(target=data["target"], dtype=data["dtype"], layout=data["layout"],
-                  packed_qkv=bool(data.get("packed_qkv", False)), source=source)
+                  packed_qkv=bool(data.get("packed_qkv", False)), source=source,
+                  geometry=geometry)
     backward = None
     if "backward" in data:
         entry = data["backward"]

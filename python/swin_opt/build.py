@@ -254,8 +254,28 @@ def toolkit_args(cfg: KernelConfig) -> list:
     return [f"--cuda-toolkit={cuda_toolkit()}"] if cfg.target == "nvptx" else []
 
 
+def _described_geometry(cfg: KernelConfig) -> dict:
+    """What ``swin-aot``'s description of ``cfg``'s kernel must say of its geometry
+    (:data:`swin_opt.abi.GEOMETRY_KEYS`; ``padding`` only where the token layout
+    asked for one: the tool names its default otherwise, and a windows-layout
+    kernel sees the map already padded)."""
+    resolution = ()
+    if cfg.resolution is not None:
+        resolution = tuple(cfg.resolution if cfg.layout == "tokens" else cfg.padded_resolution)
+    geometry = {"window": tuple(cfg.window), "heads": cfg.heads, "head_dim": cfg.head_dim,
+                "resolution": resolution,
+                "shift": tuple(cfg.shift) if cfg.resolution is not None else (),
+                "partition": cfg.partition, "class_token": cfg.class_token,
+                "cosine": cfg.cosine, "table_rows": cfg.table_rows}
+    if cfg.layout == "tokens" and cfg.padding is not None:
+        geometry["padding"] = cfg.padding
+    return geometry
+
+
 def _check_abi(art: Artifacts) -> None:
-    """The ABI description must exist and describe the configuration that was asked for."""
+    """The ABI description must exist and describe the configuration that was asked
+    for: its entry points and the attention they compute (a tool that ignored an
+    option, e.g. an older one, would otherwise hand back another kernel)."""
     cfg = art.config
     try:
         desc = art.load_abi()
@@ -265,6 +285,9 @@ def _check_abi(art: Artifacts) -> None:
             "packed_qkv": cfg.packed_qkv, "grad": cfg.grad}
     got = {key: getattr(desc, key) for key in want if key != "grad"}
     got["grad"] = desc.backward is not None
+    geometry = _described_geometry(cfg)
+    want.update({key: value for key, value in geometry.items() if key in desc.geometry})
+    got.update({key: desc.geometry[key] for key in geometry if key in desc.geometry})
     if got != want:
         raise CompileError(f"{art.abi} describes {got}, but {want} was built; rebuild swin-aot "
                            "from the same checkout as this Python package")

@@ -19,6 +19,8 @@ without a GPU).  ``--packed-qkv`` is refused.  Environment knobs:
 ``FAKE_SWIN_AOT_VERSION``  text printed by ``--version`` (default ``swin-aot 0.4.0 (kernel ABI 1)``).
 ``FAKE_SWIN_AOT_NO_ABI``   if ``1``, do not write the ABI description (an older tool).
 ``FAKE_SWIN_AOT_LOG``      file to which each build appends one line (to count builds).
+``FAKE_SWIN_AOT_DESCRIBE`` a JSON object merged into the ABI description (a tool that
+                           built something else than it was asked for).
 ``CC``                     C compiler (default ``cc``).
 """
 
@@ -347,9 +349,13 @@ def prototype(cfg, args) -> str:
 
 
 def abi_json(cfg, args) -> str:
-    return json.dumps({"format": "swin-opt-kernel-abi", "version": 1, "name": cfg["name"],
-                       "target": cfg["target"], "dtype": cfg["dtype"], "layout": cfg["layout"],
-                       "packed_qkv": bool(cfg.get("packed")), "returns": "int32", "arguments": args}, indent=1)
+    description = {"format": "swin-opt-kernel-abi", "version": 1, "name": cfg["name"],
+                   "target": cfg["target"], "dtype": cfg["dtype"], "layout": cfg["layout"],
+                   "packed_qkv": bool(cfg.get("packed")), "window": list(cfg["win"]),
+                   "heads": cfg["heads"], "head_dim": cfg["dim"], "returns": "int32",
+                   "arguments": args}
+    description.update(json.loads(os.environ.get("FAKE_SWIN_AOT_DESCRIBE", "{}")))
+    return json.dumps(description, indent=1)
 
 
 GPU_RUNTIME = r"""/* fake swin-aot GPU runtime: initialises the driver, then cannot run. */

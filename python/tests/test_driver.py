@@ -342,6 +342,17 @@ def test_help_is_not_consulted(fake, monkeypatch, tmp_path):
 # --------------------------------------------------------------------------- #
 # The ABI description (<output>.json)
 # --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("described", [{"heads": 3}, {"window": [3, 4]}, {"partition": "grid"},
+                                       {"class_token": True}])
+def test_abi_description_of_another_attention_is_refused(fake, monkeypatch, described):
+    """A tool that ignored an option (an older one) builds another attention than
+    asked for: its description says so, and the build is refused, not cached."""
+    monkeypatch.setenv("FAKE_SWIN_AOT_DESCRIBE", json.dumps(described))
+    with pytest.raises(swin_opt.CompileError, match="describes .* rebuild swin-aot"):
+        fake["compile"]((3, 3), 2, 8)
+    assert not list(fake["cache"].glob("k-*"))
+
+
 def test_missing_abi_description_is_a_clear_error(fake, monkeypatch):
     monkeypatch.setenv("FAKE_SWIN_AOT_NO_ABI", "1")
     with pytest.raises(swin_opt.CompileError, match=r"kernel\.so\.json is missing.*rebuild swin-aot"):
