@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import json
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
@@ -151,25 +152,37 @@ class KernelAbi:
     def written_roles(self) -> Tuple[str, ...]:
         return WRITTEN_ROLES[self.direction]
 
-    def __getitem__(self, name: str) -> Argument:
+    # Lookups by name and role, built once: every kernel call makes several.
+    @functools.cached_property
+    def _by_name(self) -> Dict[str, Argument]:
+        return {arg.name: arg for arg in self.arguments}
+
+    @functools.cached_property
+    def _by_role(self) -> Dict[str, Tuple[Argument, ...]]:
+        roles: Dict[str, list] = {}
         for arg in self.arguments:
-            if arg.name == name:
-                return arg
-        raise KeyError(name)
+            roles.setdefault(arg.role, []).append(arg)
+        return {role: tuple(args) for role, args in roles.items()}
+
+    def __getitem__(self, name: str) -> Argument:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(name) from None
 
     def __contains__(self, name: str) -> bool:
-        return any(arg.name == name for arg in self.arguments)
+        return name in self._by_name
 
     def role(self, role: str) -> Tuple[Argument, ...]:
         """The arguments of one role, in call order."""
-        return tuple(arg for arg in self.arguments if arg.role == role)
+        return self._by_role.get(role, ())
 
     @property
     def count(self) -> Argument:
         """The count argument (``num_windows`` or ``batch``)."""
         return self.role("count")[0]
 
-    @property
+    @functools.cached_property
     def buffers(self) -> Tuple[Argument, ...]:
         return tuple(arg for arg in self.arguments if arg.is_buffer)
 
@@ -194,8 +207,15 @@ class KernelAbi:
         return fn, lib
 
     def shapes(self, count: int) -> Dict[str, Tuple[int, ...]]:
-        """Expected shape of every buffer argument for ``count`` windows / images."""
-        return {arg.name: arg.shape_for(count) for arg in self.buffers}
+        """Expected shape of every buffer argument for ``count`` windows / images
+        (a new dict; the shapes of the last few counts are kept)."""
+        cache = self.__dict__.setdefault("_shapes", {})
+        shapes = cache.get(count)
+        if shapes is None:
+            if len(cache) >= 16:
+                cache.clear()
+            shapes = cache[count] = {arg.name: arg.shape_for(count) for arg in self.buffers}
+        return dict(shapes)
 
     def nbytes(self, name: str, count: int) -> int:
         arg = self[name]

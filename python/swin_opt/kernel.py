@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import os
 import sys
 import threading
@@ -35,6 +36,7 @@ def is_torch_tensor(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+@functools.lru_cache(maxsize=None)
 def _torch_dtype(code: str):
     import torch  # only reached when a tensor was passed, so torch is importable
 
@@ -49,20 +51,22 @@ class _Buffer:
     nbytes: int
 
 
-def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc: str = "") -> _Buffer:
+def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc="") -> _Buffer:
     """Validate an argument (kind, dtype, shape, then layout) and return its data pointer.
 
-    Never copies: a wrong dtype or a non-contiguous array is an error.
+    Never copies: a wrong dtype or a non-contiguous array is an error. ``doc``
+    names the shape in errors: a string, or a function giving one (made only
+    for an error: every call validates its buffers).
     """
-    doc = f"{doc} = " if doc else ""
-    if is_torch_tensor(x):
+    if x.__class__ is not np.ndarray and is_torch_tensor(x):
         want = _torch_dtype(code)
         if x.device.type != "cpu":
             raise ValueError(f"{name} must be a CPU tensor, got device {x.device}")
         if x.dtype != want:
             raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
         if tuple(x.shape) != shape:
-            raise ValueError(f"{name} must have shape {doc}{shape}, got {tuple(x.shape)}")
+            raise ValueError(f"{name} must have shape {_shape_doc(doc)}{shape}, "
+                             f"got {tuple(x.shape)}")
         if not x.is_contiguous():
             raise ValueError(f"{name} must be contiguous (call .contiguous())")
         return _Buffer(x, x.data_ptr() if x.numel() else 0, tuple(x.shape),
@@ -77,10 +81,16 @@ def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc: str = "") -> _
     if not x.dtype.isnative:
         raise TypeError(f"{name} must be in native byte order")
     if x.shape != shape:
-        raise ValueError(f"{name} must have shape {doc}{shape}, got {x.shape}")
+        raise ValueError(f"{name} must have shape {_shape_doc(doc)}{shape}, got {x.shape}")
     if not x.flags.c_contiguous or not x.flags.aligned:
         raise ValueError(f"{name} must be C-contiguous and aligned (use numpy.ascontiguousarray)")
     return _Buffer(x, x.ctypes.data if x.size else 0, x.shape, x.nbytes)
+
+
+def _shape_doc(doc) -> str:
+    """``doc = `` for a shape error's message (``doc`` as :func:`_buffer` takes it)."""
+    doc = doc() if callable(doc) else doc
+    return f"{doc} = " if doc else ""
 
 
 class Kernel:
@@ -185,7 +195,7 @@ class Kernel:
         n = abi.count_of(read[0].name, first.shape)
         shapes = abi.shapes(n)
         bufs = {arg.name: _buffer(arg.name, given[arg.name], arg.dtype, shapes[arg.name],
-                                  arg.shape_doc()) for arg in read}
+                                  arg.shape_doc) for arg in read}
         nw = cfg.windows_per_image
         if cfg.layout == "windows" and nw is not None and n % nw:
             raise ValueError(f"num_windows ({n}) must be a multiple of the {nw} windows per "
@@ -272,7 +282,7 @@ class Kernel:
                 continue
             buf = self._output(grads.pop(arg.name, None), shapes[arg.name], first, torch_io,
                                arg.dtype)
-            bufs[arg.name] = _buffer(arg.name, buf, arg.dtype, shapes[arg.name], arg.shape_doc())
+            bufs[arg.name] = _buffer(arg.name, buf, arg.dtype, shapes[arg.name], arg.shape_doc)
             if not torch_io and not buf.flags.writeable:
                 raise ValueError(f"{arg.name} must be writeable")
             results.append(buf)
