@@ -87,6 +87,8 @@ class DenseConfig:
 
     ``widths``: the layers' channels (:class:`swin_opt.linear_mlir.DenseStack`:
     ``(C, hidden, out)`` for an MLP, ``(K, N)`` for one layer).
+    ``activation``: between the layers, GELU's erf (``"gelu"``) or tanh
+    (``"gelu_tanh"``) form (:data:`swin_opt.linear_mlir.ACTIVATIONS`).
     ``vector_width``: the kernels' f32 lanes (8: AVX2, 16: AVX-512); the
     weights are packed in panels of three vectors. ``cpu``: ``swin-aot
     --cpu`` (None: the tool's default, this machine). ``parallel``: OpenMP
@@ -96,6 +98,7 @@ class DenseConfig:
     vector_width: int = 8
     cpu: Optional[str] = None
     parallel: bool = True
+    activation: str = "gelu"
 
     def __post_init__(self):
         object.__setattr__(self, "widths", tuple(int(w) for w in self.widths))
@@ -105,7 +108,7 @@ class DenseConfig:
 
     @property
     def stack(self) -> DenseStack:
-        return DenseStack(self.widths, self.panel_width)
+        return DenseStack(self.widths, self.panel_width, self.activation)
 
     @property
     def panel_width(self) -> int:
@@ -115,6 +118,8 @@ class DenseConfig:
         kind = "mlp" if len(self.widths) == 3 else "linear" if len(self.widths) == 2 else "dense"
         cpu = self.cpu or "native"
         threads = "" if self.parallel else " no-parallel"
+        if len(self.widths) > 2 and self.activation != "gelu":
+            threads += f" activation={self.activation}"
         return (f"{kind} {'->'.join(map(str, self.widths))} f32 "
                 f"vector-width={self.vector_width} cpu={cpu}{threads}")
 
@@ -299,7 +304,7 @@ _loaded_lock = threading.Lock()
 
 
 def compile_dense(widths: Sequence[int], *, vector_width: Optional[int] = None,
-                  cpu: Optional[str] = None, parallel: bool = True,
+                  cpu: Optional[str] = None, parallel: bool = True, activation: str = "gelu",
                   cache_dir: Optional[os.PathLike] = None) -> DenseKernel:
     """The :class:`DenseKernel` of the layers ``widths`` (see :class:`DenseConfig`),
     from this process, the disk cache, or built by ``swin-aot --input`` (well
@@ -314,7 +319,8 @@ def compile_dense(widths: Sequence[int], *, vector_width: Optional[int] = None,
     if vector_width is None:
         vector_width = host_vector_width() if cpu in (None, "native") else 8
     config = DenseConfig(tuple(int(w) for w in widths), int(vector_width),
-                         None if cpu in (None, "native") else str(cpu), bool(parallel))
+                         None if cpu in (None, "native") else str(cpu), bool(parallel),
+                         str(activation))
     root = Path(cache_dir) if cache_dir is not None else cache.get_cache_dir()
     memo = (config, str(root))
     with _loaded_lock:

@@ -31,7 +31,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 __all__ = ["Linear", "linear_module", "reference", "DenseStack", "dense_module", "pack_weight",
-           "dense_reference", "to_bf16", "from_bf16"]
+           "dense_reference", "to_bf16", "from_bf16", "ACTIVATIONS"]
 
 #: The epilogue steps :func:`linear_module` writes after the product.
 STEPS = ("bias", "gelu", "residual")
@@ -186,25 +186,52 @@ def reference(layer: Linear, x: np.ndarray, weight: np.ndarray, bias: Optional[n
 # Dense stacks: a Swin block's MLP, a projection
 #===----------------------------------------------------------------------===#
 
-#: GELU's erf form on the epilogue's value ``%s``, as torch-mlir writes it:
-#: ``0.5 s (1 + erf(s / sqrt 2))``; its result is ``%g``.
-_GELU_LINES = [
-    "%half = arith.constant 5.000000e-01 : f32",
-    "%rsqrt2 = arith.constant 0.707106769 : f32",
-    "%one = arith.constant 1.000000e+00 : f32",
-    "%t = arith.mulf %s, %rsqrt2 : f32",
-    "%erf = math.erf %t : f32",
-    "%p = arith.addf %erf, %one : f32",
-    "%h = arith.mulf %s, %half : f32",
-    "%g = arith.mulf %h, %p : f32",
-]
+#: The activations a dense stack applies between its layers, as torch-mlir
+#: writes them on the epilogue's value ``%s`` (result ``%g``): GELU's erf form
+#: ``0.5 s (1 + erf(s / sqrt 2))`` (``nn.GELU()``) and its tanh form
+#: ``0.5 s (1 + tanh(sqrt(2 / pi) (s + 0.044715 s^3)))``
+#: (``nn.GELU(approximate="tanh")``).
+ACTIVATIONS = {
+    "gelu": [
+        "%half = arith.constant 5.000000e-01 : f32",
+        "%rsqrt2 = arith.constant 0.707106769 : f32",
+        "%one = arith.constant 1.000000e+00 : f32",
+        "%t = arith.mulf %s, %rsqrt2 : f32",
+        "%erf = math.erf %t : f32",
+        "%p = arith.addf %erf, %one : f32",
+        "%h = arith.mulf %s, %half : f32",
+        "%g = arith.mulf %h, %p : f32",
+    ],
+    "gelu_tanh": [
+        "%half = arith.constant 5.000000e-01 : f32",
+        "%sqrt2pi = arith.constant 0.797884583 : f32",
+        "%cubic = arith.constant 4.471500e-02 : f32",
+        "%one = arith.constant 1.000000e+00 : f32",
+        "%s2 = arith.mulf %s, %s : f32",
+        "%s3 = arith.mulf %s2, %s : f32",
+        "%inner = math.fma %s3, %cubic, %s : f32",
+        "%t = arith.mulf %inner, %sqrt2pi : f32",
+        "%tanh = math.tanh %t : f32",
+        "%p = arith.addf %tanh, %one : f32",
+        "%h = arith.mulf %s, %half : f32",
+        "%g = arith.mulf %h, %p : f32",
+    ],
+}
+
+
+def _activation(y: np.ndarray, activation: str) -> np.ndarray:
+    """``activation`` (:data:`ACTIVATIONS`) in float64."""
+    if activation == "gelu_tanh":
+        return 0.5 * y * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (y + 0.044715 * y ** 3)))
+    return _gelu(y)
 
 
 @dataclass(frozen=True)
 class DenseStack:
     """Dense layers in a row: layer ``i`` maps ``widths[i]`` channels to
-    ``widths[i + 1]``, adds its bias, and (all but the last) applies GELU's
-    erf form; the last may add a residual. ``x`` is [M, widths[0]], M
+    ``widths[i + 1]``, adds its bias, and (all but the last) applies
+    ``activation`` (:data:`ACTIVATIONS`: GELU's erf or tanh form); the last
+    may add a residual. ``x`` is [M, widths[0]], M
     dynamic. Each weight, ``[N, K]`` as ``nn.Linear`` holds it, is packed in
     panels of ``panel_width`` columns (:func:`pack_weight`; the kernel's,
     three vectors of its lanes).
@@ -214,9 +241,13 @@ class DenseStack:
 
     widths: Tuple[int, ...]
     panel_width: int
+    activation: str = "gelu"
 
     def __post_init__(self):
         object.__setattr__(self, "widths", tuple(int(w) for w in self.widths))
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, "
+                             f"got {self.activation!r}")
         if len(self.widths) < 2:
             raise ValueError(f"a dense stack needs at least 2 widths, got {list(self.widths)}")
         for name, value in [("widths", w) for w in self.widths] + [("panel_width", self.panel_width)]:
@@ -286,7 +317,7 @@ def dense_module(stack: DenseStack) -> str:
             inputs, types, maps, block = [f"%b{i}"], [b_type], [column], ["%b: f32"]
             body = ["%s = arith.addf %acc, %b : f32"]
             if not last:
-                body += _GELU_LINES + ["rpe.yield %g : f32"]
+                body += ACTIVATIONS[stack.activation] + ["rpe.yield %g : f32"]
             elif residual:
                 inputs.append("%res")
                 types.append(out_type)
@@ -319,14 +350,15 @@ def dense_module(stack: DenseStack) -> str:
 
 
 def dense_reference(x: np.ndarray, layers: Sequence[Tuple[np.ndarray, Optional[np.ndarray]]],
-                    residual: Optional[np.ndarray] = None) -> np.ndarray:
+                    residual: Optional[np.ndarray] = None,
+                    activation: str = "gelu") -> np.ndarray:
     """A :class:`DenseStack` in float64: ``layers`` are its ``(weight [N, K],
-    bias [N] or None)``; GELU after all but the last."""
+    bias [N] or None)``; ``activation`` after all but the last."""
     y = x.astype(np.float64)
     for i, (w, b) in enumerate(layers):
         y = y @ w.astype(np.float64).T
         if b is not None:
             y = y + b
         if i < len(layers) - 1:
-            y = _gelu(y)
+            y = _activation(y, activation)
     return y if residual is None else y + residual

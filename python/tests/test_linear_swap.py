@@ -153,7 +153,7 @@ with torch.inference_mode():
     want = model(x)
     st.swap_attention(model)
     err = ((model(x) - want).abs().max() / want.abs().max()).item()
-print(sorted(w for w, _ in dense._specs), err)
+print(sorted(memo[0] for memo in dense._specs), err)
 """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, SWIN_AOT=str(aot_path), SWIN_OPT_CACHE_DIR=str(kernel_cache),

@@ -304,18 +304,43 @@ def test_mlp_false_and_restore(torch, timm_model, img, opts):
     assert st.patch_stats(timm_model) == [] and not any("forward" in vars(m) for m in mlps)
 
 
-def test_tanh_gelu_is_left_unpatched(torch, timm_model, img, opts):
-    block = timm_model.layers[1].blocks[0]
-    block.mlp.act = torch.nn.GELU(approximate="tanh")
+def test_tanh_gelu_runs_its_kernel_and_others_stay(torch, timm_model, img, opts):
+    """GELU's tanh form gets a kernel of its own (it differs from the erf form by
+    up to 5e-4 per element: the erf kernel would fail the comparison); an
+    activation the kernel does not compute keeps torch's code and says why."""
+    tanh_block, relu_block = timm_model.layers[1].blocks
+    tanh_block.mlp.act = torch.nn.GELU(approximate="tanh")
+    relu_block.mlp.act = torch.nn.ReLU()
     with torch.inference_mode():
         want = timm_model(img)
-    with pytest.warns(UserWarning, match="not patching timm .*Mlp .*tanh"):
+    with pytest.warns(UserWarning, match="not patching timm .*Mlp .*ReLU"):
         st.swap_attention(timm_model, **opts)
     (left,) = st.unpatched(timm_model)
-    assert left["name"] == "layers.1.blocks.0.mlp" and "'tanh'" in left["reason"], left
-    assert "forward" not in vars(block.mlp) and len(_mlp_stats(timm_model)) == 3
+    assert left["name"] == "layers.1.blocks.1.mlp" and "ReLU" in left["reason"], left
+    assert "forward" not in vars(relu_block.mlp) and len(_mlp_stats(timm_model)) == 3
     with torch.inference_mode():
         assert _rel_err(timm_model(img), want) <= RTOL
+    assert all(s["kernel_calls"] == 1 for s in _mlp_stats(timm_model))
+
+
+def test_op_tanh_gelu(torch, ops, kernel_cache):
+    """The tanh form's kernel against torch's float64 ``gelu(approximate="tanh")``
+    (inputs of up to ~8 in magnitude: tanh saturates, the cubic matters)."""
+    w1, b1, w2, b2, gen = _layers(torch, 40, 72, 24, 5)
+    x = 4 * torch.randn(29, 40, generator=gen)
+    key = ops.mlp_key(40, 72, 24, "gelu_tanh", cache_dir=kernel_cache)
+    assert key != ops.mlp_key(40, 72, 24, cache_dir=kernel_cache)
+    F = torch.nn.functional
+    d = [t.double() for t in (x, w1, b1, w2, b2)]
+    want = F.linear(F.gelu(F.linear(d[0], d[1], d[2]), approximate="tanh"), d[3], d[4])
+    with torch.no_grad():
+        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, None, key), want)
+    from swin_opt import linear_mlir
+
+    numpy_want = linear_mlir.dense_reference(x.numpy(), [(w1.numpy(), b1.numpy()),
+                                                        (w2.numpy(), b2.numpy())],
+                                             activation="gelu_tanh")
+    assert abs(numpy_want - want.numpy()).max() <= 1e-9 * abs(want).max().item()
 
 
 def test_torchvision_model(torch, opts):
@@ -335,3 +360,75 @@ def test_torchvision_model(torch, opts):
     stats = _mlp_stats(model)
     assert [s["name"] for s in stats] == [f"features.{i}.{j}.mlp" for i in (1, 3) for j in (0, 1)]
     assert all(s["framework"] == "torchvision" and s["kernel_calls"] == 1 for s in stats), stats
+
+
+# --------------------------------------------------------------------------- #
+# The other families' MLPs: BEiT, MaxViT, data2vec-vision
+# --------------------------------------------------------------------------- #
+_MAXVIT_SMALL = dict(img_size=64, embed_dim=(16, 16), depths=(1, 1), stem_width=16,
+                     transformer_dim_head=8, num_classes=10, transformer_window_size=4,
+                     transformer_grid_size=4)
+
+
+def _family_model(torch, family):
+    """``(model, input, MLP sites patched, dense layers patched)``: small random
+    configurations of the real classes."""
+    torch.manual_seed(0)
+    if family in ("timm_beit", "maxvit_rw", "maxvit_pm", "maxvit_tf"):
+        timm = pytest.importorskip("timm")
+        if family == "timm_beit":
+            model = timm.create_model("beit_base_patch16_224", pretrained=False, img_size=32,
+                                      patch_size=8, embed_dim=32, depth=2, num_heads=4,
+                                      num_classes=5)
+            mlps, linears, size = [f"blocks.{i}.mlp" for i in (0, 1)], [], 32
+        else:
+            arch = {"maxvit_rw": "maxvit_nano_rw_256", "maxvit_pm": "maxvit_tiny_pm_256",
+                    "maxvit_tf": "maxvit_tiny_tf_224"}[family]
+            model = timm.create_model(arch, pretrained=False, **_MAXVIT_SMALL)
+            # block and grid attention of each stage's one block ("pm": one parallel MLP)
+            per_block = ("attn.mlp",) if family == "maxvit_pm" else ("attn_block.mlp",
+                                                                     "attn_grid.mlp")
+            mlps = [f"stages.{i}.blocks.0.{part}" for i in (0, 1) for part in per_block]
+            linears, size = [], 64
+    else:
+        hf = pytest.importorskip("transformers")
+        config_cls, model_cls = {"hf_beit": (hf.BeitConfig, hf.BeitModel),
+                                 "data2vec": (hf.Data2VecVisionConfig,
+                                              hf.Data2VecVisionModel)}[family]
+        model = model_cls(config_cls(image_size=32, patch_size=8, hidden_size=24,
+                                     num_hidden_layers=2, num_attention_heads=3,
+                                     intermediate_size=37, use_relative_position_bias=True,
+                                     layer_scale_init_value=0.1, hidden_dropout_prob=0.0))
+        size = 32
+        if family == "hf_beit":
+            mlps, linears = [f"layers.{i}.mlp" for i in (0, 1)], []
+        else:
+            mlps = []
+            linears = [f"encoder.layer.{i}.{part}.dense" for i in (0, 1)
+                       for part in ("intermediate", "output")]
+    x = torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(2))
+    return sharpen_weights(model, seed=1).eval(), x, mlps, linears
+
+
+@pytest.mark.parametrize("family", ["timm_beit", "maxvit_rw", "maxvit_pm", "maxvit_tf",
+                                    "hf_beit", "data2vec"])
+def test_other_families(torch, opts, family):
+    """BEiT's and MaxViT's MLPs run the MLP kernel (MaxViT's TensorFlow ports the
+    tanh form's), data2vec-vision's split MLP the dense kernels, and the model
+    computes what it did."""
+    model, x, mlps, linears = _family_model(torch, family)
+    with torch.inference_mode():
+        want = model(x)
+    want = getattr(want, "last_hidden_state", want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing left unpatched
+        st.swap_attention(model, **opts)
+    with torch.inference_mode():
+        got = model(x)
+    assert _rel_err(getattr(got, "last_hidden_state", got), want) <= RTOL
+    stats = st.patch_stats(model)
+    ran = {s["name"]: s["kernel_calls"] for s in stats if s["kind"] in ("mlp", "linear")}
+    for name in mlps + linears:
+        assert ran.get(name, 0) == 1, (name, ran)
+    assert sorted(s["name"] for s in stats if s["kind"] == "mlp") == sorted(mlps)
+    assert st.unpatched(model) == []

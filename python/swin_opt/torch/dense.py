@@ -64,13 +64,16 @@ _zeros: dict = {}
 # --------------------------------------------------------------------------- #
 # Kernels
 # --------------------------------------------------------------------------- #
-def dense_key(widths: Sequence[int], **options) -> str:
-    """The operators' ``config`` string of the kernel of the layers ``widths``
-    (:class:`swin_opt.dense.DenseConfig`) and :func:`swin_opt.dense.compile_dense`'s
-    ``options`` (cpu, parallel, cache_dir; others are ignored)."""
+def dense_key(widths: Sequence[int], activation: str = "gelu", **options) -> str:
+    """The operators' ``config`` string of the kernel of the layers ``widths`` with
+    ``activation`` between them (:class:`swin_opt.dense.DenseConfig`) and
+    :func:`swin_opt.dense.compile_dense`'s ``options`` (cpu, parallel, cache_dir;
+    others are ignored)."""
     spec = {"dense": [int(w) for w in widths],
             "options": {k: (str(v) if k == "cache_dir" else v) for k, v in sorted(options.items())
                         if v is not None and k in OPTIONS}}
+    if activation != "gelu":
+        spec["activation"] = activation
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
@@ -81,7 +84,7 @@ def kernel_for(key: str):
         try:
             spec = json.loads(key)
             widths = [int(w) for w in spec["dense"]]
-            options = dict(spec["options"])
+            options = dict(spec["options"], activation=spec.get("activation", "gelu"))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"swin_opt: malformed dense kernel configuration {key!r}: {exc}") from None
         kern = compile_dense(widths, **options)
@@ -98,16 +101,16 @@ class DenseSpec(NamedTuple):
 
 
 @trace_constant
-def resolve(widths: Tuple[int, ...], options: tuple) -> DenseSpec:
-    """The kernel of ``widths`` and swap_attention's compile ``options`` (sorted
-    pairs), built once per process; never raises (a configuration without a
-    kernel has ``error`` set). A :func:`~.tracing.trace_constant`: dynamo runs
-    it at trace time only."""
-    memo = (widths, options)
+def resolve(widths: Tuple[int, ...], options: tuple, activation: str = "gelu") -> DenseSpec:
+    """The kernel of ``widths`` (``activation`` between the layers) and
+    swap_attention's compile ``options`` (sorted pairs), built once per process;
+    never raises (a configuration without a kernel has ``error`` set). A
+    :func:`~.tracing.trace_constant`: dynamo runs it at trace time only."""
+    memo = (widths, options, activation)
     spec = _specs.get(memo)
     if spec is not None:
         return spec
-    key = dense_key(widths, **dict(options))
+    key = dense_key(widths, activation, **dict(options))
     try:
         kernel_for(key)
         spec = DenseSpec(key, None)

@@ -1,6 +1,6 @@
 """The dense layers of Swin models outside the attention and the MLP kernel:
-the patch-merging reductions (and the MLP of transformers' SwinV2, which it
-splits over two modules), run as the projections are (:func:`.projections.linear`:
+the patch-merging reductions (and the MLP of transformers' SwinV2 and
+data2vec-vision, which they split over two modules), run as the projections are (:func:`.projections.linear`:
 their compiled kernels at inference, oneDNN under autograd).
 
 ``F.linear`` computes these on MKL, whose code on AMD EPYC runs at a third
@@ -19,7 +19,8 @@ Patched (by :func:`swin_opt.torch.swap_attention`, unless ``linear=False``):
 timm           ``PatchMerging.reduction`` (swin_transformer, swin_transformer_v2)
 torchvision    ``PatchMerging.reduction``, ``PatchMergingV2.reduction``
 transformers   ``SwinPatchMerging.reduction``, ``Swinv2PatchMerging.reduction``,
-               ``Swinv2Intermediate.dense``, ``Swinv2Output.dense``
+               ``Swinv2Intermediate.dense``, ``Swinv2Output.dense``,
+               ``Data2VecVisionIntermediate.dense``, ``Data2VecVisionOutput.dense``
 monai          ``PatchMerging.reduction``, ``PatchMergingV2.reduction``
                (``monai.networks.nets.swin_unetr``, 2-D and 3-D)
 =============  ================================================================
@@ -87,6 +88,10 @@ _SITES = (
      "reduction"),
     ("transformers", "transformers.models.swinv2.modeling_swinv2", "Swinv2Intermediate", "dense"),
     ("transformers", "transformers.models.swinv2.modeling_swinv2", "Swinv2Output", "dense"),
+    ("transformers", "transformers.models.data2vec.modeling_data2vec_vision",
+     "Data2VecVisionIntermediate", "dense"),
+    ("transformers", "transformers.models.data2vec.modeling_data2vec_vision",
+     "Data2VecVisionOutput", "dense"),
     ("monai", "monai.networks.nets.swin_unetr", "PatchMerging", "reduction"),
     ("monai", "monai.networks.nets.swin_unetr", "PatchMergingV2", "reduction"),
 )

@@ -1,4 +1,4 @@
-"""The MLP of Swin blocks through compiled kernels: the operator
+"""The MLP of Swin (and BEiT, MaxViT) blocks through compiled kernels: the operator
 ``torch.ops.swin_opt.mlp`` and the patches of the frameworks' MLP modules.
 
 Schema::
@@ -6,7 +6,8 @@ Schema::
     swin_opt::mlp(Tensor x, Tensor w1, Tensor? b1, Tensor w2, Tensor? b2,
                   Tensor? residual, str config) -> Tensor
 
-computes ``fc2(GELU(fc1(x))) (+ residual)`` with GELU's exact (erf) form,
+computes ``fc2(GELU(fc1(x))) (+ residual)`` with GELU's exact (erf) form (or,
+for a ``config`` that says so, its tanh form),
 ``w1`` ``[hidden, C]`` and ``w2`` ``[out, hidden]`` as ``nn.Linear`` holds
 them, on float32 CPU tensors of any leading shape (``x`` ``[..., C]``, the
 result ``[..., out]``), through a :class:`swin_opt.dense.DenseKernel` of
@@ -20,23 +21,28 @@ Patched (by :func:`swin_opt.torch.swap_attention`, unless ``mlp=False``), the
 MLP of each block of:
 
 =============  ================================================================
-timm           ``Mlp`` of ``SwinTransformerBlock``, ``SwinTransformerV2Block``
-               and ``SwinTransformerV2CrBlock`` (``fc1``, ``act``, ``drop1``,
+timm           ``Mlp`` of ``SwinTransformerBlock``, ``SwinTransformerV2Block``,
+               ``SwinTransformerV2CrBlock``, BEiT's ``Block`` and MaxViT's
+               channels-last ``PartitionAttentionCl`` and
+               ``ParallelPartitionAttention`` (``fc1``, ``act``, ``drop1``,
                ``norm``, ``fc2``, ``drop2``)
 torchvision    ``MLP`` of ``SwinTransformerBlock`` and ``...V2`` (a Sequential
                ``Linear, GELU, Dropout, Linear, Dropout``)
-transformers   ``SwinMLP`` of ``SwinLayer`` (``fc1``, ``activation_fn``, ``fc2``)
+transformers   ``SwinMLP`` of ``SwinLayer`` and ``BeitMLP`` of ``BeitLayer``
+               (``fc1``, ``activation_fn``, ``fc2``)
 monai          ``MLPBlock`` of Swin-UNETR's ``SwinTransformerBlock``
                (``linear1``, ``fn``, ``linear2``; 2-D and 3-D)
 =============  ================================================================
 
-where the activation is GELU's erf form (``nn.GELU()``, timm's ``GELU``,
-transformers' ``"gelu"``), the layers are ``nn.Linear`` and there is no norm
-between them; others are left alone and listed by
-:func:`swin_opt.torch.unpatched` with the reason. transformers' SwinV2 splits
-its MLP over two modules (``Swinv2Intermediate``: fc1 and the activation;
-``Swinv2Output``: fc2, dropout): their layers run as the projections do
-instead (:mod:`.linears`).
+where the activation is GELU, erf form (``nn.GELU()``, timm's ``GELU``,
+transformers' ``"gelu"``) or tanh form (``nn.GELU(approximate="tanh")``,
+timm's ``GELUTanh``, MaxViT's TensorFlow ports; transformers'
+``"gelu_pytorch_tanh"``, ``"gelu_new"``), the layers are ``nn.Linear`` and
+there is no norm between them; others are left alone and listed by
+:func:`swin_opt.torch.unpatched` with the reason. transformers' SwinV2 and
+data2vec-vision split their MLP over two modules (``...Intermediate``: fc1
+and the activation; ``...Output``: fc2, dropout): their layers run as the
+projections do instead (:mod:`.linears`).
 
 A patched MLP runs the kernel on float32 CPU tensors without autograd (no
 grad mode, or nothing that requires grad), in eval mode or with dropout 0.
@@ -48,7 +54,7 @@ attention (:func:`swin_opt.torch.patch_stats`, ``kind`` ``"mlp"``); with
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 from . import dense
 from .dense import forget_packed_weights, kernel_for
@@ -67,11 +73,12 @@ __all__ = ["mlp", "mlp_key", "register", "kernel_for", "forget_packed_weights", 
            "TorchvisionMlp", "TransformersMlp", "MonaiMlp", "mlp_sites"]
 
 
-def mlp_key(channels: int, hidden: int, out: int, **options) -> str:
+def mlp_key(channels: int, hidden: int, out: int, activation: str = "gelu", **options) -> str:
     """The operator's ``config`` string of the kernel for ``(channels, hidden,
-    out)`` and :func:`swin_opt.dense.compile_dense`'s ``options`` (cpu, parallel,
+    out)``, GELU's ``activation`` form (``"gelu"``: erf, ``"gelu_tanh"``) and
+    :func:`swin_opt.dense.compile_dense`'s ``options`` (cpu, parallel,
     cache_dir): :func:`.dense.dense_key` of the MLP's widths."""
-    return dense.dense_key((channels, hidden, out), **options)
+    return dense.dense_key((channels, hidden, out), activation, **options)
 
 
 def mlp(x, w1, b1, w2, b2, residual, config: str):
@@ -102,22 +109,32 @@ def register() -> None:
 # --------------------------------------------------------------------------- #
 # Patches
 # --------------------------------------------------------------------------- #
-def _is_exact_gelu(act) -> Optional[str]:
-    """None when ``act`` is GELU's erf form, else what it is."""
+def _gelu_form(act) -> Tuple[Optional[str], Optional[str]]:
+    """``(form, None)`` when ``act`` is GELU, ``form`` its kernel activation
+    (``"gelu"``: the erf form, ``"gelu_tanh"``: the tanh form); else ``(None,
+    what it is)``."""
     if type(act) is torch.nn.GELU:
-        if act.approximate == "none":
-            return None
-        return f"GELU(approximate={act.approximate!r}) (the kernel computes the erf form)"
-    timm_act = getattr(sys.modules.get("timm.layers.activations"), "GELU", None)
-    if timm_act is not None and type(act) is timm_act:
-        return None
-    hf_act = getattr(sys.modules.get("transformers.activations"), "GELUActivation", None)
-    if hf_act is not None and type(act) is hf_act:
-        # nn.functional.gelu, or its erf formula in Python (use_gelu_python)
-        if getattr(act, "act", None) in (torch.nn.functional.gelu, act._gelu_python):
-            return None
-        return "GELUActivation with a replaced function (the kernel computes GELU's erf form)"
-    return f"activation {type(act).__name__} (the kernel computes GELU's erf form)"
+        if act.approximate in ("none", "tanh"):
+            return ("gelu" if act.approximate == "none" else "gelu_tanh"), None
+        return None, f"GELU(approximate={act.approximate!r})"
+    timm_acts = sys.modules.get("timm.layers.activations")
+    if timm_acts is not None:
+        for name, form in (("GELU", "gelu"), ("GELUTanh", "gelu_tanh")):
+            if type(act) is getattr(timm_acts, name, None):
+                return form, None
+    hf_acts = sys.modules.get("transformers.activations")
+    if hf_acts is not None:
+        if type(act) is getattr(hf_acts, "GELUActivation", None):
+            # nn.functional.gelu, or its erf formula in Python (use_gelu_python)
+            if getattr(act, "act", None) in (torch.nn.functional.gelu, act._gelu_python):
+                return "gelu", None
+            return None, "GELUActivation with a replaced function"
+        # "gelu_pytorch_tanh" and "gelu_new" (the tanh formula in Python)
+        for name in ("PytorchGELUTanh", "NewGELUActivation"):
+            if type(act) is getattr(hf_acts, name, None):
+                return "gelu_tanh", None
+    return None, (f"activation {type(act).__name__} (the kernel computes GELU's erf and tanh "
+                  "forms)")
 
 
 def _linear_pair(fc1, fc2) -> Optional[str]:
@@ -151,12 +168,12 @@ class MlpPatch(Patch):
             return f"not the {cls.framework} Swin MLP layout"
         if norm is not None and not isinstance(norm, torch.nn.Identity):
             return f"a {type(norm).__name__} between fc1 and fc2"
-        return _linear_pair(fc1, fc2) or _is_exact_gelu(act)
+        return _linear_pair(fc1, fc2) or _gelu_form(act)[1]
 
     def run(self, m, x, residual=None):
         if torch.jit.is_scripting() or torch.jit.is_tracing():
             raise Fallback("scripting/tracing")
-        fc1, _, fc2, dropouts, _ = self.parts(m)
+        fc1, act, fc2, dropouts, _ = self.parts(m)
         if torch.is_grad_enabled() and (x.requires_grad or any(
                 p.requires_grad for p in m.parameters())):
             raise Fallback("autograd: the MLP kernel has no backward (it runs under "
@@ -173,9 +190,12 @@ class MlpPatch(Patch):
         if x.dim() < 1 or x.shape[-1] != fc1.in_features:
             raise Fallback(f"input of {x.shape[-1] if x.dim() else 0} channels, fc1 takes "
                            f"{fc1.in_features}")
+        form, why = _gelu_form(act)
+        if form is None:  # the activation was replaced after the swap
+            raise Fallback(why)
         spec = dense.resolve((fc1.in_features, fc1.out_features, fc2.out_features),
                              _items({k: v for k, v in self.options.compile_options.items()
-                                     if k in dense.OPTIONS}))
+                                     if k in dense.OPTIONS}), form)
         if spec.error is not None:
             raise Fallback(spec.error)
         return torch.ops.swin_opt.mlp(x, fc1.weight, fc1.bias, fc2.weight, fc2.bias, residual,
@@ -242,12 +262,16 @@ _BLOCKS = (
     ("torchvision.models.swin_transformer", "SwinTransformerBlockV2", TorchvisionMlp),
     ("transformers.models.swin.modeling_swin", "SwinLayer", TransformersMlp),
     ("monai.networks.nets.swin_unetr", "SwinTransformerBlock", MonaiMlp),
+    ("timm.models.beit", "Block", TimmMlp),
+    ("timm.models.maxxvit", "PartitionAttentionCl", TimmMlp),
+    ("timm.models.maxxvit", "ParallelPartitionAttention", TimmMlp),
+    ("transformers.models.beit.modeling_beit", "BeitLayer", TransformersMlp),
 )
 
 
 def mlp_sites(model):
-    """``(name, module, framework, patch type, reason)`` for the MLP of every Swin
-    block in ``model`` whose framework is imported: ``reason`` None where the
+    """``(name, module, framework, patch type, reason)`` for the MLP of every block
+    of :data:`_BLOCKS` in ``model`` whose framework is imported: ``reason`` None where the
     patch applies, else why it does not."""
     blocks = []
     for module_name, cls_name, patch_type in _BLOCKS:
