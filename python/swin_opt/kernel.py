@@ -12,13 +12,12 @@ loaded) sets the thread count.
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import functools
 import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -43,8 +42,7 @@ def _torch_dtype(code: str):
     return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[code]
 
 
-@dataclasses.dataclass
-class _Buffer:
+class _Buffer(NamedTuple):
     obj: Any  # keeps the memory alive
     ptr: int
     shape: Tuple[int, ...]
@@ -60,17 +58,17 @@ def _buffer(name: str, x, code: str, shape: Tuple[int, ...], doc="") -> _Buffer:
     """
     if x.__class__ is not np.ndarray and is_torch_tensor(x):
         want = _torch_dtype(code)
-        if x.device.type != "cpu":
+        if not x.is_cpu:
             raise ValueError(f"{name} must be a CPU tensor, got device {x.device}")
         if x.dtype != want:
             raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
-        if tuple(x.shape) != shape:
+        if x.shape != shape:  # a torch.Size equals the tuple of its extents
             raise ValueError(f"{name} must have shape {_shape_doc(doc)}{shape}, "
                              f"got {tuple(x.shape)}")
         if not x.is_contiguous():
             raise ValueError(f"{name} must be contiguous (call .contiguous())")
-        return _Buffer(x, x.data_ptr() if x.numel() else 0, tuple(x.shape),
-                       x.numel() * x.element_size())
+        nbytes = x.nbytes
+        return _Buffer(x, x.data_ptr() if nbytes else 0, shape, nbytes)
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
     want = STORAGE[code]
