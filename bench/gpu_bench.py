@@ -28,12 +28,16 @@ a table that requires grad (plus the shift mask), and FlexAttention
 With ``--record`` the backward's kernels are recorded too.
 
 ``--model``: the model-level figures instead: timm's swin_tiny_patch4_window7_224
-(random weights) at batch 128, inference (``torch.inference_mode``, eager)
-under float16 and bfloat16 autocast, the original model against the same
+(random weights), inference at batch 128 (``torch.inference_mode``) under
+float16 and bfloat16 autocast and a training step at batch 64 (bfloat16
+autocast, cross-entropy, backward, SGD), the original model against the same
 model swapped (``swin_opt.torch.swap_attention``: the GPU kernels run by the
-operators' CUDA implementations): ms per forward (CUDA events, median),
-images/s, the speed-up, the largest difference of the logits, and the
-swapped model's kernel and fallback calls.
+operators' CUDA implementations, the backward's in training), eager and with
+``--compiled`` also under ``torch.compile``: ms per forward or step (CUDA
+events, median), images/s, the speed-up, the largest difference of the
+logits (of the first step's loss in training), and the swapped model's
+kernel and fallback calls. ``--device cpu --model-batch 2 --train-batch 2``
+runs the same code on the CPU (its test, without a GPU).
 """
 
 import argparse
@@ -207,6 +211,15 @@ def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
 MODEL = "swin_tiny_patch4_window7_224"
 MODEL_BATCH = 128
 MODEL_DTYPES = ("f16", "bf16")
+#: Issue 26's training step: bf16 autocast, batch 64.
+TRAIN_BATCH = 64
+TRAIN_DTYPE = "bf16"
+
+
+def _torch_dtype(name):
+    import torch
+
+    return {"f16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
 def _model(torch_dtype=None):
@@ -223,64 +236,140 @@ def _model(torch_dtype=None):
 
 def record_model_kernels(chip):
     """Build the GPU kernels the swapped model needs under each autocast dtype, here,
-    without a GPU: the model runs once on the CPU in that dtype (autocast's)."""
+    without a GPU: the model runs once on the CPU in that dtype (autocast's); the
+    training step's dtype also gets the backward kernels."""
     try:
-        import torch
+        import torch  # noqa: F401
         from swin_opt import torch as st
     except ImportError:
         print("gpu_bench: no torch: the model's kernels are not recorded")
         return
     for dtype in MODEL_DTYPES:
-        model = _model({"f16": torch.float16, "bf16": torch.bfloat16}[dtype])
+        model = _model(_torch_dtype(dtype))
         if model is None:
             print("gpu_bench: no timm: the model's kernels are not recorded")
             return
         st.swap_attention(model)
-        st.warmup(model, (1, 3, 224, 224), chip=chip, progress=False)
+        st.warmup(model, (1, 3, 224, 224), chip=chip, progress=False,
+                  grad=dtype == TRAIN_DTYPE)
 
 
-def model_figures(repeat):
-    """The ``--model`` table (see the module docstring)."""
+def _timer(device, repeat):
+    """``time(fn) -> ms``: CUDA events (median) on a GPU; on the CPU (the ``--device
+    cpu`` check of this code) the median of wall-clock times."""
+    import time
+
+    if device != "cpu":
+        return lambda fn: _torch_events_ms(fn, repeat, warmup=2)
+
+    def time_ms(fn):
+        fn()
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
+        return float(np.median(times))
+
+    return time_ms
+
+
+def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BATCH,
+                  compiled=False, dtypes=MODEL_DTYPES):
+    """The ``--model`` tables (see the module docstring): inference per autocast
+    dtype and the training step, the original against the swapped model, eager and
+    (``compiled``) under ``torch.compile``."""
     import torch
     from swin_opt import torch as st
 
-    if not torch.cuda.is_available():
+    if device != "cpu" and not torch.cuda.is_available():
         print("gpu_bench: torch sees no CUDA device; nothing to measure.")
         return 0
     model = _model()
     if model is None:
         print("gpu_bench: --model needs timm")
         return 0
-    model = model.cuda()
-    x = torch.randn(MODEL_BATCH, 3, 224, 224, device="cuda")
+    model = model.to(device)
+    time_ms = _timer(device, repeat)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 3, 224, 224, generator=gen).to(device)
+    modes = [("eager", lambda m: m)]
+    if compiled:
+        modes.append(("compiled", torch.compile))
 
-    def time_ms(dtype):
-        def forward():
-            with torch.inference_mode(), torch.autocast("cuda", dtype=dtype):
-                return model(x)
-        out = forward()  # the first of three untimed calls
-        return _torch_events_ms(forward, repeat, warmup=2), out.float()
-
-    print(f"device: {torch.cuda.get_device_name()}; {MODEL}, batch {MODEL_BATCH}, inference, "
-          "eager")
-    print(f"{'autocast':9} {'original ms':>12} {'swapped ms':>11} {'img/s orig':>11} "
-          f"{'img/s swap':>11} {'speed-up':>9} {'max |diff|':>11} {'kernel/fallback calls':>22}")
-    for name in MODEL_DTYPES:
-        dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[name]
-        st.restore_attention(model)
-        original_ms, want = time_ms(dtype)
-        st.swap_attention(model)
-        swapped_ms, got = time_ms(dtype)
+    def calls():
         stats = st.patch_stats(model)
-        calls = (f"{sum(s['kernel_calls'] for s in stats)}/"
-                 f"{sum(s['fallback_calls'] for s in stats)}")
         reasons = sorted({r for s in stats for r in s["fallback_reasons"]})
-        print(f"{name:9} {original_ms:12.2f} {swapped_ms:11.2f} "
-              f"{MODEL_BATCH * 1e3 / original_ms:11.0f} {MODEL_BATCH * 1e3 / swapped_ms:11.0f} "
-              f"{original_ms / swapped_ms:8.2f}x {(got - want).abs().max().item():11.3g} "
-              f"{calls:>22}")
-        for reason in reasons:
-            print(f"  fallback: {reason}")
+        return (f"{sum(s['kernel_calls'] for s in stats)}/"
+                f"{sum(s['fallback_calls'] for s in stats)}"), reasons
+
+    def compare(label, run):
+        """One row: ``run(swapped, wrap)`` -> (fn, result) for the original and the
+        swapped model under each mode."""
+        for mode, wrap in modes:
+            st.restore_attention(model)
+            fn, want = run(wrap)
+            original_ms = time_ms(fn)
+            st.swap_attention(model)
+            fn, got = run(wrap)
+            swapped_ms = time_ms(fn)
+            count, reasons = calls()
+            diff = (got.float() - want.float()).abs().max().item()
+            items = train_batch if label.startswith("train") else batch
+            print(f"{label:18} {mode:8} {original_ms:12.2f} {swapped_ms:11.2f} "
+                  f"{items * 1e3 / original_ms:11.0f} {items * 1e3 / swapped_ms:11.0f} "
+                  f"{original_ms / swapped_ms:8.2f}x {diff:11.3g} {count:>22}")
+            for reason in reasons:
+                print(f"  fallback: {reason}")
+            if device != "cpu":
+                torch._dynamo.reset()
+
+    def inference(dtype):
+        def run(wrap):
+            forward_model = wrap(model)
+
+            def forward():
+                with torch.inference_mode(), torch.autocast(device, dtype=dtype):
+                    return forward_model(x)
+            return forward, forward()
+        return run
+
+    def training(dtype):
+        """One SGD step (forward under autocast, cross-entropy, backward, update)
+        from the same weights each time: a copy is restored before the step whose
+        loss is compared."""
+        xt = torch.randn(train_batch, 3, 224, 224, generator=gen).to(device)
+        labels = torch.randint(0, 1000, (train_batch,), generator=gen).to(device)
+        weights = {k: v.clone() for k, v in model.state_dict().items()}
+
+        def run(wrap):
+            model.load_state_dict(weights)
+            model.train()
+            step_model = wrap(model)
+            optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+
+            def step():
+                optimizer.zero_grad(set_to_none=True)
+                with torch.autocast(device, dtype=dtype):
+                    loss = torch.nn.functional.cross_entropy(step_model(xt), labels)
+                loss.backward()
+                optimizer.step()
+                return loss.detach()
+            loss = step()
+            model.load_state_dict(weights)
+            return step, loss
+        return run
+
+    where = torch.cuda.get_device_name() if device != "cpu" else "CPU"
+    print(f"device: {where}; {MODEL}, inference batch {batch}, training step batch "
+          f"{train_batch} ({TRAIN_DTYPE} autocast, SGD)")
+    print(f"{'autocast':18} {'mode':8} {'original ms':>12} {'swapped ms':>11} "
+          f"{'img/s orig':>11} {'img/s swap':>11} {'speed-up':>9} {'max |diff|':>11} "
+          f"{'kernel/fallback calls':>22}")
+    for name in dtypes:
+        compare(f"{name} inference", inference(_torch_dtype(name)))
+    compare(f"train {TRAIN_DTYPE} step", training(_torch_dtype(TRAIN_DTYPE)))
+    model.eval()
     return 0
 
 
@@ -302,7 +391,16 @@ def main():
                         help="the training figures: forward and backward against SDPA and "
                              "FlexAttention with a learnable table")
     parser.add_argument("--model", action="store_true",
-                        help=f"the model-level figures ({MODEL}, batch {MODEL_BATCH})")
+                        help=f"the model-level figures ({MODEL}, inference at batch "
+                             f"{MODEL_BATCH}, a training step at {TRAIN_BATCH})")
+    parser.add_argument("--compiled", action="store_true",
+                        help="--model: also both models under torch.compile")
+    parser.add_argument("--device", default="cuda",
+                        help="--model: cpu checks this code without a GPU (small batches)")
+    parser.add_argument("--model-batch", type=int, default=MODEL_BATCH)
+    parser.add_argument("--train-batch", type=int, default=TRAIN_BATCH)
+    parser.add_argument("--model-dtypes", default=",".join(MODEL_DTYPES),
+                        help="--model: the inference rows' autocast dtypes")
     args = parser.parse_args()
     kernels = ["warps", "rows"] if args.kernel == "both" else [args.kernel]
     if args.record:
@@ -318,7 +416,8 @@ def main():
     if args.backward:
         return training_figures(args)
     if args.model:
-        return model_figures(args.repeat)
+        return model_figures(args.repeat, args.device, args.model_batch, args.train_batch,
+                             args.compiled, tuple(args.model_dtypes.split(",")))
     name = cuda.available()
     if name is None:
         print("gpu_bench: no CUDA driver or GPU on this machine; nothing to measure.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 
 import numpy as np
 import pytest
@@ -374,6 +375,20 @@ def test_warmup_builds_concurrently(torch, timm_model, img, tmp_path, capfd, ops
     assert ops.loaded_keys() == built  # nothing left to build at the first real call
     assert st.warmup(timm_model, img, progress=False) == 0
     assert "swin_opt" not in capfd.readouterr().err
+
+
+@pytest.mark.aot
+def test_warmup_grad_builds_the_backward_kernels(torch, timm_model, img, tmp_path, ops):
+    """``warmup(grad=True)`` also builds each kernel's backward, so that the first
+    training step builds nothing."""
+    st.swap_attention(timm_model, cache_dir=tmp_path)
+    assert st.warmup(timm_model, img, progress=False, grad=True) == 6  # 3 forward, 3 backward
+    built = ops.loaded_keys()
+    assert sum(json.loads(key)["options"].get("grad", False) for key in built) == 3
+    timm_model.train()
+    timm_model(img.clone().requires_grad_()).sum().backward()
+    assert _kernel_calls(timm_model) == N_LAYERS and _fallbacks(timm_model) == 0
+    assert ops.loaded_keys() == built
 
 
 @pytest.mark.aot

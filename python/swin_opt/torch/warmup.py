@@ -52,13 +52,15 @@ class _Builder:
         self.done = self.failed = 0
         self.start = time.perf_counter()
 
-    def submit(self, key: str) -> None:
-        if ops.loaded(key) or key in self.futures:
-            return
-        fut = self.pool.submit(self._one, key)
-        with self.lock:
-            self.futures[key] = fut
-        self._line()
+    def submit(self, key: str, grad: bool = False) -> None:
+        """Build ``key``'s kernel (and, with ``grad``, its backward's)."""
+        for one in (key, ops.grad_key(key)) if grad else (key,):
+            if ops.loaded(one) or one in self.futures:
+                continue
+            fut = self.pool.submit(self._one, one)
+            with self.lock:
+                self.futures[one] = fut
+            self._line()
 
     def _one(self, key):
         try:
@@ -114,7 +116,8 @@ def _first_item(example):
 
 
 def warmup(model, example, *, workers: Optional[int] = None,
-           progress: Optional[bool] = None, chip: Optional[str] = None) -> int:
+           progress: Optional[bool] = None, chip: Optional[str] = None,
+           grad: bool = False) -> int:
     """Build every kernel a swapped ``model`` needs for inputs like ``example``, concurrently.
 
     ``example``: an input tensor, a tuple/list of positional inputs, a dict of
@@ -128,7 +131,9 @@ def warmup(model, example, *, workers: Optional[int] = None,
     size (kernels are per feature-map size); calls after it find every
     kernel ready.  ``chip`` (``"sm_90"``): the GPU kernels of that chip instead,
     built without it, with the model on the CPU in the dtype the GPU will run
-    (under CUDA autocast: the autocast dtype), e.g. on a build host.
+    (under CUDA autocast: the autocast dtype), e.g. on a build host. ``grad``:
+    also each kernel's backward (``grad=True``: what training runs; a
+    configuration without one is reported, and trains through torch).
     """
     require_torch()
     if isinstance(example, (tuple, list)) and example and all(
@@ -140,7 +145,7 @@ def warmup(model, example, *, workers: Optional[int] = None,
     example = _first_item(example)
     builder = _Builder(workers, progress)
     try:
-        with ops.recording(on_key=builder.submit, chip=chip):
+        with ops.recording(on_key=lambda key: builder.submit(key, grad), chip=chip):
             with torch.inference_mode():
                 if isinstance(example, dict):
                     model(**example)
