@@ -235,6 +235,26 @@ Value KernelEmitter::tableOffset(Value token) {
   return offset;
 }
 
+Value KernelEmitter::gridTableOffset(Value token) {
+  if (!g.classToken)
+    return tableOffset(token);
+  Value one = index(1);
+  matchLanes(token, one);
+  return tableOffset(
+      arith::SubIOp::create(b, arith::MaxUIOp::create(b, token, one), one));
+}
+
+Value KernelEmitter::classTokenEntry(Value rowIsClass, Value keyIsClass,
+                                     Value grid, Value base) {
+  if (!g.classToken)
+    return grid;
+  Value classToToken = add(base, index(g.gridTableRows));
+  Value classRow =
+      select(keyIsClass, add(classToToken, index(2)), classToToken);
+  Value tokenRow = select(keyIsClass, add(classToToken, index(1)), grid);
+  return select(rowIsClass, classRow, tokenRow);
+}
+
 KernelEmitter::RowAddress
 KernelEmitter::rowAddress(Value w, Value h, Value token, Input which) {
   if (!featureMap) // [b, h, t, e]

@@ -353,6 +353,18 @@ protected:
   //===--- table offsets, masks, windows ----------------------------------===//
   /// P(t) for a token index `t`.
   Value tableOffset(Value token);
+  /// P of token t's grid position: P(t), or with a class token P(t - 1),
+  /// the class token (t = 0) taking grid token 0's, which classTokenEntry
+  /// replaces (the row and warp kernels).
+  Value gridTableOffset(Value token);
+  /// The table row of pair (i, j) given `grid`, its row for the grid
+  /// positions of i and j: with a class token T + 2 where i and j are both
+  /// the class token, T where i is (class -> token), T + 1 where j is
+  /// (token -> class), each plus `base` (the table's offset where `grid`
+  /// has it too); else `grid`. `rowIsClass` and `keyIsClass` are i1 (lanes
+  /// or uniform).
+  Value classTokenEntry(Value rowIsClass, Value keyIsClass, Value grid,
+                        Value base);
   /// Swin's region label of token `token` of the image's window `wi`, in
   /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
   Value regionLabel(Value wi, Value token);

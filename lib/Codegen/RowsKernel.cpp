@@ -117,7 +117,7 @@ void RowsKernel::emitRow(Value w, Value h, Value i) {
   QueryRow row;
   row.w = w, row.h = h, row.i = i;
   row.query = loadScaledQuery(w, h, i);
-  row.tableOffset = tableOffset(i);
+  row.tableOffset = gridTableOffset(i);
   // The window's index into its mask: the shift's labels or the explicit
   // mask [nW, N, N] (window w adds mask[w mod nW]).
   row.windowInMask = maskWindow(w);
@@ -173,9 +173,14 @@ Value RowsKernel::score(const QueryRow &row, Value j) {
   }
   if (op.isCosine())
     s = arith::MulFOp::create(b, s, reciprocalNorm(keySquares));
-  // idx(i, j) = P(i) - P(j) + (T - 1) / 2
+  // idx(i, j) = P(i) - P(j) + (T - 1) / 2 (BEiT: of the grid positions, or
+  // the class token's rows)
   Value idx = arith::SubIOp::create(b, add(row.tableOffset, index(g.center)),
-                                    tableOffset(j));
+                                    gridTableOffset(j));
+  if (g.classToken)
+    idx = classTokenEntry(compare(arith::CmpIPredicate::eq, row.i, index(0)),
+                          compare(arith::CmpIPredicate::eq, j, index(0)), idx,
+                          index(0));
   s = arith::AddFOp::create(
       b, s,
       toF32(memref::LoadOp::create(b, op.getTable(), ValueRange{idx, row.h})));

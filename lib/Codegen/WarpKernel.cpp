@@ -18,6 +18,11 @@
 //       m   = m'                                 registers (C -> A layout)
 //     out_I = O / l                              via shared, a row at a time
 //
+// BEiT's class token (token 0; grid token t - 1 is token t): P is that of
+// the grid positions, and a select per score takes R[T], R[T + 1] or
+// R[T + 2] (class -> token, token -> class, class -> class) for the class
+// token's row and column; R stages the T + 3 rows.
+//
 // Fragments follow PTX's mma.m16n8k16 layouts (MmaLayout in Warp.h, the one
 // place they are written; the GPU's loads and the host's emulated mma.sync
 // both read them). With lane = 4 g + t:
@@ -379,11 +384,12 @@ struct WarpItem {
 /// One tile of 16 query rows: q's A fragments (one per 16 channels) and,
 /// per row of the lane's C fragments (g and g + 8, by the offset 0 or 8
 /// MmaLayout::c gives them), the row's table offset P(i) + (T - 1) / 2 in
-/// the warp's table slot, and its region label (i32).
+/// the warp's table slot (BEiT: of its grid position), its region label
+/// (i32) and, with a class token, whether it is the class token (i1).
 struct QueryTile {
   Value first, rows; // the tile's first token and its count of real rows
   SmallVector<Fragment> queries;
-  DenseMap<int64_t, Value> tableOffset, label;
+  DenseMap<int64_t, Value> tableOffset, label, isClass;
 };
 
 /// The online softmax of one query tile, in each lane: for each of the
@@ -464,7 +470,7 @@ void WarpKernel::stageTableAndKeys(WarpItem &item) {
       label = select(compare(arith::CmpIPredicate::uge, t, index(n)), index(-1),
                      label);
     Value at = add(scratch.keyBase, t);
-    warp.store(toI32(tableOffset(clamped)), scratch.keyOffsets, at, valid);
+    warp.store(toI32(gridTableOffset(clamped)), scratch.keyOffsets, at, valid);
     warp.store(toI32(label), scratch.keyLabels, at, valid);
   });
   stageTokenRows(warp, Input::Key, item.w, item.h, index(0), index(n),
@@ -507,8 +513,11 @@ QueryTile WarpKernel::loadQueryTile(WarpItem &item, Value tile) {
       continue;
     Value row =
         minConst(add(result.first, laneIndex(item, rowInTile, 0)), n - 1);
-    result.tableOffset[rowInTile.offset] =
-        toI32(add(tableOffset(row), add(scratch.tableBase, index(g.center))));
+    result.tableOffset[rowInTile.offset] = toI32(
+        add(gridTableOffset(row), add(scratch.tableBase, index(g.center))));
+    if (g.classToken)
+      result.isClass[rowInTile.offset] =
+          compare(arith::CmpIPredicate::eq, row, index(0));
     if (item.windowInImage)
       result.label[rowInTile.offset] =
           toI32(regionLabel(item.windowInImage, row));
@@ -542,7 +551,9 @@ SmallVector<Fragment> WarpKernel::emitScoreTile(WarpItem &item,
 
 /// s = S scale log2 e + R[P(i) - P(j) + (T - 1) / 2] (+ mask log2 e where
 /// the labels of i and j differ) (-inf where j >= N), for each element of
-/// the score fragments (row and key from MmaLayout::c).
+/// the score fragments (row and key from MmaLayout::c). With BEiT's class
+/// token P is of the grid positions, and a select per element takes the
+/// class token's rows of R (T, T + 1, T + 2: classTokenEntry) instead.
 void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
                                         Value key0,
                                         MutableArrayRef<Fragment> scores) {
@@ -558,15 +569,17 @@ void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
           !llvm::is_contained(byKey, j))
         byKey.push_back(j);
   for (auto [nj, fragment] : llvm::enumerate(scores)) {
-    Value keyOffset, keyLabel, isPadding;
+    Value keyOffset, keyLabel, isPadding, isClassKey;
     std::optional<int64_t> loadedKey;
     for (int64_t i : byKey) {
       FragmentElement e = MmaLayout::c(i);
       if (loadedKey != e.column.offset) {
         loadedKey = e.column.offset;
-        Value at =
-            add(scratch.keyBase, add(key0, laneIndex(item, e.column, 8 * nj)));
+        Value key = add(key0, laneIndex(item, e.column, 8 * nj));
+        Value at = add(scratch.keyBase, key);
         keyOffset = warp.load(scratch.keyOffsets, at);
+        if (g.classToken)
+          isClassKey = compare(arith::CmpIPredicate::eq, key, index(0));
         if (item.windowInImage || padded)
           keyLabel = warp.load(scratch.keyLabels, at);
         if (padded)
@@ -574,12 +587,14 @@ void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
               compare(arith::CmpIPredicate::slt, keyLabel, toI32(index(0)));
       }
       Value &s = fragment[i];
-      Value bias = warp.load(
-          scratch.table,
-          arith::IndexCastOp::create(
-              b, warp.laneType(b.getIndexType()),
-              arith::SubIOp::create(b, tile.tableOffset.lookup(e.row.offset),
-                                    keyOffset)));
+      Value entry = arith::IndexCastOp::create(
+          b, warp.laneType(b.getIndexType()),
+          arith::SubIOp::create(b, tile.tableOffset.lookup(e.row.offset),
+                                keyOffset));
+      if (g.classToken)
+        entry = classTokenEntry(tile.isClass.lookup(e.row.offset), isClassKey,
+                                entry, scratch.tableBase);
+      Value bias = warp.load(scratch.table, entry);
       s = math::FmaOp::create(b, s, item.scaleLog2e, bias);
       if (item.windowInImage)
         s = arith::AddFOp::create(
