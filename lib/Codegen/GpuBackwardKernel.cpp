@@ -31,11 +31,18 @@
 //
 //   dtable[t, h] = sum_b partials[b H + h, t]          (f32)
 //
+// With BEiT's class token (token 0) P is that of the grid positions, and
+// the class token's row and column read and add to R and G at T, T + 1
+// and T + 2 (class -> token, token -> class, class -> class:
+// KernelEmitter::classTokenEntry); the partials have the T + 3 rows.
+//
 // The table's gradient without atomics, the same bits on every run: for a
 // fixed j the warp's lanes hold different rows i (one lane of each row
 // adds), and P is one-to-one, so they add to different entries of G; the
 // steps of the j loop are ordered by the warp's barrier. Each entry of G
-// thus receives its terms in one order (by rounds of rows, then by j), and
+// thus receives its terms in one order (by rounds of rows, then by j; the
+// class key's column, whose rows share T + 1, by a fixed sum over the warp
+// first: addToTableGradient), and
 // each entry of dtable its partials: each warp of a reduction block sums a
 // fixed range of windows in order, then the block's first warp sums the
 // warps' results in order.
@@ -183,8 +190,16 @@ private:
   void storeTableGradient(Item &item, Value itemIndex);
   void reduceTableGradients(Value partials, KernelTarget target);
 
-  /// The table entry of a pair, P(i) - P(j) + c (a lane's index).
+  /// The table entry of a pair, P(i) - P(j) + c (a lane's index; BEiT:
+  /// of the grid positions, or the class token's rows).
   Value tableEntry(Item &item, const PairOperands &pair);
+  /// G[entry of (i, j)] += ds for the lane's row i and a key j the lanes
+  /// share, each entry's terms in a fixed order.
+  void addToTableGradient(Item &item, const QueryRow &row,
+                          const PairOperands &pair, Value ds);
+  /// Whether `token` (index, uniform or lanes) is BEiT's class token
+  /// (token 0); null without one.
+  Value isClassToken(Value token);
   /// s_ij, p_ij and ds_ij of one (query row, key) pair.
   Value score(Item &item, const PairOperands &pair);
   Value probability(Item &item, const PairOperands &pair);
@@ -264,6 +279,7 @@ struct GpuBackwardKernel::QueryRow {
   Value isRow, token;
   SmallVector<Value> query, outputGradient;
   Value tableOffset, label, logSumExp, delta;
+  Value isClass; // BEiT: row i is the class token (i1; null without one)
 };
 
 /// The operands of one (query i, key j) pair, as lane values.
@@ -271,6 +287,8 @@ struct GpuBackwardKernel::PairOperands {
   ArrayRef<Value> query, key, value, outputGradient;
   Value rowOffset, keyOffset, rowLabel, keyLabel; // P(i), P(j), labels: i32
   Value logSumExp, delta;
+  /// BEiT: whether i and j are the class token (i1; null without one).
+  Value rowIsClass, keyIsClass;
 };
 
 } // namespace mlir::rpe::detail
@@ -460,7 +478,7 @@ void GpuBackwardKernel::stageWindow(Item &item) {
   });
   forEachLaneElement(item, g.tokens, [&](Value t, Value valid) {
     Value token = minConst(t, g.tokens - 1);
-    warp.store(toI32(tableOffset(token)), scratch.tokenOffsets, t, valid);
+    warp.store(toI32(gridTableOffset(token)), scratch.tokenOffsets, t, valid);
     Value label =
         item.windowInImage ? regionLabel(item.windowInImage, token) : index(0);
     warp.store(toI32(label), scratch.tokenLabels, t, valid);
@@ -497,8 +515,59 @@ Value GpuBackwardKernel::tableEntry(Item &item, const PairOperands &pair) {
       arith::ConstantOp::create(b, b.getI32IntegerAttr(g.center)));
   Value entry = arith::SubIOp::create(
       b, arith::AddIOp::create(b, pair.rowOffset, center), pair.keyOffset);
-  return arith::IndexCastOp::create(b, item.warp.laneType(b.getIndexType()),
-                                    entry);
+  return classTokenEntry(pair.rowIsClass, pair.keyIsClass,
+                         arith::IndexCastOp::create(
+                             b, item.warp.laneType(b.getIndexType()), entry),
+                         index(0));
+}
+
+Value GpuBackwardKernel::isClassToken(Value token) {
+  if (!g.classToken)
+    return Value();
+  return compare(arith::CmpIPredicate::eq, token, index(0));
+}
+
+void GpuBackwardKernel::addToTableGradient(Item &item, const QueryRow &row,
+                                           const PairOperands &pair, Value ds) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  Value isWriter = arith::AndIOp::create(b, row.isRow, item.isFirstPart);
+  // One lane per row adds: the rows' entries differ (P is one-to-one). The
+  // barrier orders this step's additions after the previous step's.
+  auto addAt = [&](Value entry, Value value, Value mask) {
+    Value sum = arith::AddFOp::create(
+        b, warp.load(scratch.tableGradient, entry, mask), value);
+    warp.store(sum, scratch.tableGradient, entry, mask);
+  };
+  if (!g.classToken) {
+    addAt(tableEntry(item, pair), ds, isWriter);
+    warp.sync();
+    return;
+  }
+  // BEiT's class key: every grid row's term goes to the one entry T + 1
+  // (token -> class), so the warp sums them first (a butterfly: the same
+  // bits in every lane) and its first lane adds the sum; the class row's
+  // own term goes to T + 2. Other keys (the shared key is uniform) take
+  // the entries of one-to-one P as above, the class row's T.
+  auto ifClassKey = scf::IfOp::create(b, pair.keyIsClass,
+                                      /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifClassKey.getThenRegion().front());
+    Value term =
+        select(isWriter, select(row.isClass, item.zero, ds), item.zero);
+    for (int64_t offset = 1; offset < kWarpSize; offset *= 2)
+      term = arith::AddFOp::create(b, term, warp.shuffleXor(term, offset));
+    Value tokenToClass = index(g.gridTableRows + 1);
+    Value classToClass = index(g.gridTableRows + 2);
+    addAt(warp.broadcast(tokenToClass), term,
+          compare(arith::CmpIPredicate::eq, item.lane, index(0)));
+    addAt(warp.broadcast(classToClass), ds,
+          arith::AndIOp::create(b, isWriter, row.isClass));
+    b.setInsertionPointToStart(&ifClassKey.getElseRegion().front());
+    addAt(tableEntry(item, pair), ds, isWriter);
+  }
+  warp.sync();
 }
 
 /// s = scale log2 e (q_i · k_j) + R[P(i) - P(j) + c] (+ mask log2 e where
@@ -546,6 +615,7 @@ GpuBackwardKernel::QueryRow GpuBackwardKernel::loadQueryRow(Item &item,
   row.outputGradient = loadRow(item, item.scratch.outputGradients, row.token);
   row.tableOffset = warp.load(item.scratch.tokenOffsets, row.token);
   row.label = warp.load(item.scratch.tokenLabels, row.token);
+  row.isClass = isClassToken(row.token);
   return row;
 }
 
@@ -580,6 +650,8 @@ void GpuBackwardKernel::softmaxStatistics(Item &item, QueryRow &row) {
         pair.keyOffset = warp.loadUniform(item.scratch.tokenOffsets, j);
         pair.rowLabel = row.label;
         pair.keyLabel = warp.loadUniform(item.scratch.tokenLabels, j);
+        pair.rowIsClass = row.isClass;
+        pair.keyIsClass = isClassToken(j);
         Value s = score(item, pair);
         Value next = arith::MaximumFOp::create(b, max, s);
         Value correction =
@@ -616,20 +688,13 @@ void GpuBackwardKernel::gradientOfQueriesAndTable(Item &item,
         pair.keyLabel = warp.loadUniform(item.scratch.tokenLabels, j);
         pair.logSumExp = row.logSumExp;
         pair.delta = row.delta;
+        pair.rowIsClass = row.isClass;
+        pair.keyIsClass = isClassToken(j);
         PairGradient gradient = pairGradient(item, pair);
         SmallVector<Value> next;
         for (auto [acc, k] : llvm::zip_equal(carried, key))
           next.push_back(math::FmaOp::create(b, gradient.ds, k, acc));
-        // One lane per row adds: the rows' entries differ (P is
-        // one-to-one). The barrier orders this step's additions after the
-        // previous step's.
-        Value entry = tableEntry(item, pair);
-        Value isWriter = arith::AndIOp::create(b, row.isRow, item.isFirstPart);
-        Value sum = arith::AddFOp::create(
-            b, warp.load(item.scratch.tableGradient, entry, isWriter),
-            gradient.ds);
-        warp.store(sum, item.scratch.tableGradient, entry, isWriter);
-        warp.sync();
+        addToTableGradient(item, row, pair, gradient.ds);
         return next;
       });
   storeGradientRow(item, Input::Query, row.token, row.isRow,
@@ -643,6 +708,7 @@ struct GpuBackwardKernel::KeyColumn {
   Value isKey, token;
   SmallVector<Value> key, value;
   Value tableOffset, label;
+  Value isClass; // BEiT: key j is the class token (i1; null without one)
 };
 
 GpuBackwardKernel::KeyColumn GpuBackwardKernel::loadKeyColumn(Item &item,
@@ -656,6 +722,7 @@ GpuBackwardKernel::KeyColumn GpuBackwardKernel::loadKeyColumn(Item &item,
   column.value = loadRow(item, item.scratch.values, column.token);
   column.tableOffset = warp.load(item.scratch.tokenOffsets, column.token);
   column.label = warp.load(item.scratch.tokenLabels, column.token);
+  column.isClass = isClassToken(column.token);
   return column;
 }
 
@@ -676,6 +743,8 @@ GpuBackwardKernel::pairOfRow(Item &item, const KeyColumn &column, Value i,
   pair.keyLabel = column.label;
   pair.logSumExp = warp.loadUniform(scratch.logSumExp, i);
   pair.delta = warp.loadUniform(scratch.delta, i);
+  pair.rowIsClass = isClassToken(i);
+  pair.keyIsClass = column.isClass;
   return pair;
 }
 
