@@ -176,12 +176,6 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     if (config.cosine)
       return configError("--class-token: the cosine attention (--cosine) has "
                          "no class-token form");
-    if (config.isGpu())
-      return configError("--class-token: the GPU kernels have no class token "
-                         "yet; use --target=cpu");
-    if (config.effectiveKernel() != KernelStrategy::Tiles)
-      return configError("--class-token: only the tiles kernel (the CPU's "
-                         "default) has a class token");
   }
   if (config.isGpu() && config.numTokens() > 1024)
     return configError(llvm::formatv(

@@ -20,14 +20,6 @@ static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
                                 FusedAttentionOpInterface op,
                                 const KernelGeometry &g,
                                 const FusedKernelOptions &options) {
-  // BEiT's class token is addressed by the CPU tiles kernels alone.
-  bool tiles = options.target == KernelTarget::Host &&
-               (options.strategy == KernelStrategy::Tiles ||
-                (isa<FusedWindowAttentionGradOp>(op) &&
-                 options.strategy != KernelStrategy::Warps));
-  if (op.getClassToken() && !tiles)
-    return op.emitOpError("has a class token, which only the CPU tiles "
-                          "kernels (kernel=tiles) address yet");
   // The gradient: the GPU's warp program (emulated on the host for
   // strategy=warps), else the CPU tiles kernel.
   if (isa<FusedWindowAttentionGradOp>(op)) {

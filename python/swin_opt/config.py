@@ -257,9 +257,6 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                              "layout='windows', no resolution or shift")
         if cosine:
             raise ValueError("class_token=True has no cosine form")
-        if target != "cpu" or kernel not in (None, "tiles"):
-            raise ValueError("class_token=True kernels are the CPU tiles kernels (target='cpu', "
-                             "kernel='tiles' or None): the GPU kernels have no class token yet")
     if grad and target == "cpu" and dtype != "f32" and kernel != "warps":
         raise ValueError("grad=True on the CPU needs float32, or kernel='warps' (the GPU's "
                          "backward, emulated), which takes float16 and bfloat16 too")
