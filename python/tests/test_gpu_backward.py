@@ -153,6 +153,47 @@ def test_deterministic(build_grad):
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), name
 
 
+# BEiT's class token: 3x4 (N = 13, odd) with a row to one lane (5 channels)
+# and to two (24: 12 each); BEiT-base (14x14 grid: N = 197, seven rounds of
+# 32 rows; 12 heads of 64, four lanes per row). The class key's column adds
+# all of a round's rows to the one entry T + 1 (a sum over the warp first).
+# In f32 BEiT-base's window takes 213,984 bytes of shared memory: more than
+# the 163 KiB of sm_80, the emulation's chip (sm_90 takes it:
+# test/GPU/backward.test), so f32 has the 14x14 grid with 32 channels.
+CLASS_TOKEN_CASES = [(w, h, d, dtype) for w, h, d in (((3, 4), 2, 5), ((3, 4), 2, 24))
+                     for dtype in DTYPES]
+CLASS_TOKEN_CASES += [((14, 14), 12, 64, "f16"), ((14, 14), 12, 64, "bf16"),
+                      ((14, 14), 4, 32, "f32")]
+
+
+@pytest.mark.parametrize("window,heads,d,dtype", CLASS_TOKEN_CASES,
+                         ids=lambda c: "x".join(map(str, c)) if isinstance(c, tuple) else str(c))
+def test_class_token(build_grad, window, heads, d, dtype):
+    kernel = build_grad(window, heads, d, class_token=True, dtype=dtype)
+    rng = np.random.default_rng(sum(window) + d)
+    n, windows = int(np.prod(window)) + 1, 3
+    q, k, v = (_random(rng, (windows, heads, n, d), dtype) for _ in range(3))
+    table = _random(rng, (ref.table_rows(window) + 3, heads), dtype)
+    q64, k64, v64, t64 = (T.to_float64(a, dtype) for a in (q, k, v, table))
+    out64 = ref.window_attention(q64, k64, v64, bias=ref.class_token_lookup(t64, window))
+    out = T.to_storage(out64.astype(np.float32), dtype)
+    dout = _random(rng, out.shape, dtype)
+    got = kernel.backward(q, k, v, table, out, dout)
+    want = ref.window_attention_backward(q64, k64, v64, t64, T.to_float64(dout, dtype), window,
+                                         class_token=True)
+    for name, g, w in zip(("dq", "dk", "dv", "dtable"), got, want):
+        _check(g, w, "f32" if name == "dtable" and dtype == "f32" else dtype, name)
+    # The class rows (class -> token: a row's sum, which cancels to about
+    # -ds_00 as dS's rows sum to 0; token -> class: a column's; class ->
+    # class: one pair per item) are checked above against the tolerance of
+    # the whole dtable. In f32 each is far larger than that tolerance: a
+    # class row that were missing or misplaced would fail it.
+    if dtype == "f32":
+        tol = T.TOLERANCE["f32"] * float(np.abs(want[3]).max())
+        for row in (-3, -2, -1):
+            assert np.abs(want[3][row]).max() > 100 * tol, row
+
+
 def test_dtypes_of_the_cpu_backward():
     """The CPU's own backward takes f32 only: f16 and bf16 gradients need the GPU's
     program (kernel='warps')."""

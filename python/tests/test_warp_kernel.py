@@ -104,3 +104,57 @@ def test_large_logits(build_warps):
     """Scores far from zero: the running max must be subtracted before 2^x."""
     kernel = build_warps(window=(7, 7), heads=2, head_dim=32, dtype="float16", scale=4.0)
     _check(kernel, 3, seed=5)
+
+
+# BEiT's class token (token 0; the table's rows T, T + 1, T + 2 are class ->
+# token, token -> class, class -> class): global attention over the grid.
+# 3x4: N = 13, odd, in one query tile; 14x14 with 32 channels: N = 197
+# padded to 208, 13 query tiles, keys in blocks of 16, the tensor-core
+# kernel; BEiT-base (14x14, 12 heads of 64): a warp's keys and values exceed
+# the static 48 KiB, so it takes the rows kernel, as on the GPU. Every table
+# is random N(0, 1), its class rows included.
+CLASS_TOKEN_CASES = [
+    dict(window=(3, 4), heads=2, head_dim=16),
+    dict(window=(14, 14), heads=2, head_dim=32),
+    dict(window=(14, 14), heads=12, head_dim=64),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", CLASS_TOKEN_CASES, ids=_id)
+def test_class_token(build_warps, case, dtype):
+    kernel = build_warps(dtype=dtype, class_token=True, **case)
+    _check(kernel, 2, seed=6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", [dict(window=(3, 4), heads=3, head_dim=5),
+                                  dict(window=(14, 14), heads=12, head_dim=64)], ids=_id)
+def test_class_token_rows(build, case, dtype):
+    """The rows kernel (the GPU's f32 forward, and its fallback) with a class token."""
+    kernel = build(dtype=dtype, class_token=True, kernel="rows", **case)
+    _check(kernel, 2, seed=7)
+
+
+def test_class_token_rows_are_read(build_warps):
+    """Each of the three class-token rows reaches the output of the tensor-core
+    kernel (at the entries the reference reads), not a grid row in its place."""
+    kernel = build_warps(window=(3, 4), heads=1, head_dim=16, dtype="float16", class_token=True)
+    inp = T.random_inputs(kernel, 1, seed=8)
+    base = T.reference_output(kernel.config, inp.q, inp.k, inp.v, inp.table64)
+    rows = kernel.config.table_rows
+    # Each move makes the class key win where it did not: class -> token
+    # lowered (for the class row, against its own key), token -> class and
+    # class -> class raised. (Raising class -> token would shift the class
+    # row's grid keys alike, and change little.)
+    for row, move in ((rows - 3, -8.0), (rows - 2, 8.0), (rows - 1, 8.0)):
+        moved = inp.table64.copy()
+        moved[row] += move
+        table = T.to_storage(moved.astype(np.float32), "f16")
+        got = kernel(inp.q, inp.k, inp.v, table)
+        want = T.reference_output(kernel.config, inp.q, inp.k, inp.v, T.to_float64(table, "f16"))
+        err, tol = T.compare(got, want, "f16")
+        assert err <= tol, f"row {row}: {err:.3g} > {tol:.3g}"
+        # The move shows far above the tolerance: the kernel, within it of the
+        # moved reference, read the row.
+        assert np.abs(want - base).max() > 10 * tol, row
