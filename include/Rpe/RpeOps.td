@@ -458,9 +458,9 @@ def Rpe_FusedWindowAttentionOp : Rpe_Op<"fused_window_attention", [
     With `class_token` the bias is BEiT's (`rpe.lookup` with
     `class_token`): global attention over the `window` grid plus a class
     token first, `N = prod(window) + 1`, and a table of `T + 3` rows. Only
-    the windows layout, without a mask or `logit_scale`, has it; the CPU
-    tiles kernels read the class token's row and column of the bias as a
-    select on `i == 0` and `j == 0`.
+    the windows layout, without a mask or `logit_scale`, has it; every
+    kernel (CPU tiles, rows, warps, GPU) reads the class token's row and
+    column of the bias as a select on `i == 0` and `j == 0`.
 
     It is produced by `rpe-fuse-bias-softmax` and lowered, after
     bufferization, by `rpe-lower-fused-attention`. The op is in

@@ -32,7 +32,9 @@ Without a GPU (every machine this project is built on) these tests exercise:
   (autograd through the CUDA backward), ``torch.compile(fullgraph=True)``;
   a swapped timm SwinV2 the same way (eval, training with ``dlogit_scale``);
   small timm MaxViT (block and grid, TF table) and CoAtNet (NCHW whole-map
-  attention) models the same way (eval in both dtypes, training);
+  attention) models the same way (eval in both dtypes, training); small
+  BEiTs (timm's, transformers' BeitModel and Data2VecVisionModel: the
+  class-token GPU kernels) the same way (eval in both dtypes, training);
 * the torch computation of the CUDA backward and of the operators' fallback
   (swin_opt.torch.attention_math) against the CPU kernels, forward and
   gradients, for every layout, and its backward against autograd of its
@@ -48,7 +50,8 @@ against the original, also in training (gradients), under
 ``torch.compile(fullgraph=True)`` and in a captured CUDA graph; CPU and GPU
 calls of one model in turn; a second device when there is one; a swapped timm
 SwinV2 (the plain GPU kernel on q/k prepared in torch) against the original,
-eval and training.
+eval and training; the BEiT-base operator (class token, N = 197) and the small
+BEiTs against the original, eval and training.
 """
 
 from __future__ import annotations
@@ -99,7 +102,14 @@ OP_CASES = {
                                   shift=(3, 3), layout="tokens", padding="pad_then_shift"),
     "packed": dict(window=(7, 7), heads=3, head_dim=32, resolution=(14, 14), shift=(3, 3),
                    layout="tokens", packed_qkv=True),
+    # BEiT-base: global attention over the 14x14 grid and a class token (N = 197)
+    "beit-base": dict(window=(14, 14), heads=12, head_dim=64, class_token=True),
 }
+
+#: BEiT's families (issue 28): timm's, transformers' BeitModel and
+#: Data2VecVisionModel; on the 56x56 images of _img with 8x8 patches, a 7x7 grid
+#: and its class token (N = 50).
+BEIT_FAMILIES = ["timm", "transformers-beit", "transformers-data2vec"]
 
 
 def op_key(case: dict, dtype: str, cache_dir=None) -> str:
@@ -143,6 +153,8 @@ def reference_output(cfg, inputs, table, pad):
     """The float64 reference (swin_opt.reference) of an operator call."""
     f64 = [t.detach().double().cpu().numpy() for t in inputs]
     t64 = table.detach().double().cpu().numpy()
+    if cfg.class_token:
+        return ref.window_attention(*f64, bias=ref.class_token_lookup(t64, cfg.window))
     if cfg.layout != "tokens":
         mask = ref.shift_mask(cfg.padded_resolution, cfg.window, cfg.shift) \
             if cfg.resolution is not None and any(cfg.shift) else None
@@ -682,6 +694,33 @@ def test_swapped_maxvit_through_the_cuda_path_simulated_on_the_cpu(run_alone, op
     assert kernel_calls == 3 * n and fallbacks == 0, reasons
 
 
+@pytest.mark.aot
+@pytest.mark.parametrize("family", BEIT_FAMILIES)
+def test_swapped_beit_through_the_cuda_path_simulated_on_the_cpu(run_alone, opts, chip,
+                                                                 monkeypatch, family):
+    """BEiT (timm; transformers' BeitModel and Data2VecVisionModel) on the simulated
+    GPU (:func:`_simulate_the_gpu`): the class-token GPU kernels in float32 and
+    bfloat16 and one float32 training step through the CUDA backward (every
+    gradient the original's, the tables' class rows included), each attention on
+    a kernel."""
+    if run_alone():
+        return
+    launched = _simulate_the_gpu(monkeypatch)
+    original = _beit_model(family)
+    model = copy.deepcopy(original)
+    n = st.swap_attention(model, mlp=False, **opts)
+    x = _img()
+    with no_fallback():
+        _assert_eval_like_original(original, model, x)
+        assert sorted(set(launched)) == ["bf16", "f32"]
+        want = _assert_trains_like_original(original, model, x, 1e-4)
+    assert "backward" in launched
+    tables = [g for name, g in want.items() if name.endswith("relative_position_bias_table")]
+    assert tables and all(t[-3:].abs().max() > 1e-6 for t in tables)
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls == 3 * n and fallbacks == 0, reasons
+
+
 # --------------------------------------------------------------------------- #
 # The torch computation of the CUDA backward and fallback, on CPU tensors
 # --------------------------------------------------------------------------- #
@@ -695,6 +734,8 @@ MATH_CASES = dict(OP_CASES, **{
                         layout="tokens", partition="grid"),
     "packed-grid": dict(window=(4, 2), heads=2, head_dim=8, resolution=(8, 8),
                         layout="tokens", packed_qkv=True, partition="grid"),
+    # BEiT's class token on a small grid (N = 13, odd)
+    "class-token": dict(window=(3, 4), heads=2, head_dim=8, class_token=True),
 })
 
 
@@ -738,7 +779,7 @@ def test_attention_math_cosine_matches_the_cpu_kernel(kernel_cache, aot_path):
 
 
 @pytest.mark.parametrize("case", ["windows-shifted", "tokens-shift-then-pad", "packed",
-                                  "3d-tokens"])
+                                  "3d-tokens", "class-token"])
 def test_attention_math_backward_is_the_gradient_of_its_forward(case):
     """No kernels: the closed-form backward against autograd through the forward."""
     cfg = attention_math.config_of(op_key(MATH_CASES[case], "float32"))
@@ -787,7 +828,8 @@ def _reference_grads(cfg, inputs, table, dout):
     if cfg.layout != "tokens":
         mask = ref.shift_mask(cfg.padded_resolution, cfg.window, cfg.shift) \
             if cfg.resolution is not None and any(cfg.shift) else None
-        return ref.window_attention_backward(*f64, t64, d64, cfg.window, mask=mask)
+        return ref.window_attention_backward(*f64, t64, d64, cfg.window, mask=mask,
+                                             class_token=cfg.class_token)
     packed = cfg.packed_qkv
     if packed:
         f64 = [a.reshape(a.shape[0], a.shape[1], -1) for a in np.split(f64[0], 3, axis=2)]
@@ -801,7 +843,8 @@ def _reference_grads(cfg, inputs, table, dout):
 
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("case", ["windows-shifted", "tokens-shift-then-pad", "packed"])
+@pytest.mark.parametrize("case", ["windows-shifted", "tokens-shift-then-pad", "packed",
+                                  "beit-base"])
 def test_gpu_operator_gradients_match_the_reference(kernel_cache, aot_path, case, dtype):
     """Autograd through a CUDA operator: our forward and the GPU's backward kernel
     (no fallback to torch's operators), against the float64 reference."""
@@ -839,6 +882,38 @@ def _timm_model(v2=False):
     model = cls(img_size=56, patch_size=4, window_size=7, embed_dim=32, depths=(2, 2),
                 num_heads=(2, 4), num_classes=10, drop_path_rate=0.0)
     return sharpen_weights(model).eval()
+
+
+class _LastHiddenState(torch.nn.Module):
+    """A transformers vision model as a module returning a tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(pixel_values=x).last_hidden_state
+
+
+def _beit_model(family):
+    torch.manual_seed(0)
+    if family == "timm":
+        timm = pytest.importorskip("timm")
+        model = timm.create_model("beit_base_patch16_224", pretrained=False, img_size=56,
+                                  patch_size=8, embed_dim=32, depth=2, num_heads=4,
+                                  num_classes=10, drop_path_rate=0.0)
+    else:
+        hf = pytest.importorskip("transformers")
+        config_cls, model_cls = {
+            "transformers-beit": (hf.BeitConfig, hf.BeitModel),
+            "transformers-data2vec": (hf.Data2VecVisionConfig, hf.Data2VecVisionModel),
+        }[family]
+        config = config_cls(image_size=56, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=48,
+                            layer_scale_init_value=0.1, use_relative_position_bias=True,
+                            drop_path_rate=0.0, hidden_dropout_prob=0.0)
+        model = _LastHiddenState(model_cls(config))
+    return sharpen_weights(model, seed=1).eval()
 
 
 def _img(batch=2, device="cpu", size=56):
@@ -1057,6 +1132,37 @@ def test_gpu_swinv2_training_gradients_match_the_original(opts):
         assert (grads[1][name] - want).abs().max().item() / scale <= 1e-3, name
 
 
+@requires_gpu
+@pytest.mark.parametrize("dtype", sorted(AUTOCAST))
+@pytest.mark.parametrize("family", BEIT_FAMILIES)
+def test_gpu_beit_matches_the_original(opts, family, dtype):
+    """BEiT on the GPU: the class-token GPU kernels, every attention on a kernel."""
+    original = _beit_model(family).cuda()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, mlp=False, **opts)
+    assert_swapped_runs_like_original(model, original, dtype)
+
+
+@requires_gpu
+@pytest.mark.parametrize("family", BEIT_FAMILIES)
+def test_gpu_beit_training_gradients_match_the_original(opts, family):
+    """Training BEiT on the GPU in float32: the GPU's forward and backward (the
+    tables' class rows included)."""
+    original = _beit_model(family).cuda().train()
+    model = copy.deepcopy(original)
+    st.swap_attention(model, mlp=False, **opts)
+    x = _img(device="cuda")
+    grads = []
+    for m in (original, model):
+        m(x).square().mean().backward()
+        grads.append({n: p.grad.double() for n, p in m.named_parameters()})
+    kernel_calls, fallbacks, reasons = _calls(model)
+    assert kernel_calls > 0 and fallbacks == 0, reasons
+    for name, want in grads[0].items():
+        scale = max(want.abs().max().item(), 1e-3)
+        assert (grads[1][name] - want).abs().max().item() / scale <= 1e-3, name
+
+
 # --------------------------------------------------------------------------- #
 # Recording the GPU tests' kernels on a machine without a GPU
 # --------------------------------------------------------------------------- #
@@ -1079,8 +1185,10 @@ def record_kernels(chip: str = RECORDED_CHIP) -> int:
     built = len(keys)
     for gpu in sorted({chip, "sm_90"}):
         for dtype in TORCH_DTYPES.values():
-            for v2 in (False, True):
-                model = _timm_model(v2).to(dtype)
+            models = [_timm_model(v2) for v2 in (False, True)]
+            models += [_beit_model(family) for family in BEIT_FAMILIES]
+            for model in models:
+                model = model.to(dtype)
                 st.swap_attention(model)
                 built += st.warmup(model, _img(batch=1).to(dtype), chip=gpu, progress=False)
     # The CUDA backward's kernels (each GPU configuration with grad=True): the GPU

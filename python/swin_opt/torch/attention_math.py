@@ -1,7 +1,7 @@
 """What the ``swin_opt::`` attention operators compute, in torch's operators, on
 any device: :func:`forward` and the gradients :func:`backward`, for every
-layout a kernel takes (windows, tokens with shift and padding, packed qkv)
-and SwinV2's cosine form (forward only).
+layout a kernel takes (windows, tokens with shift and padding, packed qkv),
+BEiT's class token and SwinV2's cosine form (forward only).
 
 The operators' CUDA implementations (:mod:`.ops`) use them where no GPU
 kernel does the work: a configuration the GPU kernels do not take (cosine
@@ -69,26 +69,32 @@ def _constant(what: str, key: tuple, device, make) -> "torch.Tensor":
     return t
 
 
-def _relative_index(window, device):
-    """``[N * N]``: the table row of each (query, key) pair."""
-    return _constant("index", window, device,
-                     lambda: _ref.relative_index(window).reshape(-1).astype(np.int64))
+def _index_of(cfg: KernelConfig) -> np.ndarray:
+    """``[N * N]``: the table row of each (query, key) pair: Swin's index, or with a
+    class token BEiT's (its three rows past Swin's ``T``)."""
+    make = _ref.class_token_relative_index if cfg.class_token else _ref.relative_index
+    return make(cfg.window).reshape(-1).astype(np.int64)
 
 
-def _table_gather(window, device):
+def _relative_index(cfg: KernelConfig, device):
+    """:func:`_index_of` on ``device``."""
+    return _constant("index", (cfg.window, cfg.class_token), device, lambda: _index_of(cfg))
+
+
+def _table_gather(cfg: KernelConfig, device):
     """``[T, max pairs per row]``: the pairs of each table row, padded with the
     index ``N * N`` (a zero row): the table's gradient is a sum over each row."""
     def make():
-        index = _ref.relative_index(window).reshape(-1)
+        index = _index_of(cfg)
         order = np.argsort(index, kind="stable")
-        counts = np.bincount(index, minlength=_ref.table_rows(window))
+        counts = np.bincount(index, minlength=cfg.table_rows)
         gather = np.full((counts.size, counts.max()), index.size, dtype=np.int64)
         start = 0
         for row, count in enumerate(counts):
             gather[row, :count] = order[start:start + count]
             start += count
         return gather
-    return _constant("gather", window, device, make)
+    return _constant("gather", (cfg.window, cfg.class_token), device, make)
 
 
 def _shift_mask(cfg: KernelConfig, device):
@@ -190,7 +196,7 @@ def _probabilities(cfg: KernelConfig, q, k, table, logit_scale):
     logits = (q * cfg.effective_scale) @ k.transpose(-1, -2)
     n, heads = cfg.tokens_per_window, cfg.heads
     if table is not None:
-        bias = table.float()[_relative_index(cfg.window, table.device)]
+        bias = table.float()[_relative_index(cfg, table.device)]
         logits = logits + bias.reshape(n, n, heads).permute(2, 0, 1)
     mask = _shift_mask(cfg, logits.device)
     if mask is not None:
@@ -245,7 +251,7 @@ def backward(cfg: KernelConfig, q, k, v, table, dout) -> Tuple:
     dk = (ds.transpose(-1, -2) @ qw) * scale
     pairs = ds.sum(dim=0).permute(1, 2, 0).reshape(n * n, heads)
     pairs = torch.cat((pairs, pairs.new_zeros((1, heads))))
-    dtable = pairs[_table_gather(cfg.window, pairs.device)].sum(dim=1)
+    dtable = pairs[_table_gather(cfg, pairs.device)].sum(dim=1)
     if cfg.layout == "tokens":
         dq, dk, dv = (from_windows(g, cfg) for g in (dq, dk, dv))
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dtable.to(q.dtype)
