@@ -557,9 +557,11 @@ def _simulate_the_gpu(monkeypatch) -> list:
 
 
 def _assert_eval_like_original(original, model, x):
-    """The swapped ``model`` against ``original`` at inference in float32 and bfloat16."""
+    """The swapped ``model`` against ``original`` at inference in float32 and bfloat16
+    (under no_grad, not inference_mode: transformers caches BEiT's index made in
+    the first forward, and an inference tensor there breaks later training)."""
     for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 3e-2)):
-        with torch.inference_mode():
+        with torch.no_grad():
             want = original.to(dtype)(x.to(dtype)).float()
             got = model.to(dtype)(x.to(dtype)).float()
         assert rel_err(got, want.double().numpy()) <= tol, dtype
@@ -578,6 +580,9 @@ def _assert_trains_like_original(original, model, x, rtol):
         grads.append({n: p.grad for n, p in m.named_parameters()})
     for name, want in grads[0].items():
         got = grads[1][name]
+        if want is None:  # not on the output's path (transformers' pooler)
+            assert got is None, name
+            continue
         assert got is not None, name
         assert (got - want).abs().max() <= rtol * max(want.abs().max().item(), 1e-3), name
     return grads[0]
@@ -683,7 +688,7 @@ def test_swapped_maxvit_through_the_cuda_path_simulated_on_the_cpu(run_alone, op
     original = sharpen_weights(timm.create_model(arch, pretrained=False, num_classes=10,
                                                  stem_width=16, transformer_dim_head=8, **cfg))
     model = copy.deepcopy(original)
-    n = st.swap_attention(model, **opts)
+    n = st.swap_attention(model, mlp=False, **opts)  # the attention's GPU kernels
     x = _img(size=cfg["img_size"])
     with no_fallback():
         _assert_eval_like_original(original, model, x)

@@ -6,7 +6,9 @@ swapped with ``fallback=False``.
 A fallback is said once per reason and process (:func:`warn_fallback`, a
 :class:`FallbackWarning`): a swapped model that runs some of its layers
 without the kernel should not do so in silence, nor warn on every call.
-:func:`swin_opt.torch.patch_stats` counts every call.
+:func:`swin_opt.torch.patch_stats` counts every call. A :class:`Declined`
+call is one the kernel is not meant for (a CPU-only kernel's module on a
+GPU): counted, neither said nor refused.
 """
 
 from __future__ import annotations
@@ -14,12 +16,18 @@ from __future__ import annotations
 import threading
 import warnings
 
-__all__ = ["Fallback", "KernelUnavailable", "FallbackWarning", "warn_fallback",
+__all__ = ["Fallback", "Declined", "KernelUnavailable", "FallbackWarning", "warn_fallback",
            "warned_reasons"]
 
 
 class Fallback(Exception):
     """The kernel does not apply to this call; the message says why."""
+
+
+class Declined(Fallback):
+    """The kernel is not meant for this call (the MLP's CPU kernel on a CUDA
+    tensor: the model runs on another device): the original runs without a
+    warning, and ``fallback=False`` does not turn it into an error."""
 
 
 class KernelUnavailable(RuntimeError):

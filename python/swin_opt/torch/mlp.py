@@ -49,6 +49,8 @@ grad mode, or nothing that requires grad), in eval mode or with dropout 0.
 Otherwise it runs its own code, counted and said once per reason as for the
 attention (:func:`swin_opt.torch.patch_stats`, ``kind`` ``"mlp"``); with
 ``fallback=False`` it raises :class:`~.fallback.KernelUnavailable` instead.
+On another device (a GPU) it runs its own code without a word: the kernel
+is the CPU's (:class:`~.fallback.Declined`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from typing import Optional, Tuple
 
 from . import dense
 from .dense import forget_packed_weights, kernel_for
-from .fallback import Fallback
+from .fallback import Declined, Fallback
 from .ops import _no_grad_error
 from .patching import Patch, _items, drops
 from .tensors import once, require_torch
@@ -183,8 +185,8 @@ class MlpPatch(Patch):
         for t in (x, fc1.weight, fc1.bias, fc2.weight, fc2.bias):
             if t is None:
                 continue
-            if t.device.type != "cpu":
-                raise Fallback(f"device {t.device}")
+            if t.device.type != "cpu":  # the model runs elsewhere: not a kernel's gap
+                raise Declined(f"device {t.device} (the MLP kernel is the CPU's)")
             if t.dtype != torch.float32:
                 raise Fallback(f"dtype {t.dtype} (the MLP kernel is float32)")
         if x.dim() < 1 or x.shape[-1] != fc1.in_features:

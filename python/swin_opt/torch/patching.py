@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import reference as _ref
 from . import dense, ops
-from .fallback import Fallback, KernelUnavailable, warn_fallback
+from .fallback import Declined, Fallback, KernelUnavailable, warn_fallback
 from .masks import NO_MASK, cached_match
 from .projections import autograd_records, linear_backend
 from .tensors import dtype_name
@@ -359,17 +359,18 @@ class Patch:
                 return self._run_original(module, args, kwargs)
         except Fallback as why:
             reason = str(why)
-            if not self.options.fallback and self.required:
+            said = self.required and not isinstance(why, Declined)
+            if not self.options.fallback and said:
                 raise KernelUnavailable(f"swin_opt: {self.describe()} cannot use the kernel: "
                                         f"{reason}") from None
             if compiling:
-                _note_reason(self, reason)  # at trace time
+                _note_reason(self, reason, said)  # at trace time
                 if not torch.compiler.is_exporting():
                     self._compiled_counts[1].add_(1)
             else:
                 self.fallback_calls += 1
                 self.fallback_reasons[reason] += 1
-                if self.required:
+                if said:
                     warn_fallback(reason, self.describe())
             return self._run_original(module, args, kwargs)
         if compiling:
@@ -509,12 +510,12 @@ class ResidualBlock(Patch):
 
 
 @trace_constant
-def _note_reason(patch, reason: str) -> None:
-    """Record (and warn once about) a fallback reason seen while torch.compile
-    traces.  A :func:`~.tracing.trace_constant`: runs at trace time only, and
-    dynamo does not guard on the set it fills."""
+def _note_reason(patch, reason: str, said: bool) -> None:
+    """Record (and, ``said``, warn once about) a fallback reason seen while
+    torch.compile traces.  A :func:`~.tracing.trace_constant`: runs at trace time
+    only, and dynamo does not guard on the set it fills."""
     patch.compiled_fallback_reasons.add(reason)
-    if patch.required:
+    if said:
         warn_fallback(reason, patch.describe())
 
 
