@@ -339,6 +339,36 @@ def test_tanh_gelu_runs_its_kernel_and_others_stay(torch, timm_model, img, opts)
     assert all(s["kernel_calls"] == 1 for s in _mlp_stats(timm_model))
 
 
+def _activations(torch):
+    """``(name, module)`` of the GELUs the frameworks make, and one that is not."""
+    acts = [("nn.GELU", torch.nn.GELU()), ("nn.GELU(tanh)", torch.nn.GELU(approximate="tanh")),
+            ("nn.ReLU", torch.nn.ReLU())]
+    timm_acts = pytest.importorskip("timm.layers.activations")
+    acts += [("timm GELU", timm_acts.GELU()), ("timm GELUTanh", timm_acts.GELUTanh())]
+    hf = pytest.importorskip("transformers.activations")
+    acts += [(f"transformers {name}", hf.ACT2FN[name])
+             for name in ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")]
+    return acts
+
+
+def test_gelu_forms_are_what_the_modules_compute(torch):
+    """Each activation the MLP patch maps to a kernel form computes that form (to
+    float32 rounding); the others are refused with their name."""
+    from swin_opt.torch.mlp import _gelu_form
+
+    x = 6 * torch.randn(4096, generator=torch.Generator().manual_seed(7))
+    F = torch.nn.functional
+    exact = {"gelu": F.gelu(x.double()), "gelu_tanh": F.gelu(x.double(), approximate="tanh")}
+    for name, act in _activations(torch):
+        form, why = _gelu_form(act)
+        if name == "nn.ReLU":
+            assert form is None and "ReLU" in why
+            continue
+        assert form is not None, (name, why)
+        error = (act(x).double() - exact[form]).abs().max().item()
+        assert error <= 1e-5, (name, form, error)
+
+
 def test_op_tanh_gelu(torch, ops, kernel_cache):
     """The tanh form's kernel against torch's float64 ``gelu(approximate="tanh")``
     (inputs of up to ~8 in magnitude: tanh saturates, the cubic matters)."""

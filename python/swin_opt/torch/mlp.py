@@ -37,7 +37,7 @@ monai          ``MLPBlock`` of Swin-UNETR's ``SwinTransformerBlock``
 where the activation is GELU, erf form (``nn.GELU()``, timm's ``GELU``,
 transformers' ``"gelu"``) or tanh form (``nn.GELU(approximate="tanh")``,
 timm's ``GELUTanh``, MaxViT's TensorFlow ports; transformers'
-``"gelu_pytorch_tanh"``, ``"gelu_new"``), the layers are ``nn.Linear`` and
+``"gelu_pytorch_tanh"``, ``"gelu_new"``, ``"gelu_fast"``), the layers are ``nn.Linear`` and
 there is no norm between them; others are left alone and listed by
 :func:`swin_opt.torch.unpatched` with the reason. transformers' SwinV2 and
 data2vec-vision split their MLP over two modules (``...Intermediate``: fc1
@@ -131,8 +131,9 @@ def _gelu_form(act) -> Tuple[Optional[str], Optional[str]]:
             if getattr(act, "act", None) in (torch.nn.functional.gelu, act._gelu_python):
                 return "gelu", None
             return None, "GELUActivation with a replaced function"
-        # "gelu_pytorch_tanh" and "gelu_new" (the tanh formula in Python)
-        for name in ("PytorchGELUTanh", "NewGELUActivation"):
+        # "gelu_pytorch_tanh" (GELUTanh, formerly PytorchGELUTanh), and "gelu_new"
+        # and "gelu_fast": the tanh formula in Python
+        for name in ("GELUTanh", "PytorchGELUTanh", "NewGELUActivation", "FastGELUActivation"):
             if type(act) is getattr(hf_acts, name, None):
                 return "gelu_tanh", None
     return None, (f"activation {type(act).__name__} (the kernel computes GELU's erf and tanh "
