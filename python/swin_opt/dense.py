@@ -118,10 +118,11 @@ class DenseConfig:
         kind = "mlp" if len(self.widths) == 3 else "linear" if len(self.widths) == 2 else "dense"
         cpu = self.cpu or "native"
         threads = "" if self.parallel else " no-parallel"
-        if len(self.widths) > 2 and self.activation != "gelu":
-            threads += f" activation={self.activation}"
+        # (the erf form unnamed, as before there was a choice)
+        activation = (f" activation={self.activation}"
+                      if len(self.widths) > 2 and self.activation != "gelu" else "")
         return (f"{kind} {'->'.join(map(str, self.widths))} f32 "
-                f"vector-width={self.vector_width} cpu={cpu}{threads}")
+                f"vector-width={self.vector_width} cpu={cpu}{threads}{activation}")
 
     def aot_args(self) -> list:
         """``swin-aot``'s options (beside ``--input``, ``--emit`` and ``-o``)."""
