@@ -43,6 +43,7 @@ runs the same code on the CPU (its test, without a GPU).
 import argparse
 import sys
 from pathlib import Path
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -51,16 +52,45 @@ from swin_opt import cuda  # noqa: E402
 from swin_opt import reference as ref  # noqa: E402
 from swin_opt import testing as T  # noqa: E402
 
-# (name, windows, heads, window, head_dim, feature map or None, shift):
-# Swin-T at 224x224 (56x56, 28x28, 14x14 token maps), then larger windows.
+class Config(NamedTuple):
+    """One timed configuration: ``windows`` (window, head) items of ``heads``, the
+    feature map (None: no mask) and shift, or BEiT's global attention with a class
+    token (``window`` its patch grid, one "window" per image)."""
+
+    label: str
+    windows: int
+    heads: int
+    window: Tuple[int, ...]
+    head_dim: int
+    resolution: Optional[Tuple[int, ...]] = None
+    shift: int = 0
+    class_token: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return int(np.prod(self.window)) + int(self.class_token)
+
+    def bias(self, table):
+        """The ``[heads, N, N]`` bias of ``table`` (float64)."""
+        lookup = ref.class_token_lookup if self.class_token else ref.lookup
+        return lookup(table, self.window)
+
+    @property
+    def table_rows(self) -> int:
+        return ref.table_rows(self.window) + 3 * int(self.class_token)
+
+
+# Swin-T at 224x224 (56x56, 28x28, 14x14 token maps), larger windows, and BEiT-base
+# (a 14x14 patch grid and the class token, N = 197, at batch 32).
 CONFIGS = [
-    ("swin-t stage1 b128", 128 * 64, 3, (7, 7), 32, (56, 56), 3),
-    ("swin-t stage1 b32", 32 * 64, 3, (7, 7), 32, (56, 56), 3),
-    ("swin-t stage2 b32", 32 * 16, 6, (7, 7), 32, (28, 28), 3),
-    ("swin-t stage3 b32", 32 * 4, 12, (7, 7), 32, None, 0),
-    ("window 8 (N=64)", 2048, 3, (8, 8), 32, None, 0),
-    ("window 12 (N=144)", 1024, 4, (12, 12), 32, None, 0),
-    ("window 16 (N=256)", 512, 4, (16, 16), 32, None, 0),
+    Config("swin-t stage1 b128", 128 * 64, 3, (7, 7), 32, (56, 56), 3),
+    Config("swin-t stage1 b32", 32 * 64, 3, (7, 7), 32, (56, 56), 3),
+    Config("swin-t stage2 b32", 32 * 16, 6, (7, 7), 32, (28, 28), 3),
+    Config("swin-t stage3 b32", 32 * 4, 12, (7, 7), 32),
+    Config("window 8 (N=64)", 2048, 3, (8, 8), 32),
+    Config("window 12 (N=144)", 1024, 4, (12, 12), 32),
+    Config("window 16 (N=256)", 512, 4, (16, 16), 32),
+    Config("beit-base b32", 32, 12, (14, 14), 64, class_token=True),
 ]
 
 
@@ -161,7 +191,10 @@ def training_figures(args):
     print(f"{'config':22} {'fwd ms':>8} {'bwd ms':>8} {'bwd/fwd':>8} {'f+b ms':>8} "
           f"{'SDPA f+b':>9} {'vs SDPA':>8} {'Flex f+b':>9} {'vs Flex':>8}")
     rng = np.random.default_rng(0)
-    for label, windows, heads, window, d, resolution, shift in CONFIGS:
+    # (the torch training steps gather Swin's bias: BEiT's configuration is timed
+    # forward only)
+    for label, windows, heads, window, d, resolution, shift, _ in (
+            c for c in CONFIGS if not c.class_token):
         n = int(np.prod(window))
         rows = ref.table_rows(window)
         q, k, v, dout = (T.to_storage(rng.standard_normal((windows, heads, n, d)).astype(np.float32),
@@ -249,7 +282,7 @@ def record_model_kernels(chip):
         if model is None:
             print("gpu_bench: no timm: the model's kernels are not recorded")
             return
-        st.swap_attention(model)
+        st.swap_attention(model, mlp=False)  # (the attention's kernels: the MLPs' are the CPU's)
         st.warmup(model, (1, 3, 224, 224), chip=chip, progress=False,
                   grad=dtype == TRAIN_DTYPE)
 
@@ -373,10 +406,12 @@ def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BA
     return 0
 
 
-def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which, grad=False):
+def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which, grad=False,
+                   class_token=False):
     return cuda.compile_gpu(window, heads, d, resolution=resolution,
                             shift=(shift, shift) if shift else None, dtype=dtype, chip=chip,
-                            kernel=which, **({"grad": True} if grad else {}))
+                            kernel=which, **({"grad": True} if grad else {}),
+                            **({"class_token": True} if class_token else {}))
 
 
 def main():
@@ -405,10 +440,11 @@ def main():
     kernels = ["warps", "rows"] if args.kernel == "both" else [args.kernel]
     if args.record:
         for dtype in ("f16", "bf16", "f32"):
-            for _, _, heads, window, d, resolution, shift in CONFIGS:
+            for _, _, heads, window, d, resolution, shift, class_token in CONFIGS:
                 for which in kernels:
-                    compile_kernel(window, heads, d, resolution, shift, dtype, args.chip, which)
-                if args.backward:
+                    compile_kernel(window, heads, d, resolution, shift, dtype, args.chip, which,
+                                   class_token=class_token)
+                if args.backward and not class_token:
                     compile_kernel(window, heads, d, resolution, shift, dtype, args.chip,
                                    "warps", grad=True)
         record_model_kernels(args.chip)
@@ -439,20 +475,21 @@ def main():
     print(f"{'config':22} {'kernel':6} {'ms':>9} {'GB/s':>8} {'% copy':>7} {'GFLOP/s':>9} "
           f"{'vs SDPA':>8}")
     rng = np.random.default_rng(0)
-    for label, windows, heads, window, d, resolution, shift in CONFIGS:
-        n = int(np.prod(window))
+    for config in CONFIGS:
+        label, windows, heads, window, d, resolution, shift, class_token = config
+        n = config.tokens
         q, k, v = (storage(rng.standard_normal((windows, heads, n, d))) for _ in range(3))
-        table = storage(rng.standard_normal((ref.table_rows(window), heads)))
+        table = storage(rng.standard_normal((config.table_rows, heads)))
         pointers = [driver.to_device(a) for a in (q, k, v, table)]
         out = driver.alloc(windows * n * heads * d * np.dtype(np_type).itemsize)
         nbytes = 4 * windows * heads * n * d * np.dtype(np_type).itemsize
         flops = 4.0 * n * n * d * windows * heads
-        bias = ref.lookup(T.to_float64(table, args.dtype), window)
+        bias = config.bias(T.to_float64(table, args.dtype))
         mask = ref.shift_mask(resolution, window, (shift, shift)) if shift else None
         sdpa = torch_sdpa_ms(windows, heads, n, d, bias, mask, args.dtype, args.repeat)
         for which in kernels:
             kernel = compile_kernel(window, heads, d, resolution, shift, args.dtype, args.chip,
-                                    which)
+                                    which, class_token=class_token)
             ms = driver.time_ms(lambda: kernel(*pointers, out, windows), repeat=args.repeat)
             gbs = nbytes / ms / 1e6
             ratio = f"{sdpa / ms:7.2f}x" if sdpa else "    n/a"
