@@ -73,6 +73,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "or warps, run on the host to test them"),
       llvm::cl::init(KernelStrategy::Tiles),
       enumOptionValues(symbolizeKernelStrategy)};
+  PassOptions::Option<int64_t> warpsPerBlock{
+      *this, "warps-per-block",
+      llvm::cl::desc("kernel=warps: (window, head) items per emulated block "
+                     "(rpe-gpu-pipeline's option, to test its numbers)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
       llvm::cl::desc("Run the (window, head) items in parallel through "

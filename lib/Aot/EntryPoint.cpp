@@ -442,6 +442,7 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   options.itemRange = config.fuse;
   options.fuse = config.fuse;
   options.kernel = config.effectiveKernel();
+  options.warpsPerBlock = config.warpsPerBlock;
   setCpuPipelineTarget(options, features, config.vectorWidth,
                        config.elementKind == ElementKind::BF16);
   buildCpuPipeline(pm, options);

@@ -165,6 +165,7 @@ mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
   options.toolkit = config.cudaToolkit;
   options.format = format;
   options.kernel = config.effectiveKernel();
+  options.warpsPerBlock = config.warpsPerBlock;
   llvm::Expected<NvptxTarget> target = checkGpuPipelineOptions(options);
   if (!target)
     return target.takeError();

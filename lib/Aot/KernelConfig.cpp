@@ -156,6 +156,15 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
   if (config.isGpu() && config.kernel == KernelStrategy::Tiles)
     return configError("--kernel must be warps or rows for --target=nvptx, "
                        "got 'tiles'");
+  if (config.warpsPerBlock < 0 || config.warpsPerBlock > 32)
+    return configError(llvm::formatv(
+        "--warps-per-block must be 1 to 32 (0: the kernel's choice), got {0}",
+        config.warpsPerBlock));
+  if (config.warpsPerBlock &&
+      config.effectiveKernel() != KernelStrategy::Warps)
+    return configError("--warps-per-block sizes the blocks of the GPU's warp "
+                       "kernel: it takes --kernel=warps (--target=nvptx's "
+                       "default; on the CPU, the warps emulated)");
   if (config.isGpu()) {
     // The chip and its PTX features, checked before anything is built.
     llvm::Expected<NvptxTarget> target =

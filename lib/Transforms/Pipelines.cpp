@@ -167,6 +167,7 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
     kernel.bf16Dot = options.bf16Dot;
     kernel.avx512 = options.avx512;
     kernel.hoistScratch = !openMP;
+    kernel.warpsPerBlock = options.warpsPerBlock;
     pm.addPass(createRpeLowerFusedAttention(kernel));
     // No canonicalization here: it would inline the kernel's per-iteration
     // memref.alloca_scope into the scf.parallel (an allocation scope), and

@@ -69,6 +69,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     grad: bool = False,
     class_token: bool = False,
     partition: Optional[str] = None,
+    warps_per_block: int = 0,
     emit: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
 ):
@@ -125,6 +126,12 @@ def compile(  # noqa: A001 - the public name is part of the API
         ``"warps"`` (swin-aot's default for f16/bf16) or ``"rows"``.
     chip:
         ``target="nvptx"`` only: the GPU architecture (default ``"sm_90"``).
+    warps_per_block:
+        The warp kernel (``kernel="warps"``, the GPU's default; emulated on
+        the CPU): (window, head) items per block, in dynamic shared memory
+        where they need more than 48 KiB (``swin-aot --warps-per-block``); 0,
+        the default: the kernel's choice, which gives a window whose one warp
+        needs more the row kernel.
     cosine:
         SwinV2's scaled cosine attention: ``softmax(cos(q, k) *
         min(exp(logit_scale[h]), 100) + table[idx] (+ mask)) v``, with q and k
@@ -168,7 +175,7 @@ def compile(  # noqa: A001 - the public name is part of the API
                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
                       cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel,
                       chip=chip, cosine=cosine, grad=grad, class_token=class_token,
-                      partition=partition)
+                      partition=partition, warps_per_block=warps_per_block)
     if emit is None:
         emit = DEFAULT_EMIT[cfg.target]
     if emit not in EMITS[cfg.target]:

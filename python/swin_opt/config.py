@@ -83,6 +83,11 @@ class KernelConfig:
     #: ``"grid"``, MaxViT's grid attention, whose ``window``-sized windows take
     #: tokens strided across the map.
     partition: str = "block"
+    #: ``swin-aot --warps-per-block`` (the GPU's warp kernel): (window, head)
+    #: items per block, in dynamic shared memory where they need more than
+    #: 48 KiB; 0: the kernel's choice (the row kernel for a window whose one
+    #: warp needs more).
+    warps_per_block: int = 0
 
     @property
     def tokens_per_window(self) -> int:
@@ -162,6 +167,8 @@ class KernelConfig:
             args.append(f"--kernel={self.kernel}")
         if self.chip is not None:
             args.append(f"--chip={self.chip}")
+        if self.warps_per_block:
+            args.append(f"--warps-per-block={self.warps_per_block}")
         if self.grad:
             args.append("--grad")
         return args
@@ -174,7 +181,8 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 parallel: bool = True, packed_qkv: bool = False,
                 kernel: Optional[str] = None, chip: Optional[str] = None,
                 cosine: bool = False, grad: bool = False,
-                class_token: bool = False, partition: Optional[str] = None) -> KernelConfig:
+                class_token: bool = False, partition: Optional[str] = None,
+                warps_per_block: int = 0) -> KernelConfig:
     """Validate and normalise a configuration (the arguments of
     :func:`swin_opt.compile` but the table; see the module docstring for what is
     checked here)."""
@@ -257,6 +265,14 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                              "layout='windows', no resolution or shift")
         if cosine:
             raise ValueError("class_token=True has no cosine form")
+    if warps_per_block:
+        if not 1 <= int(warps_per_block) <= 32:
+            raise ValueError(f"warps_per_block must be 1 to 32 (0: the kernel's choice), "
+                             f"got {warps_per_block!r}")
+        if kernel != "warps" and (target != "nvptx" or kernel is not None):
+            raise ValueError("warps_per_block sizes the blocks of the GPU's warp kernel: it "
+                             "takes kernel='warps' (target='nvptx''s default; on the CPU, "
+                             "the warps emulated)")
     if grad and target == "cpu" and dtype != "f32" and kernel != "warps":
         raise ValueError("grad=True on the CPU needs float32, or kernel='warps' (the GPU's "
                          "backward, emulated), which takes float16 and bfloat16 too")
@@ -265,7 +281,8 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                         target=target, name=name, cpu=cpu, parallel=bool(parallel),
                         packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip,
                         cosine=bool(cosine), grad=bool(grad),
-                        class_token=bool(class_token), partition=partition)
+                        class_token=bool(class_token), partition=partition,
+                        warps_per_block=int(warps_per_block))
 
 
 def describe(cfg: KernelConfig) -> str:
@@ -297,6 +314,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append(f"cpu={cfg.cpu}")
     if cfg.kernel is not None:
         parts.append(f"kernel={cfg.kernel}")
+    if cfg.warps_per_block:
+        parts.append(f"warps_per_block={cfg.warps_per_block}")
     if not cfg.parallel:
         parts.append("no-parallel")
     if cfg.grad:

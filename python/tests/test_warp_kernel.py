@@ -136,6 +136,20 @@ def test_class_token_rows(build, case, dtype):
     _check(kernel, 2, seed=7)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_class_token_base_on_tensor_cores(build_warps, dtype):
+    """``warps_per_block=1`` puts BEiT-base (64 channels) on the tensor-core kernel,
+    which by default takes the rows (a warp's keys and values exceed the static 48
+    KiB): the blocks a GPU run compares with the rows, in dynamic shared memory,
+    here emulated (32-lane vectors, where the rows have none) and against the
+    reference."""
+    case = dict(window=(14, 14), heads=12, head_dim=64, dtype=dtype, class_token=True)
+    _check(build_warps(warps_per_block=1, **case), 2, seed=6)
+    lanes = {wpb: build_warps(warps_per_block=wpb, emit="llvm", **case).main.read_text()
+             .count("<32 x") for wpb in (0, 1)}
+    assert lanes[1] > 100 * max(lanes[0], 1), lanes
+
+
 def test_class_token_rows_are_read(build_warps):
     """Each of the three class-token rows reaches the output of the tensor-core
     kernel (at the entries the reference reads), not a grid row in its place."""

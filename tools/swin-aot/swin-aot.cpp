@@ -184,6 +184,13 @@ static cl::opt<bool> cosineOpt(
              "argument after the table, q and k L2-normalized, no head_dim "
              "scale"),
     cl::cat(category));
+static cl::opt<int64_t> warpsPerBlockOpt(
+    "warps-per-block", cl::init(0),
+    cl::desc("The warp kernel (--kernel=warps): (window, head) items per "
+             "block, in dynamic shared memory where they need more than "
+             "48 KiB (0, the default: as many as fit 48 KiB, at most 4; the "
+             "row kernel for a window whose one warp needs more)"),
+    cl::cat(category));
 static cl::opt<bool> classTokenOpt(
     "class-token",
     cl::desc("BEiT's class token: global attention over the --window grid "
@@ -424,6 +431,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   config.cudaToolkit = cudaOpt;
   if (kernelOpt.getNumOccurrences())
     config.kernel = kernelOpt;
+  config.warpsPerBlock = warpsPerBlockOpt;
   if (!scaleOpt.empty()) {
     char *end = nullptr;
     config.scale = std::strtof(scaleOpt.c_str(), &end);
@@ -894,7 +902,8 @@ int main(int argc, char **argv) {
              &vectorWidthOpt,
              &gradOpt,
              &unfusedOpt,
-             &kernelOpt})
+             &kernelOpt,
+             &warpsPerBlockOpt})
       if (option->getNumOccurrences()) {
         fail(optionName(*option) +
              " configures a kernel: it does not go with --input (a "

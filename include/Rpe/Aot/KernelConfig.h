@@ -96,6 +96,13 @@ struct KernelConfig {
   /// warps on the GPU). The GPU kernels also compile for the CPU, to test
   /// them on the host.
   std::optional<KernelStrategy> kernel;
+  /// The GPU warp kernel's (window, head) items per block; 0: as many as
+  /// fit 48 KiB of static shared memory (at most 4), and the row kernel for
+  /// a window whose one warp needs more. Given, the warp kernel takes
+  /// dynamic shared memory where it needs it, up to the chip's limit (to
+  /// measure it against the row kernel on a GPU; kernel warps on the CPU
+  /// emulates those blocks).
+  int64_t warpsPerBlock = 0;
   /// GPU architecture and PTX features (nvptx); empty features: the least
   /// PTX version the chip needs.
   std::string chip = "sm_90";
