@@ -1122,19 +1122,7 @@ def test_gpu_swinv2_matches_the_original(opts, dtype):
 def test_gpu_swinv2_training_gradients_match_the_original(opts):
     """Training SwinV2 on the GPU in float32: the GPU's forward and backward,
     logit_scale's gradient through torch's preparation of q and k."""
-    original = _timm_model(v2=True).cuda().train()
-    model = copy.deepcopy(original)
-    st.swap_attention(model, mlp=False, **opts)
-    x = _img(device="cuda")
-    grads = []
-    for m in (original, model):
-        m(x).square().mean().backward()
-        grads.append({n: p.grad.double() for n, p in m.named_parameters()})
-    kernel_calls, fallbacks, reasons = _calls(model)
-    assert kernel_calls > 0 and fallbacks == 0, reasons
-    for name, want in grads[0].items():
-        scale = max(want.abs().max().item(), 1e-3)
-        assert (grads[1][name] - want).abs().max().item() / scale <= 1e-3, name
+    _assert_gpu_trains_like_original(_timm_model(v2=True), opts)
 
 
 @requires_gpu
@@ -1153,19 +1141,19 @@ def test_gpu_beit_matches_the_original(opts, family, dtype):
 def test_gpu_beit_training_gradients_match_the_original(opts, family):
     """Training BEiT on the GPU in float32: the GPU's forward and backward (the
     tables' class rows included)."""
-    original = _beit_model(family).cuda().train()
+    _assert_gpu_trains_like_original(_beit_model(family), opts)
+
+
+def _assert_gpu_trains_like_original(original, opts):
+    """One float32 training step of ``original`` and of its swapped copy on the GPU
+    (:func:`_assert_trains_like_original`: every gradient within 1e-3 of the
+    original's largest), the swapped one's attention all on kernels."""
+    original = original.cuda()
     model = copy.deepcopy(original)
     st.swap_attention(model, mlp=False, **opts)
-    x = _img(device="cuda")
-    grads = []
-    for m in (original, model):
-        m(x).square().mean().backward()
-        grads.append({n: p.grad.double() for n, p in m.named_parameters()})
+    _assert_trains_like_original(original, model, _img(device="cuda"), 1e-3)
     kernel_calls, fallbacks, reasons = _calls(model)
     assert kernel_calls > 0 and fallbacks == 0, reasons
-    for name, want in grads[0].items():
-        scale = max(want.abs().max().item(), 1e-3)
-        assert (grads[1][name] - want).abs().max().item() / scale <= 1e-3, name
 
 
 # --------------------------------------------------------------------------- #
