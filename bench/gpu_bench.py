@@ -336,9 +336,9 @@ def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BA
         return (f"{sum(s['kernel_calls'] for s in stats)}/"
                 f"{sum(s['fallback_calls'] for s in stats)}"), reasons
 
-    def compare(label, run):
-        """One row: ``run(swapped, wrap)`` -> (fn, result) for the original and the
-        swapped model under each mode."""
+    def compare(label, run, items):
+        """A row per mode of ``items`` images: ``run(wrap)`` -> (the timed function,
+        its first result), for the original and then the swapped model."""
         for mode, wrap in modes:
             st.restore_attention(model)
             fn, want = run(wrap)
@@ -348,13 +348,12 @@ def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BA
             swapped_ms = time_ms(fn)
             count, reasons = calls()
             diff = (got.float() - want.float()).abs().max().item()
-            items = train_batch if label.startswith("train") else batch
             print(f"{label:18} {mode:8} {original_ms:12.2f} {swapped_ms:11.2f} "
                   f"{items * 1e3 / original_ms:11.0f} {items * 1e3 / swapped_ms:11.0f} "
                   f"{original_ms / swapped_ms:8.2f}x {diff:11.3g} {count:>22}")
             for reason in reasons:
                 print(f"  fallback: {reason}")
-            if device != "cpu":
+            if mode == "compiled":  # the next row compiles its own graphs
                 torch._dynamo.reset()
 
     def inference(dtype):
@@ -400,8 +399,8 @@ def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BA
           f"{'img/s orig':>11} {'img/s swap':>11} {'speed-up':>9} {'max |diff|':>11} "
           f"{'kernel/fallback calls':>22}")
     for name in dtypes:
-        compare(f"{name} inference", inference(_torch_dtype(name)))
-    compare(f"train {TRAIN_DTYPE} step", training(_torch_dtype(TRAIN_DTYPE)))
+        compare(f"{name} inference", inference(_torch_dtype(name)), batch)
+    compare(f"train {TRAIN_DTYPE} step", training(_torch_dtype(TRAIN_DTYPE)), train_batch)
     model.eval()
     return 0
 

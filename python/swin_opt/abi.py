@@ -206,10 +206,14 @@ class KernelAbi:
         fn.argtypes = self.argtypes()
         return fn, lib
 
+    @functools.cached_property
+    def _shapes_by_count(self) -> Dict[int, Dict[str, Tuple[int, ...]]]:
+        return {}
+
     def shapes(self, count: int) -> Dict[str, Tuple[int, ...]]:
         """Expected shape of every buffer argument for ``count`` windows / images
         (a new dict; the shapes of the last few counts are kept)."""
-        cache = self.__dict__.setdefault("_shapes", {})
+        cache = self._shapes_by_count
         shapes = cache.get(count)
         if shapes is None:
             if len(cache) >= 16:

@@ -269,7 +269,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
         if not 1 <= int(warps_per_block) <= 32:
             raise ValueError(f"warps_per_block must be 1 to 32 (0: the kernel's choice), "
                              f"got {warps_per_block!r}")
-        if kernel != "warps" and (target != "nvptx" or kernel is not None):
+        if (kernel or ("warps" if target == "nvptx" else "tiles")) != "warps":
             raise ValueError("warps_per_block sizes the blocks of the GPU's warp kernel: it "
                              "takes kernel='warps' (target='nvptx''s default; on the CPU, "
                              "the warps emulated)")

@@ -105,6 +105,9 @@ def test_config_args():
     assert "--dtype=bf16" in cfg3.aot_args()
     assert cfg3.windows_per_image == 4 * 64
     assert _cfg(kernel="warps").aot_args()[-1] == "--kernel=warps"
+    # the warp kernel's blocks: the GPU's (its default kernel) and the emulation's
+    assert "--warps-per-block=1" in _cfg(target="nvptx", warps_per_block=1).aot_args()
+    assert "--warps-per-block=2" in _cfg(kernel="warps", warps_per_block=2).aot_args()
 
 
 def test_config_padding_windows_layout_uses_padded_resolution():
@@ -134,6 +137,10 @@ def test_config_padding_windows_layout_uses_padded_resolution():
         (dict(scale=float("nan")), ValueError, "finite"),
         (dict(layout="tokens"), ValueError, "requires resolution"),
         (dict(kernel="bogus"), ValueError, "kernel must be 'tiles', 'warps' or 'rows'"),
+        (dict(warps_per_block=2), ValueError, "takes kernel='warps'"),
+        (dict(warps_per_block=2, target="nvptx", kernel="rows"), ValueError,
+         "takes kernel='warps'"),
+        (dict(warps_per_block=33, target="nvptx"), ValueError, "must be 1 to 32"),
     ],
 )
 def test_config_errors(kwargs, exc, match):
