@@ -5,13 +5,22 @@
 // bufferization as an scf.parallel over vector code:
 //
 //   for each item (panel p, block of MR rows from m0), in parallel:
-//     acc[r][v] = 0                              MR x NR / L vector registers
-//     for k in [0, K):
-//       prefetch a K-th of the next row block's A (and residual)
-//       b[v]       = Bp[p, k, v L : v L + L]     NR / L vector loads
-//       acc[r][v] += A[m0 + r, k] * b[v]         a broadcast per row, FMAs
-//     out[m0 + r, p NR + v L : ...] = epilogue(acc[r][v], inputs at the
+//     sum[r][v] = 0
+//     for each chunk [k0, k1) of at most 256 k in [0, K):
+//       acc[r][v] = 0                            MR x NR / L vector registers
+//       for k in [k0, k1):
+//         prefetch a K-th of the next row block's A (and residual)
+//         b[v]       = Bp[p, k, v L : v L + L]   NR / L vector loads
+//         acc[r][v] += A[m0 + r, k] * b[v]       a broadcast per row, FMAs
+//       sum[r][v] += acc[r][v]
+//     out[m0 + r, p NR + v L : ...] = epilogue(sum[r][v], inputs at the
 //                                     same (m, n))
+//
+// The chunks bound the rounding error: one chain of K f32 additions errs
+// as sqrt(K) roundings (typically), twice oneDNN's at a Swin or MaxViT
+// fc2's K = 2048 .. 3072 (enough to take a swapped MaxViT-T past its
+// tolerance); chunks of C make it sqrt(C) + sqrt(K / C), as oneDNN's k
+// blocks do. A K of at most one chunk is a single loop, as before.
 //
 // The tile of the product never leaves the registers until the epilogue
 // (bias, GELU, residual: the op's region, run on vectors) has made it the
@@ -138,6 +147,9 @@ private:
                      bool lastPanel);
   void emitTile(Value rhs, Value panel, Value m0, int64_t tileRows,
                 bool lastPanel);
+  SmallVector<Value> sumInChunks(
+      int64_t steps, int64_t chunk, ValueRange zeros,
+      function_ref<SmallVector<Value>(Value, Value, ValueRange)> sumSteps);
   SmallVector<Value> emitProducts(Value rhs, const Tile &tile);
   SmallVector<Value> emitPairProducts(Value rhs, const Tile &tile);
   void prefetchNextRowBlock(const Tile &tile, Value step, int64_t steps);
@@ -376,8 +388,39 @@ void MatmulKernel::emitTile(Value rhs, Value panel, Value m0, int64_t rowCount,
     }
 }
 
+/// The k a tile sums in registers before adding them to the sums of the
+/// k before (the file's header says why).
+constexpr int64_t kStepsPerChunk = 256;
+
+/// The sums over steps [0, steps) that `sumSteps(begin, end, init)` emits
+/// for the steps [begin, end), added to `init`: one range when there are
+/// at most `chunk` steps, else a loop over chunks (the last may be short),
+/// each summed from `zeros` and added to the chunks' before it. Those sums
+/// are loop-carried values the register allocator keeps on the stack while
+/// a chunk runs: a load, an add and a store per accumulator every `chunk`
+/// steps.
+SmallVector<Value> MatmulKernel::sumInChunks(
+    int64_t steps, int64_t chunk, ValueRange zeros,
+    function_ref<SmallVector<Value>(Value, Value, ValueRange)> sumSteps) {
+  if (steps <= chunk)
+    return sumSteps(index(0), index(steps), zeros);
+  auto chunks =
+      scf::ForOp::create(b, index(0), index(steps), index(chunk), zeros);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(chunks.getBody());
+  Value begin = chunks.getInductionVar();
+  Value end = arith::MinUIOp::create(
+      b, arith::AddIOp::create(b, begin, index(chunk)), index(steps));
+  SmallVector<Value> sums;
+  for (auto [before, chunkSum] : llvm::zip(chunks.getRegionIterArgs(),
+                                           sumSteps(begin, end, zeros)))
+    sums.push_back(arith::AddFOp::create(b, before, chunkSum));
+  scf::YieldOp::create(b, sums);
+  return SmallVector<Value>(chunks.getResults());
+}
+
 /// acc[r][v] = sum_k A[row r, k] * Bp[p, k, v L : v L + L]: a broadcast of
-/// A per row and k, FMAs on f32 (bf16 widened).
+/// A per row and k, FMAs on f32 (bf16 widened), in chunks of k.
 SmallVector<Value> MatmulKernel::emitProducts(Value rhs, const Tile &tile) {
   Value lhs = op.getLhs();
   Value panel = tile.panel;
@@ -388,19 +431,18 @@ SmallVector<Value> MatmulKernel::emitProducts(Value rhs, const Tile &tile) {
   int64_t rowCount = rowIndices.size();
   Value zeros = arith::ConstantOp::create(
       b, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0.0)));
-  SmallVector<Value> init(rowCount * vectors, zeros);
-  auto loop = scf::ForOp::create(b, index(0), index(k), index(1), init);
-  {
+  auto widen = [&](Value v) -> Value {
+    Type type = v.getType();
+    Type f32 = isa<VectorType>(type)
+                   ? Type(cast<VectorType>(type).clone(b.getF32Type()))
+                   : b.getF32Type();
+    return element.isF32() ? v : arith::ExtFOp::create(b, f32, v);
+  };
+  auto sumSteps = [&](Value begin, Value end, ValueRange init) {
+    auto loop = scf::ForOp::create(b, begin, end, index(1), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kk = loop.getInductionVar();
-    auto widen = [&](Value v) -> Value {
-      Type type = v.getType();
-      Type f32 = isa<VectorType>(type)
-                     ? Type(cast<VectorType>(type).clone(b.getF32Type()))
-                     : b.getF32Type();
-      return element.isF32() ? v : arith::ExtFOp::create(b, f32, v);
-    };
     prefetchNextRowBlock(tile, kk, k);
     SmallVector<Value> columnsOfB;
     for (int64_t v = 0; v < vectors; ++v)
@@ -417,8 +459,10 @@ SmallVector<Value> MatmulKernel::emitProducts(Value rhs, const Tile &tile) {
             b, a, columnsOfB[v], loop.getRegionIterArgs()[r * vectors + v]));
     }
     scf::YieldOp::create(b, next);
-  }
-  return SmallVector<Value>(loop.getResults());
+    return SmallVector<Value>(loop.getResults());
+  };
+  SmallVector<Value> init(rowCount * vectors, zeros);
+  return sumInChunks(k, kStepsPerChunk, init, sumSteps);
 }
 
 /// Step `step` of the `steps` of the k loop prefetches a part of what the
@@ -509,8 +553,8 @@ SmallVector<Value> MatmulKernel::emitPairProducts(Value rhs, const Tile &tile) {
   Value zeros = arith::ConstantOp::create(
       b, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0.0)));
   SmallVector<Value> init(rowCount * vectors, zeros);
-  auto loop = scf::ForOp::create(b, index(0), index(k / 2), index(1), init);
-  {
+  auto sumPairs = [&](Value begin, Value end, ValueRange init) {
+    auto loop = scf::ForOp::create(b, begin, end, index(1), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value j = loop.getInductionVar();
@@ -519,8 +563,10 @@ SmallVector<Value> MatmulKernel::emitPairProducts(Value rhs, const Tile &tile) {
     for (Value row : rowIndices)
       a.push_back(broadcastPair(row, j));
     scf::YieldOp::create(b, step(j, loop.getRegionIterArgs(), a));
-  }
-  SmallVector<Value> acc(loop.getResults());
+    return SmallVector<Value>(loop.getResults());
+  };
+  SmallVector<Value> acc =
+      sumInChunks(k / 2, kStepsPerChunk / 2, init, sumPairs);
   if (k % 2 == 0)
     return acc;
   // The last k, whose pair in Bp has a zero second row.

@@ -176,3 +176,34 @@ def test_bf16_layer_against_float64(swin_opt, tmp_path, case, mode):
     error = np.abs(got - expected).max()
     allowed = 1e-5 * max(1.0, np.abs(expected).max())
     assert error <= allowed, f"max |error| {error:.3g} > {allowed:.3g}"
+
+
+# (vector width, bf16-dot, dtype) of the long-reduction test.
+LONG_K_MODES = {"f32-8": (8, False, "f32"), "f32-16": (16, False, "f32"),
+                "bf16-dot-16": (16, True, "bf16")}
+
+
+@pytest.mark.parametrize("mode", sorted(LONG_K_MODES))
+def test_long_reduction_sums_in_chunks(swin_opt, tmp_path, mode):
+    """K = 4,100 of positive products (the worst case of a chain of f32
+    additions): the kernel sums chunks of 256 k (bf16-dot: 128 pairs) and
+    adds them, which keeps the error near sqrt(256) + sqrt(16) roundings
+    (2.9e-7 of the result in a float64 model of it) where one chain of
+    4,100 errs by 3.2e-6; 1e-6 tells them apart. K is past the last whole
+    chunk (4 k more, odd under bf16-dot: 2 pairs and a last k alone)."""
+    width, dot, dtype = LONG_K_MODES[mode]
+    if width == 16 and not AVX512 or dot and not AVX512_BF16:
+        pytest.skip("the host lacks the vectors of this mode")
+    k = 4101 if dot else 4100
+    layer = linear_mlir.Linear(64, k, 48, (), constant_weight=False, dtype=dtype)
+    rng = np.random.default_rng(11)
+    x = rng.random((64, k), dtype=np.float32)
+    weight = rng.random((48, k), dtype=np.float32)
+    if dtype == "bf16":
+        x, weight = linear_mlir.to_bf16(x), linear_mlir.to_bf16(weight)
+    entry = compile_layer(swin_opt, tmp_path, layer, weight, None, width, bf16_dot=dot)
+    got = run_layer(entry, layer, x, weight, None)
+    values = (lambda a: linear_mlir.from_bf16(a)) if dtype == "bf16" else (lambda a: a)
+    expected = values(x).astype(np.float64) @ values(weight).astype(np.float64).T
+    error = np.abs(got - expected).max() / np.abs(expected).max()
+    assert error <= 1e-6, f"relative error {error:.3g} > 1e-6"

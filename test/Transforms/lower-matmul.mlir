@@ -87,12 +87,24 @@ func.func @runtime_weights(%x: memref<?x8xf32>, %w: memref<20x8xf32>, %r: memref
 // Packed B of 3 x 1024 x 48 floats (576 KB) does not fit in half an L2:
 // the items of a panel are consecutive (the panel stays in cache while A
 // streams): panel = item / row blocks, row block = item % row blocks.
+// K = 1024 is summed in chunks of 256 k, each from zero in the registers,
+// then added to the chunks' before (the rounding error of a long chain).
 // CHECK-LABEL: func @large_weights
 // CHECK: %[[BLOCKS:.*]] = arith.ceildivui
 // CHECK: scf.parallel (%[[ITEM:.*]]) =
 // CHECK: arith.divui %[[ITEM]], %[[BLOCKS]] : index
 // CHECK: %[[BLOCK:.*]] = arith.remui %[[ITEM]], %[[BLOCKS]] : index
 // CHECK: arith.muli %[[BLOCK]], %c8{{.*}} : index
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+// CHECK: %[[SUMS:.*]]:24 = scf.for %[[K0:.*]] = %{{.*}} to %c1024{{.*}} step %c256{{.*}} iter_args(%[[BEFORE:[^ ]*]] = %[[ZERO]],
+// CHECK: %[[K1:.*]] = arith.minui %{{.*}}, %c1024{{.*}} : index
+// CHECK: %[[CHUNK:.*]]:24 = scf.for %{{.*}} = %[[K0]] to %[[K1]] step %c1{{.*}} iter_args(%{{[^ ]*}} = %[[ZERO]],
+// CHECK-COUNT-24: vector.fma
+// CHECK: scf.yield
+// CHECK: arith.addf %[[BEFORE]], %[[CHUNK]]#0 : vector<16xf32>
+// CHECK-COUNT-23: arith.addf
+// CHECK: scf.yield
+// CHECK: vector.store %[[SUMS]]#0
 func.func @large_weights(%x: memref<64x1024xf32>, %w: memref<3x1024x48xf32>, %o: memref<64x144xf32>) {
   rpe.matmul ins(%x, %w : memref<64x1024xf32>, memref<3x1024x48xf32>) outs(%o : memref<64x144xf32>) {
   ^bb0(%acc: f32):
