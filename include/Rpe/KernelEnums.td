@@ -40,6 +40,21 @@ def Rpe_KernelStrategy : Rpe_Enum<"KernelStrategy",
       I32EnumCase<"Rows", 2, "rows">
     ]>;
 
+// Spelt `f32-mma=` by the pipelines and rpe-lower-fused-attention,
+// `--f32-mma` by swin-aot, "f32_mma" in the ABI description.
+def Rpe_F32Mma : Rpe_Enum<"F32Mma",
+    "whether the warp kernel takes f32 q, k, v, and how", [
+      // It does not: f32 ops take the row kernel (f32 FMAs).
+      I32EnumCase<"None", 0, "none">,
+      // Each operand the sum of two bf16 terms, x = x0 + x1, and three
+      // products per mma (x1 y0 + x0 y1 + x0 y0): 2^-16 of each product,
+      // finer than TF32's 2^-11.
+      I32EnumCase<"Bf16x3", 1, "bf16x3">,
+      // Three bf16 terms, the six products of orders i + j < 3: f32's
+      // 2^-24.
+      I32EnumCase<"Bf16x6", 2, "bf16x6">
+    ]>;
+
 def Rpe_KernelTarget : Rpe_Enum<"KernelTarget",
     "where the emitted kernel runs", [
       // scf.parallel loops on the host; warps emulated by 32-lane vectors.

@@ -78,6 +78,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("kernel=warps: (window, head) items per emulated block "
                      "(rpe-gpu-pipeline's option, to test its numbers)"),
       llvm::cl::init(0)};
+  PassOptions::Option<F32Mma> f32Mma{
+      *this, "f32-mma",
+      llvm::cl::desc("kernel=warps: f32 operands on the emulated tensor "
+                     "cores (rpe-gpu-pipeline's option, to test its numbers)"),
+      llvm::cl::init(F32Mma::None), enumOptionValues(symbolizeF32Mma)};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
       llvm::cl::desc("Run the (window, head) items in parallel through "
@@ -169,6 +174,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("warps: (window, head) items per block (0: as many as "
                      "fit 48 KiB of shared memory, at most 4)"),
       llvm::cl::init(0)};
+  PassOptions::Option<F32Mma> f32Mma{
+      *this, "f32-mma",
+      llvm::cl::desc("warps: f32 q, k, v on the tensor cores as bf16 terms "
+                     "(bf16x3: 2^-16 of each product, finer than TF32; "
+                     "bf16x6: f32's precision), or none: f32 takes rows"),
+      llvm::cl::init(F32Mma::None), enumOptionValues(symbolizeF32Mma)};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit (libdevice, ptxas, fatbinary); passed "

@@ -187,7 +187,8 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     sm_120, 227 KiB on sm_90 and sm_100).
 
     `kernel=warps` falls back to `rows` for ops it does not take (operands
-    not all f16 or all bf16, a head_dim not a multiple of 16 or above 256,
+    not all f16, all bf16 or, with `f32-mma`, all f32; a head_dim not a
+    multiple of 16 or above 256 (f32: 128),
     an explicit mask, a window whose keys and values exceed 48 KiB of
     static shared memory unless `warps-per-block` is given, or the chip's
     shared memory per block when it is) and for every op when `sm` is below 80 (no
@@ -242,6 +243,14 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
            "warps: (window, head) items per GPU block (0: as many as fit "
            "48 KiB of static shared memory, at most 4, and rows for a window "
            "that needs more; given, dynamic shared memory where needed)">,
+    Option<"f32Mma", "f32-mma", "::mlir::rpe::F32Mma",
+           /*default=*/"::mlir::rpe::F32Mma::None",
+           "warps: f32 q, k, v on the tensor cores as bf16 terms: bf16x3 "
+           "(two terms, three products: 2^-16 of each, finer than TF32) or "
+           "bf16x6 (three terms, six products: f32's precision); none (the "
+           "default): f32 ops take rows",
+           [{::mlir::rpe::enumOptionValues(
+               ::mlir::rpe::symbolizeF32Mma)}]>,
     Option<"smVersion", "sm", "unsigned",
            /*default=*/"::mlir::rpe::kMmaM16N8K16MinSmVersion",
            "SM version of the GPU the kernel is for (75 for sm_75; "

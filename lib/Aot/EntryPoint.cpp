@@ -443,6 +443,7 @@ LogicalResult mlir::rpe::lowerToLLVMDialect(ModuleOp module,
   options.fuse = config.fuse;
   options.kernel = config.effectiveKernel();
   options.warpsPerBlock = config.warpsPerBlock;
+  options.f32Mma = config.f32Mma;
   setCpuPipelineTarget(options, features, config.vectorWidth,
                        config.elementKind == ElementKind::BF16);
   buildCpuPipeline(pm, options);

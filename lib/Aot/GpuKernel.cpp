@@ -166,6 +166,7 @@ mlir::rpe::compileGpuKernel(ModuleOp module, const KernelConfig &config,
   options.format = format;
   options.kernel = config.effectiveKernel();
   options.warpsPerBlock = config.warpsPerBlock;
+  options.f32Mma = config.f32Mma;
   llvm::Expected<NvptxTarget> target = checkGpuPipelineOptions(options);
   if (!target)
     return target.takeError();

@@ -165,6 +165,13 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
     return configError("--warps-per-block sizes the blocks of the GPU's warp "
                        "kernel: it takes --kernel=warps (--target=nvptx's "
                        "default; on the CPU, the warps emulated)");
+  if (config.f32Mma != F32Mma::None &&
+      (config.elementKind != ElementKind::F32 ||
+       config.effectiveKernel() != KernelStrategy::Warps))
+    return configError("--f32-mma puts f32 operands on the warp kernel's "
+                       "tensor cores: it takes --dtype=f32 and --kernel=warps "
+                       "(--target=nvptx's default; on the CPU, the warps "
+                       "emulated)");
   if (config.isGpu()) {
     // The chip and its PTX features, checked before anything is built.
     llvm::Expected<NvptxTarget> target =

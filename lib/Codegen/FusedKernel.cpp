@@ -40,7 +40,7 @@ static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
     FailureOr<std::optional<WarpTileShape>> shape = getWarpTileShape(
         cast<FusedWindowAttentionOp>(op),
         WarpTileOptions{options.keyBlock, options.warpsPerBlock,
-                        options.smVersion,
+                        options.f32Mma, options.smVersion,
                         getMaxSharedBytesPerBlock(options.smVersion)});
     if (failed(shape))
       return failure();

@@ -58,7 +58,9 @@ LogicalResult emitRowsKernel(ImplicitLocOpBuilder &b,
 /// Compile-time shape of the warp-level (tensor-core) kernel; see
 /// WarpKernel.cpp.
 struct WarpTileShape {
-  Type element;          // f16 or bf16: the mma.sync operand type
+  Type element;          // q, k, v's, as staged: f16, bf16 or f32
+  Type operand;          // the mma.sync operand type: f16 or bf16
+  int64_t operandTerms;  // operand terms per element (f32: 2 or 3 bf16)
   int64_t queryTiles;    // ceil(N / 16): m16 tiles of query rows
   int64_t paddedTokens;  // 16 * queryTiles: keys and values, zero padded
   int64_t keyBlock;      // keys per online-softmax step (16..64)
@@ -71,7 +73,8 @@ struct WarpTileShape {
 /// Tile sizes of the warp kernel a user may fix; 0 lets the kernel choose.
 struct WarpTileOptions {
   int64_t keyBlock = 0;      // keys per online-softmax step
-  int64_t warpsPerBlock = 0; // (window, head) items per block
+  int64_t warpsPerBlock = 0;    // (window, head) items per block
+  F32Mma f32Mma = F32Mma::None; // f32 q, k, v on the tensor cores
   /// The chip's SM version and the shared memory a block may have on it
   /// (getMaxSharedBytesPerBlock).
   unsigned smVersion = kMmaM16N8K16MinSmVersion;
@@ -79,8 +82,8 @@ struct WarpTileOptions {
 };
 
 /// The warp kernel's shape for `op`. Nothing when the op does not qualify
-/// (it gets the row kernel): f16/bf16 operands, head_dim a multiple of 16
-/// (at most 256), and one warp's keys, values, query tile and table within
+/// (it gets the row kernel): f16/bf16 operands (or f32 with `f32Mma`),
+/// head_dim a multiple of 16 (at most 256; f32: 128), and one warp's keys, values, query tile and table within
 /// the shared memory a block may have on the chip (static up to 48 KiB,
 /// dynamic beyond). Failure, with an error on the op, when `options` ask
 /// for tiles the op cannot have.

@@ -18,6 +18,15 @@
 //       m   = m'                                 registers (C -> A layout)
 //     out_I = O / l                              via shared, a row at a time
 //
+// f32 q, k, v (f32-mma=bf16x3 or bf16x6) are staged as f32 and split, as
+// each fragment is loaded, into terms of the bf16 operand type:
+//
+//   x = x0 + x1 (+ x2),  x0 = bf16(x), x1 = bf16(x - x0), x2 = bf16(x - x0 - x1)
+//   A B ~ sum over i + j < terms of Ai Bj   (3 or 6 mma.sync, small first)
+//
+// two terms hold 16 of f32's 24 significant bits (the products' error is
+// 2^-16, TF32's 2^-11), three all of them; P is split as the operands are.
+//
 // BEiT's class token (token 0; grid token t - 1 is token t): P is that of
 // the grid positions, and a select per score takes R[T], R[T + 1] or
 // R[T + 2] (class -> token, token -> class, class -> class) for the class
@@ -85,17 +94,25 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
                                     const WarpTileOptions &options) {
   std::optional<WarpTileShape> none;
   Type element = getElementTypeOrSelf(op.getQuery().getType());
-  if (!element.isF16() && !element.isBF16())
+  WarpTileShape shape;
+  shape.element = element;
+  shape.operand = element;
+  shape.operandTerms = 1;
+  if (element.isF32() && options.f32Mma != F32Mma::None) {
+    shape.operand = BFloat16Type::get(op.getContext());
+    shape.operandTerms = options.f32Mma == F32Mma::Bf16x3 ? 2 : 3;
+  } else if (!element.isF16() && !element.isBF16()) {
     return none;
+  }
   for (Value operand : {op.getKey(), op.getValue(), op.getInit()})
     if (getElementTypeOrSelf(operand.getType()) != element)
       return none;
-  // Rows move in 16-byte chunks, a row's within one warp step.
+  // Rows move in 16-byte chunks, a row's within one warp step: at most 32
+  // chunks (256 channels of 16 bits, 128 of f32).
   int64_t d = op.getHeadDim();
-  if (d % 16 != 0 || d > 256)
+  int64_t elementBytes = element.getIntOrFloatBitWidth() / 8;
+  if (d % 16 != 0 || d * elementBytes > kWarpSize * kChunkBytes)
     return none;
-  WarpTileShape shape;
-  shape.element = element;
   shape.queryTiles = llvm::divideCeil(op.getNumTokens(), 16);
   shape.paddedTokens = 16 * shape.queryTiles;
   // The largest block of <= 64 keys that tiles N': then every block holds
@@ -114,10 +131,10 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
     shape.keyBlock = options.keyBlock;
   }
   // Rows of q, k, v in shared memory are padded by 16 bytes: with a stride
-  // of d + 8 elements the 8 rows x 4 column pairs of a fragment load fall
-  // in distinct banks (a stride of 64 bytes would put rows g and g + 2 in
-  // the same bank).
-  shape.rowStride = d + 8;
+  // of d + 8 16-bit elements the 8 rows x 4 column pairs of a fragment load
+  // fall in distinct banks (a stride of 64 bytes would put rows g and g + 2
+  // in the same bank); f32 rows (d + 4) leave two-way conflicts.
+  shape.rowStride = d + kChunkBytes / elementBytes;
   shape.tableRows = getNumTableRows(op.getWindow(), op.getClassToken());
   auto blockBytes = [&](int64_t warps) {
     return layoutSharedBuffers(
@@ -167,6 +184,8 @@ struct WarpScratch {
 
 struct WarpItem;
 struct QueryTile;
+/// An operand fragment's terms (WarpTileShape::operandTerms of them).
+using OperandTerms = SmallVector<Fragment, 3>;
 struct OnlineSoftmaxState;
 
 /// The warp kernel: one warp per (window, head), in the steps of
@@ -196,6 +215,12 @@ private:
                         MutableArrayRef<Fragment> out);
   void storeOutputTile(WarpItem &item, const QueryTile &tile,
                        const OnlineSoftmaxState &state);
+  /// A fragment of q, k, v or P as the mma operand's terms: the fragment
+  /// itself (f16, bf16), or f32's bf16 terms.
+  OperandTerms splitIntoTerms(const Fragment &values);
+  /// acc + A B, over the terms' products.
+  Fragment mmaOfTerms(Warp &warp, ArrayRef<Fragment> a, ArrayRef<Fragment> b,
+                      Fragment acc);
   /// A lane's row or column in an mma fragment, plus `offset`.
   Value laneIndex(const WarpItem &item, const LaneCoordinate &coordinate,
                   int64_t offset);
@@ -262,13 +287,13 @@ LogicalResult WarpKernel::emit(KernelTarget target, bool hoistScratch) {
   return success();
 }
 
-/// Lanes move token rows in chunks of 8 elements (16 bytes): d / 8 lanes
-/// per row, 32 / (d / 8) rows per step of the warp.
+/// Lanes move token rows in chunks of 16 bytes (8 16-bit elements, 4 f32):
+/// d / width lanes per row, 32 / (d / width) rows per step of the warp.
 struct ChunkLayout {
-  static constexpr int64_t width = 8;
-  int64_t lanesPerRow, rowsPerStep, activeLanes;
-  explicit ChunkLayout(int64_t headDim)
-      : lanesPerRow(headDim / width), rowsPerStep(kWarpSize / lanesPerRow),
+  int64_t width, lanesPerRow, rowsPerStep, activeLanes;
+  ChunkLayout(int64_t headDim, Type element)
+      : width(kChunkBytes * 8 / element.getIntOrFloatBitWidth()),
+        lanesPerRow(headDim / width), rowsPerStep(kWarpSize / lanesPerRow),
         activeLanes(rowsPerStep * lanesPerRow) {}
 };
 
@@ -279,7 +304,7 @@ static constexpr int64_t kStepsInFlight = 8;
 SmallVector<Value> WarpKernel::loadInputChunk(Warp &warp, Input which,
                                               RowAddress row, Value h,
                                               Value column) {
-  int64_t width = ChunkLayout::width;
+  int64_t width = ChunkLayout(g.headDim, shape.element).width;
   SmallVector<Value> chunk = warp.loadChunk(flatInputs[static_cast<int>(which)],
                                             add(row.offset, column), width);
   if (!row.valid)
@@ -304,8 +329,7 @@ SmallVector<Value> WarpKernel::loadInputChunk(Warp &warp, Input which,
 void WarpKernel::stageTokenRows(Warp &warp, Input which, Value w, Value h,
                                 Value first, Value count, int64_t total,
                                 Value dest, Value destBase) {
-  int64_t d = g.headDim;
-  ChunkLayout layout(d);
+  ChunkLayout layout(g.headDim, shape.element);
   Value lane = warp.laneId();
   Value rowInStep = divConst(lane, layout.lanesPerRow);
   Value column = mulConst(remConst(lane, layout.lanesPerRow), layout.width);
@@ -381,14 +405,15 @@ struct WarpItem {
   Value zero, minusInf, scaleLog2e, maskLog2e;
 };
 
-/// One tile of 16 query rows: q's A fragments (one per 16 channels) and,
+/// One tile of 16 query rows: q's A fragments (one per 16 channels, as
+/// their terms) and,
 /// per row of the lane's C fragments (g and g + 8, by the offset 0 or 8
 /// MmaLayout::c gives them), the row's table offset P(i) + (T - 1) / 2 in
 /// the warp's table slot (BEiT: of its grid position), its region label
 /// (i32) and, with a class token, whether it is the class token (i1).
 struct QueryTile {
   Value first, rows; // the tile's first token and its count of real rows
-  SmallVector<Fragment> queries;
+  SmallVector<OperandTerms> queries;
   DenseMap<int64_t, Value> tableOffset, label, isClass;
 };
 
@@ -505,7 +530,7 @@ QueryTile WarpKernel::loadQueryTile(WarpItem &item, Value tile) {
                     add(scratch.queryBase,
                         add(mulConst(row, shape.rowStride), column))));
     }
-    result.queries.push_back(fragment);
+    result.queries.push_back(splitIntoTerms(fragment));
   }
   for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
     LaneCoordinate rowInTile = MmaLayout::c(i).row;
@@ -542,7 +567,7 @@ SmallVector<Fragment> WarpKernel::emitScoreTile(WarpItem &item,
         keys.push_back(item.warp.load(
             item.scratch.keys, add(row, laneIndex(item, e.row, 16 * kk))));
       }
-      acc = item.warp.mma(tile.queries[kk], keys, acc);
+      acc = mmaOfTerms(item.warp, tile.queries[kk], splitIntoTerms(keys), acc);
     }
     scores.push_back(acc);
   }
@@ -613,7 +638,7 @@ void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
 ///                                 then the quad's (lanes 4g..4g+3 share a
 ///                                 row: shuffles xor 1 and 2)
 ///   c  = 2^(m - m')               rescales what was summed against m
-///   p  = 2^(s - m'), rounded to the mma operand type
+///   p  = 2^(s - m'), rounded to the mma operand type (f32: as it is)
 ///   l' = l c + sum_j p            of the rounded p: the weights P·v uses
 ///                                 are the ones normalized
 ///   O' = O c                      (P·v is added next)
@@ -672,6 +697,7 @@ void WarpKernel::accumulateValues(WarpItem &item, Value key0,
   for (int64_t kk = 0; kk < shape.keyBlock / 16; ++kk) {
     Fragment p(probabilities[2 * kk]);
     llvm::append_range(p, probabilities[2 * kk + 1]);
+    OperandTerms pTerms = splitIntoTerms(p);
     for (auto [nt, acc] : llvm::enumerate(out)) {
       Fragment values;
       for (int64_t i = 0; i < MmaLayout::bElements; ++i) {
@@ -682,7 +708,7 @@ void WarpKernel::accumulateValues(WarpItem &item, Value key0,
             add(scratch.tokenBase, add(mulConst(key, shape.rowStride),
                                        laneIndex(item, e.column, 8 * nt)))));
       }
-      acc = item.warp.mma(p, values, acc);
+      acc = mmaOfTerms(item.warp, pTerms, splitIntoTerms(values), acc);
     }
   }
 }
@@ -714,7 +740,7 @@ void WarpKernel::storeOutputTile(WarpItem &item, const QueryTile &tile,
                  add(scratch.queryBase, add(mulConst(row, stride), column)));
     }
   warp.sync();
-  ChunkLayout layout(g.headDim);
+  ChunkLayout layout(g.headDim, shape.element);
   Value lane = item.lane;
   Value rowInStep = divConst(lane, layout.lanesPerRow);
   Value column = mulConst(remConst(lane, layout.lanesPerRow), layout.width);
@@ -739,6 +765,36 @@ void WarpKernel::storeOutputTile(WarpItem &item, const QueryTile &tile,
     warp.storeChunk(chunk, flatOutput, add(outRow.offset, column), isRow);
   }
   warp.sync();
+}
+
+/// x = x0 + x1 (+ x2) for each f32 element x, xi = bf16(x - x0 - .. -
+/// x(i-1)): each difference is exact in f32 (x and the terms before agree
+/// in their leading bits), so the terms hold x's leading 8 bits per term.
+OperandTerms WarpKernel::splitIntoTerms(const Fragment &values) {
+  if (shape.operandTerms == 1)
+    return {values};
+  OperandTerms terms(shape.operandTerms);
+  for (Value x : values) {
+    Value rest = x;
+    for (int64_t i = 0; i < shape.operandTerms; ++i) {
+      terms[i].push_back(convertFloat(rest, shape.operand));
+      if (i + 1 < shape.operandTerms)
+        rest = arith::SubFOp::create(b, rest, toF32(terms[i].back()));
+    }
+  }
+  return terms;
+}
+
+/// acc + sum over i + j < terms of A_i B_j, one mma.sync each, from the
+/// highest order i + j (the smallest products) down, so that the largest
+/// are added last: with one term, acc + A B.
+Fragment WarpKernel::mmaOfTerms(Warp &warp, ArrayRef<Fragment> a,
+                                ArrayRef<Fragment> bTerms, Fragment acc) {
+  int64_t terms = a.size();
+  for (int64_t order = terms - 1; order >= 0; --order)
+    for (int64_t i = order; i >= 0; --i)
+      acc = warp.mma(a[i], bTerms[order - i], acc);
+  return acc;
 }
 
 /// The warp's (window, head) `itemIndex`: stage the table, key info, keys

@@ -36,6 +36,7 @@ struct RpeLowerFusedAttentionPass
     options.scoreBlockBytes = scoreBlockBytes;
     options.keyBlock = keyBlock;
     options.warpsPerBlock = warpsPerBlock;
+    options.f32Mma = f32Mma;
     options.smVersion = smVersion;
     return options;
   }

@@ -168,6 +168,7 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
     kernel.avx512 = options.avx512;
     kernel.hoistScratch = !openMP;
     kernel.warpsPerBlock = options.warpsPerBlock;
+    kernel.f32Mma = options.f32Mma;
     pm.addPass(createRpeLowerFusedAttention(kernel));
     // No canonicalization here: it would inline the kernel's per-iteration
     // memref.alloca_scope into the scf.parallel (an allocation scope), and
@@ -281,6 +282,7 @@ void mlir::rpe::buildGpuKernelPipeline(OpPassManager &pm,
   kernel.target = KernelTarget::Gpu;
   kernel.keyBlock = options.keyBlock;
   kernel.warpsPerBlock = options.warpsPerBlock;
+  kernel.f32Mma = options.f32Mma;
   kernel.smVersion = target.smVersion;
   pm.addPass(createRpeLowerFusedAttention(kernel));
   pm.addPass(createGpuKernelOutliningPass());

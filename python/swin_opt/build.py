@@ -70,6 +70,7 @@ def compile(  # noqa: A001 - the public name is part of the API
     class_token: bool = False,
     partition: Optional[str] = None,
     warps_per_block: int = 0,
+    f32_mma: str = "none",
     emit: Optional[str] = None,
     cache_dir: Optional[os.PathLike] = None,
 ):
@@ -132,6 +133,12 @@ def compile(  # noqa: A001 - the public name is part of the API
         where they need more than 48 KiB (``swin-aot --warps-per-block``); 0,
         the default: the kernel's choice, which gives a window whose one warp
         needs more the row kernel.
+    f32_mma:
+        The warp kernel on float32 (``swin-aot --f32-mma``): ``"none"``, the
+        default (the row kernel's f32 FMAs), ``"bf16x3"`` (each operand as
+        two bf16 terms, three tensor-core products: 2^-16 of each product,
+        finer than the TF32 that ``torch.backends.cuda.matmul.allow_tf32``
+        allows) or ``"bf16x6"`` (three terms, six products: f32's precision).
     cosine:
         SwinV2's scaled cosine attention: ``softmax(cos(q, k) *
         min(exp(logit_scale[h]), 100) + table[idx] (+ mask)) v``, with q and k
@@ -175,7 +182,8 @@ def compile(  # noqa: A001 - the public name is part of the API
                       padding=padding, layout=layout, dtype=dtype, target=target, name=name,
                       cpu=cpu, parallel=parallel, packed_qkv=packed_qkv, kernel=kernel,
                       chip=chip, cosine=cosine, grad=grad, class_token=class_token,
-                      partition=partition, warps_per_block=warps_per_block)
+                      partition=partition, warps_per_block=warps_per_block,
+                      f32_mma=f32_mma)
     if emit is None:
         emit = DEFAULT_EMIT[cfg.target]
     if emit not in EMITS[cfg.target]:

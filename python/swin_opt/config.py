@@ -30,6 +30,8 @@ EMITS = {
 }
 DEFAULT_EMIT = {"cpu": "so", "nvptx": "ptx"}
 DEFAULT_CHIP = "sm_90"
+#: swin-aot --f32-mma: how the warp kernel takes float32 operands.
+F32_MMA = ("none", "bf16x3", "bf16x6")
 _CLI_PADDING = {"pad_then_shift": "pad-then-shift", "shift_then_pad": "shift-then-pad"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -88,6 +90,12 @@ class KernelConfig:
     #: 48 KiB; 0: the kernel's choice (the row kernel for a window whose one
     #: warp needs more).
     warps_per_block: int = 0
+    #: ``swin-aot --f32-mma`` (the GPU's warp kernel on float32): ``"none"``
+    #: (f32 takes the row kernel), ``"bf16x3"`` (q, k, v and the
+    #: probabilities as two bf16 terms, three tensor-core products: 2^-16 of
+    #: each product, finer than TF32) or ``"bf16x6"`` (three terms, six
+    #: products: f32's precision).
+    f32_mma: str = "none"
 
     @property
     def tokens_per_window(self) -> int:
@@ -169,6 +177,8 @@ class KernelConfig:
             args.append(f"--chip={self.chip}")
         if self.warps_per_block:
             args.append(f"--warps-per-block={self.warps_per_block}")
+        if self.f32_mma != "none":
+            args.append(f"--f32-mma={self.f32_mma}")
         if self.grad:
             args.append("--grad")
         return args
@@ -182,7 +192,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                 kernel: Optional[str] = None, chip: Optional[str] = None,
                 cosine: bool = False, grad: bool = False,
                 class_token: bool = False, partition: Optional[str] = None,
-                warps_per_block: int = 0) -> KernelConfig:
+                warps_per_block: int = 0, f32_mma: str = "none") -> KernelConfig:
     """Validate and normalise a configuration (the arguments of
     :func:`swin_opt.compile` but the table; see the module docstring for what is
     checked here)."""
@@ -273,6 +283,12 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
             raise ValueError("warps_per_block sizes the blocks of the GPU's warp kernel: it "
                              "takes kernel='warps' (target='nvptx''s default; on the CPU, "
                              "the warps emulated)")
+    if f32_mma not in F32_MMA:
+        raise ValueError(f"f32_mma must be one of {', '.join(F32_MMA)}, got {f32_mma!r}")
+    if f32_mma != "none" and (dtype != "f32" or kernel != "warps" and (target != "nvptx" or kernel is not None)):
+        raise ValueError("f32_mma puts float32 operands on the warp kernel's tensor cores: it "
+                         "takes dtype float32 and kernel='warps' (target='nvptx''s default; on "
+                         "the CPU, the warps emulated)")
     if grad and target == "cpu" and dtype != "f32" and kernel != "warps":
         raise ValueError("grad=True on the CPU needs float32, or kernel='warps' (the GPU's "
                          "backward, emulated), which takes float16 and bfloat16 too")
@@ -282,7 +298,7 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                         packed_qkv=bool(packed_qkv), kernel=kernel, chip=chip,
                         cosine=bool(cosine), grad=bool(grad),
                         class_token=bool(class_token), partition=partition,
-                        warps_per_block=int(warps_per_block))
+                        warps_per_block=int(warps_per_block), f32_mma=f32_mma)
 
 
 def describe(cfg: KernelConfig) -> str:
@@ -316,6 +332,8 @@ def describe(cfg: KernelConfig) -> str:
         parts.append(f"kernel={cfg.kernel}")
     if cfg.warps_per_block:
         parts.append(f"warps_per_block={cfg.warps_per_block}")
+    if cfg.f32_mma != "none":
+        parts.append(f"f32_mma={cfg.f32_mma}")
     if not cfg.parallel:
         parts.append("no-parallel")
     if cfg.grad:

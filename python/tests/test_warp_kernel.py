@@ -100,6 +100,60 @@ def test_f32_falls_back_to_rows(build_warps):
     _check(build_warps(window=(7, 7), heads=2, head_dim=32, dtype="float32"), 2)
 
 
+#: f32 on the tensor cores (``f32_mma``): the tolerance of each mode, relative to
+#: max(1, max|ref|). bf16x3 keeps 16 of f32's 24 bits of each operand (its terms'
+#: products lose 2^-16 of each product at most; on these inputs the outputs err by
+#: ~6e-6); bf16x6 keeps all 24 (~6e-7, f32's own tolerance).
+F32_MMA_TOLERANCE = {"bf16x3": 3e-5, "bf16x6": T.TOLERANCE["f32"]}
+
+# f32 rows move in chunks of 4: 16 channels take 4 lanes a row, 48 leave 8 of
+# the warp's lanes idle. (64 channels: the emulation of bf16x6 takes LLVM
+# minutes to compile; ptxas.test assembles that kernel.)
+F32_MMA_CASES = [
+    dict(window=(7, 7), heads=3, head_dim=32),
+    dict(window=(12, 12), heads=2, head_dim=16, resolution=(24, 24), shift=6),
+    dict(window=(4, 4), heads=2, head_dim=48),
+    dict(window=(2, 2), heads=2, head_dim=16, class_token=True),
+    dict(layout="tokens", window=(7, 7), heads=3, head_dim=32, resolution=(10, 13), shift=3,
+         padding="shift_then_pad"),
+]
+
+
+def _f32_mma_id(case):
+    return ("tokens-" if case.get("layout") else "") + _id(case) + (
+        "-cls" if case.get("class_token") else "")
+
+
+@pytest.mark.parametrize("case", F32_MMA_CASES, ids=_f32_mma_id)
+def test_f32_on_tensor_cores(build_warps, case):
+    """``f32_mma``: float32 q, k, v and the probabilities split into bf16 terms on
+    the emulated tensor cores, against the reference within each mode's
+    tolerance. The third term must show: bf16x6 errs at most a third of bf16x3
+    (the row kernel, were either to fall back to it, would err alike in both)."""
+    errors = {}
+    for mode, tolerance in F32_MMA_TOLERANCE.items():
+        kernel = build_warps(dtype="float32", f32_mma=mode, **case)
+        windows = (kernel.config.windows_per_image or 1) if case.get("layout") is None else 1
+        check = T.check_against_reference(kernel, 2 * windows, seed=3)
+        scale = max(1.0, float(np.abs(check.expected).max()))
+        assert check.error <= tolerance * scale, (mode, check.error, tolerance * scale)
+        errors[mode] = check.error
+    assert errors["bf16x6"] * 3 <= errors["bf16x3"], errors
+
+
+def test_f32_mma_needs_f32_and_warps(build):
+    """``f32_mma`` is the warp kernel's, on float32: refused elsewhere, before
+    anything is built."""
+    with pytest.raises(ValueError, match="f32_mma must be one of"):
+        swin_opt.make_config((7, 7), 3, 32, kernel="warps", f32_mma="tf32")
+    for kwargs in (dict(dtype="float16", kernel="warps"), dict(dtype="float32"),
+                   dict(dtype="float32", kernel="rows", target="nvptx")):
+        with pytest.raises(ValueError, match="f32_mma puts float32 operands"):
+            swin_opt.make_config((7, 7), 3, 32, f32_mma="bf16x3", **kwargs)
+    cfg = swin_opt.make_config((7, 7), 3, 32, f32_mma="bf16x3", target="nvptx")
+    assert "--f32-mma=bf16x3" in cfg.aot_args()
+
+
 def test_large_logits(build_warps):
     """Scores far from zero: the running max must be subtracted before 2^x."""
     kernel = build_warps(window=(7, 7), heads=2, head_dim=32, dtype="float16", scale=4.0)

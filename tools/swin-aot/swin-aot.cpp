@@ -191,6 +191,14 @@ static cl::opt<int64_t> warpsPerBlockOpt(
              "48 KiB (0, the default: as many as fit 48 KiB, at most 4; the "
              "row kernel for a window whose one warp needs more)"),
     cl::cat(category));
+static EnumOpt<F32Mma> f32MmaOpt(
+    "f32-mma", cl::init(F32Mma::None),
+    cl::desc("The warp kernel (--kernel=warps) on --dtype=f32: none (the "
+             "default: f32 takes the row kernel), bf16x3 (q, k, v and the "
+             "probabilities as two bf16 terms each, three tensor-core "
+             "products: 2^-16 of each product, finer than TF32) or bf16x6 "
+             "(three terms, six products: f32's precision)"),
+    enumOptionValues(symbolizeF32Mma), cl::cat(category));
 static cl::opt<bool> classTokenOpt(
     "class-token",
     cl::desc("BEiT's class token: global attention over the --window grid "
@@ -432,6 +440,7 @@ static llvm::Expected<KernelConfig> readConfig() {
   if (kernelOpt.getNumOccurrences())
     config.kernel = kernelOpt;
   config.warpsPerBlock = warpsPerBlockOpt;
+  config.f32Mma = f32MmaOpt;
   if (!scaleOpt.empty()) {
     char *end = nullptr;
     config.scale = std::strtof(scaleOpt.c_str(), &end);
@@ -903,7 +912,8 @@ int main(int argc, char **argv) {
              &gradOpt,
              &unfusedOpt,
              &kernelOpt,
-             &warpsPerBlockOpt})
+             &warpsPerBlockOpt,
+             &f32MmaOpt})
       if (option->getNumOccurrences()) {
         fail(optionName(*option) +
              " configures a kernel: it does not go with --input (a "

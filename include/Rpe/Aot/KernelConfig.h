@@ -103,6 +103,11 @@ struct KernelConfig {
   /// measure it against the row kernel on a GPU; kernel warps on the CPU
   /// emulates those blocks).
   int64_t warpsPerBlock = 0;
+  /// Whether the warp kernel takes f32 q, k, v, as bf16 terms on the tensor
+  /// cores (bf16x3: 2^-16 of each product, what a user who allows TF32
+  /// allows; bf16x6: f32's precision), or leaves f32 to the row kernel
+  /// (none).
+  F32Mma f32Mma = F32Mma::None;
   /// GPU architecture and PTX features (nvptx); empty features: the least
   /// PTX version the chip needs.
   std::string chip = "sm_90";
