@@ -407,22 +407,36 @@ def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BA
 
 def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which, grad=False,
                    class_token=False):
-    """``which``: "warps", "rows", or "warps1": the warp kernel one warp a block,
+    """``which``: "warps", "rows", "warps1": the warp kernel one warp a block,
     in dynamic shared memory where it needs it (BEiT-base: 66,800 bytes, which
-    the default gives the rows)."""
+    the default gives the rows), or for f32 "bf16x3" / "bf16x6": the warp kernel
+    on the operands' bf16 terms (``f32_mma``; "bf16x3" is what the swap runs where
+    the user allows TF32)."""
     options = {"grad": True} if grad else {}
     if class_token:
         options["class_token"] = True
     if which == "warps1":
         which, options["warps_per_block"] = "warps", 1
+    if which in F32_MMA_KERNELS:
+        which, options["f32_mma"] = "warps", which
     return cuda.compile_gpu(window, heads, d, resolution=resolution,
                             shift=(shift, shift) if shift else None, dtype=dtype, chip=chip,
                             kernel=which, **options)
 
 
-def _kernels_of(config, kernels):
-    """The kernels timed for ``config``: BEiT-base's tensor-core blocks too."""
-    return kernels + ["warps1"] if config.class_token and "warps" in kernels else kernels
+#: The f32 warp kernels (``f32_mma``), timed beside f32's rows.
+F32_MMA_KERNELS = ("bf16x3", "bf16x6")
+
+
+def _kernels_of(config, kernels, dtype):
+    """The kernels timed for ``config``: BEiT-base's tensor-core blocks too, and
+    for f32 (whose "warps" is the rows) the warp kernel on bf16 terms."""
+    if "warps" not in kernels:
+        return kernels
+    extra = ["warps1"] if config.class_token else []
+    if dtype == "f32":
+        extra += list(F32_MMA_KERNELS)
+    return kernels + extra
 
 
 def main():
@@ -453,7 +467,7 @@ def main():
         for dtype in ("f16", "bf16", "f32"):
             for config in CONFIGS:
                 _, _, heads, window, d, resolution, shift, class_token = config
-                for which in _kernels_of(config, kernels):
+                for which in _kernels_of(config, kernels, dtype):
                     compile_kernel(window, heads, d, resolution, shift, dtype, args.chip, which,
                                    class_token=class_token)
                 if args.backward and not class_token:
@@ -499,7 +513,7 @@ def main():
         bias = config.bias(T.to_float64(table, args.dtype))
         mask = ref.shift_mask(resolution, window, (shift, shift)) if shift else None
         sdpa = torch_sdpa_ms(windows, heads, n, d, bias, mask, args.dtype, args.repeat)
-        for which in _kernels_of(config, kernels):
+        for which in _kernels_of(config, kernels, args.dtype):
             kernel = compile_kernel(window, heads, d, resolution, shift, args.dtype, args.chip,
                                     which, class_token=class_token)
             ms = driver.time_ms(lambda: kernel(*pointers, out, windows), repeat=args.repeat)

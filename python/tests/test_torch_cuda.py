@@ -271,17 +271,26 @@ SWIN_T_STAGE1 = dict(layout="tokens", resolution=(56, 56), shift=(3, 3), packed_
 
 
 @pytest.mark.aot
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float32-tf32"])
 def test_swin_t_stage1_gpu_kernel_builds_for_the_device_chip(opts, chip, timm_block, dtype):
     """What a swapped Swin-T stage-1 block asks for on an H200: its configuration's
     sm_90 kernel, built once (swin-aot, the runtime with cc), its PTX assembled by
-    ptxas; the warp kernel (tensor cores) for float16/bfloat16, rows for float32."""
+    ptxas; the warp kernel (tensor cores) for float16/bfloat16, rows for float32,
+    and for float32 where the user allows TF32 the warp kernel on bf16 terms
+    (f32_mma="bf16x3")."""
+    tf32 = dtype.endswith("-tf32")
+    dtype = dtype.removesuffix("-tf32")
     st.swap_attention(timm_block, **opts)
     target = GpuDtype(dtype, ops.cuda_chip(0))
     assert target.chip == "sm_90"
-    kern = timm_block._attn.patch.kernel((7, 7), 3, 32, None, target, **SWIN_T_STAGE1)
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        kern = timm_block._attn.patch.kernel((7, 7), 3, 32, None, target, **SWIN_T_STAGE1)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
     spec = kern.config
-    assert spec.error is None and spec.build_key == ops.gpu_key(spec.key, "sm_90")
+    assert spec.error is None and spec.build_key == ops.gpu_key(spec.key, "sm_90", tf32)
     assert ops.loaded(spec.build_key)
     gpu = ops.kernel_for(spec.build_key)
     assert isinstance(gpu, cuda.GpuKernel) and gpu.library.is_file()
@@ -289,7 +298,8 @@ def test_swin_t_stage1_gpu_kernel_builds_for_the_device_chip(opts, chip, timm_bl
         "nvptx", "sm_90", {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[dtype])
     ptx = gpu.image.read_text()
     assert ".target sm_90" in ptx
-    assert ("mma.sync" in ptx) == (dtype != "float32")
+    assert ("mma.sync" in ptx) == (dtype != "float32" or tf32)
+    assert gpu.config.f32_mma == ("bf16x3" if tf32 else "none")
     ptxas = _ptxas()
     if ptxas is None:
         pytest.skip("no ptxas in the CUDA toolkit")

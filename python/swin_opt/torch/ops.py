@@ -72,7 +72,8 @@ device's context), the output from ``torch.empty``.  Nothing on that path
 waits for the device or allocates outside torch, so the calls can be captured
 in CUDA graphs once a first call has loaded the kernel on the device.  The
 layouts are the CPU's; float16 and bfloat16 run the tensor-core warp kernel,
-float32 the row kernel; the table and ``pad_qkv`` are converted to q's dtype
+float32 the row kernel (or, where the user allows TF32, the warp kernel on
+bf16 terms: :func:`gpu_key`); the table and ``pad_qkv`` are converted to q's dtype
 (the GPU kernels take them in the element type; under autocast the patches
 hand a float32 table).  Where there is no GPU kernel for the configuration
 (the cosine form, not built for the GPU yet: SwinV2's patches take the plain
@@ -106,6 +107,7 @@ from .. import build, log
 from .. import cuda as _cuda
 from .. import reference as _ref
 from ..config import make_config
+from ..dtypes import normalize_dtype
 from ..errors import CompileError, SwinAotNotFoundError
 from . import attention_math as _attention_math
 from .fallback import Fallback, warn_fallback
@@ -296,12 +298,14 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options,
     ``config`` and ``options`` are sorted ``(name, value)`` tuples (the
     configuration and :func:`swap_attention`'s compile options).  ``chip``
     (``"sm_90"``): the call is on a CUDA device of that chip, and the kernel
-    built is the configuration's GPU kernel (:func:`gpu_key`), not the CPU's.
+    built is the configuration's GPU kernel (:func:`gpu_key`, as
+    :func:`tf32_allowed` says now), not the CPU's.
     Never raises: a configuration without a kernel gives a spec with
     ``error`` set.  A :func:`~.tracing.trace_constant`: dynamo runs it at
     trace time only.
     """
-    memo = (window, heads, head_dim, scale, dtype, config, options, chip)
+    allow_tf32 = chip is not None and tf32_allowed()
+    memo = (window, heads, head_dim, scale, dtype, config, options, chip, allow_tf32)
     spec = _specs.get(memo)
     if spec is not None and not (spec.pending and _recording is None):
         if spec.pending and _recording is not None and not _muted:
@@ -317,7 +321,7 @@ def resolve_spec(window, heads, head_dim, scale, dtype, config, options,
     except (ValueError, TypeError, NotImplementedError) as exc:
         return _remember(memo, _error_spec(f"no kernel: {exc}"))
     key = kernel_key(window, heads, head_dim, **kwargs)
-    build_key = key if chip is None else gpu_key(key, chip)
+    build_key = key if chip is None else gpu_key(key, chip, allow_tf32)
     pending = False
     error = None
     if _recording is not None and build_key not in _kernels:
@@ -521,17 +525,29 @@ def _logit_scale(t):
 _REPLACED_FOR_GPU = ("cpu", "parallel", "grad", "target", "chip")
 
 
+def tf32_allowed() -> bool:
+    """Whether the user lets float32 matmuls on CUDA round their operands
+    (``torch.backends.cuda.matmul.allow_tf32``, which
+    ``torch.set_float32_matmul_precision("high")`` sets: TF32, or "each float32
+    number as the sum of two bfloat16 numbers" in torch's words)."""
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 @functools.lru_cache(maxsize=None)
-def gpu_key(key: str, chip: str) -> str:
+def gpu_key(key: str, chip: str, allow_tf32: bool = False) -> str:
     """The config string of the GPU kernel (``swin-aot --target=nvptx --chip=chip``)
     of the configuration ``key`` names: what the CUDA implementations run, built
     and cached as every kernel is (:func:`kernel_for`: on disk and in this
-    process). The GPU takes the warp kernel for float16/bfloat16 and the row
-    kernel for float32 (``swin-aot``'s choice)."""
+    process). The GPU takes the warp kernel for float16/bfloat16; for float32
+    the row kernel (exact f32), or with ``allow_tf32`` (:func:`tf32_allowed`) the
+    warp kernel on two bf16 terms per operand (``f32_mma="bf16x3"``: 2^-16 of
+    each product, finer than TF32's 2^-11)."""
     spec = json.loads(key)
     options = {k: v for k, v in spec["options"].items() if k not in _REPLACED_FOR_GPU}
     if options.get("kernel") == "tiles":
         del options["kernel"]  # the CPU's kernel
+    if allow_tf32 and normalize_dtype(options.get("dtype", "float32")) == "f32":
+        options["f32_mma"] = "bf16x3"
     spec["options"] = dict(options, target="nvptx", chip=chip)
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
@@ -560,7 +576,7 @@ def gpu_kernel(config: str, device, grad: bool = False) -> Tuple[Optional[Any], 
     ``device`` (with its backward: ``grad``), or ``(None, why)`` when it has none
     (a build failure is remembered: it is not attempted again in this process)."""
     chip = cuda_chip(device.index)
-    key = gpu_key(config, chip)
+    key = gpu_key(config, chip, tf32_allowed())
     if grad:
         key = grad_key(key)
     why = _gpu_failed.get(key)
