@@ -180,9 +180,9 @@ llvm::Error mlir::rpe::validate(const KernelConfig &config) {
       return configError("--chip/--features: " +
                          llvm::toString(target.takeError()));
   }
-  if (config.isGpu() && config.cosine)
-    return configError("--cosine: the GPU kernels have no cosine attention "
-                       "yet; use --target=cpu");
+  if (config.isGpu() && config.hasCompileTimeTable())
+    return configError("--table/--cpb-mlp bake the table into a CPU kernel; "
+                       "the GPU kernels take it as an argument (omit them)");
   if (config.classToken) {
     // BEiT attends globally over its patch grid: no windows of a map.
     if (config.hasTokenLayout() || config.hasResolution())

@@ -46,11 +46,6 @@ static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
       return failure();
     warpShape = *shape;
   }
-  // The warp kernel stages q and k as f16/bf16 tiles for mma.sync; it has
-  // no place to normalize them yet.
-  if (warpShape && op.isCosine())
-    return op.emitOpError("cosine attention (logit_scale) has no warps "
-                          "kernel yet; use kernel=rows or tiles");
   // Nor does it read an explicit mask: such ops get rows, as the ops it
   // does not take do.
   if (op.getMask())

@@ -217,11 +217,14 @@ Value KernelEmitter::cosineHeadScale(Value h) {
 Value KernelEmitter::reciprocalNorm(Value sumOfSquares) {
   // F.normalize divides by max(|x|, eps): a zero row (a padding token
   // without padding values, say) stays zero instead of becoming NaN.
-  Value norm = arith::MaximumFOp::create(
-      b, math::SqrtOp::create(b, sumOfSquares),
-      arith::ConstantOp::create(b, b.getF32FloatAttr(1e-12)));
-  return arith::DivFOp::create(
-      b, arith::ConstantOp::create(b, b.getF32FloatAttr(1.0)), norm);
+  // Lane-polymorphic: a warp's lanes are a vector on the host.
+  Value norm = math::SqrtOp::create(b, sumOfSquares);
+  Value eps = arith::ConstantOp::create(b, b.getF32FloatAttr(1e-12));
+  matchLanes(norm, eps);
+  norm = arith::MaximumFOp::create(b, norm, eps);
+  Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
+  matchLanes(one, norm);
+  return arith::DivFOp::create(b, one, norm);
 }
 
 Value KernelEmitter::tableOffset(Value token) {

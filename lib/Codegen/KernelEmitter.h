@@ -382,7 +382,7 @@ protected:
   /// scores (f32 scalar); null for the plain attention.
   Value cosineHeadScale(Value h);
   /// 1 / max(sqrt(sumOfSquares), 1e-12): the inverse of the divisor of
-  /// PyTorch's F.normalize, for a scalar sum of squares.
+  /// PyTorch's F.normalize, for a sum of squares (or a warp's lanes of them).
   Value reciprocalNorm(Value sumOfSquares);
 
   ImplicitLocOpBuilder &b;

@@ -61,6 +61,7 @@ struct WarpTileShape {
   Type element;          // q, k, v's, as staged: f16, bf16 or f32
   Type operand;          // the mma.sync operand type: f16 or bf16
   int64_t operandTerms;  // operand terms per element (f32: 2 or 3 bf16)
+  bool cosine;           // SwinV2's cosine attention (per-key norms staged)
   int64_t queryTiles;    // ceil(N / 16): m16 tiles of query rows
   int64_t paddedTokens;  // 16 * queryTiles: keys and values, zero padded
   int64_t keyBlock;      // keys per online-softmax step (16..64)
@@ -91,10 +92,11 @@ FailureOr<std::optional<WarpTileShape>>
 getWarpTileShape(FusedWindowAttentionOp op, const WarpTileOptions &options);
 
 /// The shared buffers of a block of `warps` warps of the warp kernel: the
-/// query tiles, keys, values, tables, key offsets and labels, each holding
+/// query tiles, keys, values, tables, key offsets and labels (and for the
+/// cosine form the keys' inverse norms), each holding
 /// the warps' slices one after the other. The one list from which the
 /// shape sizes a block and the kernel makes its buffers.
-SmallVector<SharedBuffer, 6> getWarpSharedBuffers(const WarpTileShape &shape,
+SmallVector<SharedBuffer, 7> getWarpSharedBuffers(const WarpTileShape &shape,
                                                   int64_t warps,
                                                   MLIRContext *context);
 

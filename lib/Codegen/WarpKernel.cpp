@@ -18,6 +18,14 @@
 //       m   = m'                                 registers (C -> A layout)
 //     out_I = O / l                              via shared, a row at a time
 //
+// SwinV2's cosine attention scales each score instead of the operands,
+// which the tiles keep as they are:
+//
+//   S   = q_I kᵀ_J * (s_h log2 e / |q_i|) / |k_j|   s_h = exp(min(logit_scale[h], ln 100))
+//
+// 1 / |k_j| staged with the keys' offsets, the factor of the lane's two
+// rows computed with their A fragments (|x| as F.normalize's max(|x|, 1e-12)).
+//
 // f32 q, k, v (f32-mma=bf16x3 or bf16x6) are staged as f32 and split, as
 // each fragment is loaded, into terms of the bf16 operand type:
 //
@@ -75,18 +83,23 @@ using namespace mlir::rpe::detail;
 /// one warp would cap an SM at 32 resident warps.
 static constexpr int64_t kMaxWarpsPerBlock = 4;
 
-SmallVector<SharedBuffer, 6>
+SmallVector<SharedBuffer, 7>
 mlir::rpe::detail::getWarpSharedBuffers(const WarpTileShape &shape,
                                         int64_t warps, MLIRContext *context) {
   // 16-byte aligned for the rows' vector accesses.
   int64_t tokenElements = shape.paddedTokens * shape.rowStride;
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
-  return {{"queries", warps * 16 * shape.rowStride, shape.element, kChunkBytes},
-          {"keys", warps * tokenElements, shape.element, kChunkBytes},
-          {"values", warps * tokenElements, shape.element, kChunkBytes},
-          {"table", warps * shape.tableRows, f32, kChunkBytes},
-          {"key_offsets", warps * shape.paddedTokens, i32, kChunkBytes},
-          {"key_labels", warps * shape.paddedTokens, i32, kChunkBytes}};
+  SmallVector<SharedBuffer, 7> buffers = {
+      {"queries", warps * 16 * shape.rowStride, shape.element, kChunkBytes},
+      {"keys", warps * tokenElements, shape.element, kChunkBytes},
+      {"values", warps * tokenElements, shape.element, kChunkBytes},
+      {"table", warps * shape.tableRows, f32, kChunkBytes},
+      {"key_offsets", warps * shape.paddedTokens, i32, kChunkBytes},
+      {"key_labels", warps * shape.paddedTokens, i32, kChunkBytes}};
+  if (shape.cosine)
+    buffers.push_back(
+        {"key_scales", warps * shape.paddedTokens, f32, kChunkBytes});
+  return buffers;
 }
 
 FailureOr<std::optional<WarpTileShape>>
@@ -98,6 +111,7 @@ mlir::rpe::detail::getWarpTileShape(FusedWindowAttentionOp op,
   shape.element = element;
   shape.operand = element;
   shape.operandTerms = 1;
+  shape.cosine = op.isCosine();
   if (element.isF32() && options.f32Mma != F32Mma::None) {
     shape.operand = BFloat16Type::get(op.getContext());
     shape.operandTerms = options.f32Mma == F32Mma::Bf16x3 ? 2 : 3;
@@ -175,10 +189,11 @@ namespace mlir::rpe::detail {
 
 /// The shared memory of one warp: a query tile (16 x d, reused for the
 /// output tile), the keys and values (N' x d), the head's table (T, f32),
-/// and per key its table offset P(j) and region label (-1: padding), i32.
-/// On the GPU the buffers are the block's and `*Base` the warp's offsets.
+/// and per key its table offset P(j) and region label (-1: padding), i32,
+/// and for the cosine form 1 / |k_j| (f32; else null). On the GPU the
+/// buffers are the block's and `*Base` the warp's offsets.
 struct WarpScratch {
-  Value queries, keys, values, table, keyOffsets, keyLabels;
+  Value queries, keys, values, table, keyOffsets, keyLabels, keyScales;
   Value queryBase, tokenBase, tableBase, keyBase;
 };
 
@@ -215,6 +230,8 @@ private:
                         MutableArrayRef<Fragment> out);
   void storeOutputTile(WarpItem &item, const QueryTile &tile,
                        const OnlineSoftmaxState &state);
+  /// sum_c x[c]² of a staged row, in each lane.
+  Value sumOfSquares(Warp &warp, Value memref, Value row);
   /// A fragment of q, k, v or P as the mma operand's terms: the fragment
   /// itself (f16, bf16), or f32's bf16 terms.
   OperandTerms splitIntoTerms(const Fragment &values);
@@ -242,22 +259,23 @@ LogicalResult WarpKernel::emit(KernelTarget target, bool hoistScratch) {
   // A block of `warps` warps, one (window, head) each, each with its own
   // slice of the block's buffers.
   int64_t warps = shape.warpsPerBlock;
-  SmallVector<SharedBuffer, 6> buffers =
+  SmallVector<SharedBuffer, 7> buffers =
       getWarpSharedBuffers(shape, warps, b.getContext());
   auto scratchAt = [&](ArrayRef<Value> memrefs, Value slot) {
     auto sliceOf = [&](int64_t i) {
       return mulConst(slot, buffers[i].elements / warps);
     };
+    Value keyScales = memrefs.size() > 6 ? memrefs[6] : Value();
     return WarpScratch{memrefs[0], memrefs[1], memrefs[2], memrefs[3],
-                       memrefs[4], memrefs[5], sliceOf(0), sliceOf(1),
-                       sliceOf(3), sliceOf(4)};
+                       memrefs[4], memrefs[5], keyScales, sliceOf(0),
+                       sliceOf(1), sliceOf(3), sliceOf(4)};
   };
 
   if (target == KernelTarget::Host) {
     // The host keeps the block's layout: item i works in slot i mod warps
     // of stack buffers sized for the block, so that the slot offsets run
     // here too.
-    SmallVector<Value, 6> memrefs;
+    SmallVector<Value, 7> memrefs;
     emitItemLoop(
         hoistScratch ? ItemLoop::ParallelHoistedScratch : ItemLoop::Parallel,
         [&] {
@@ -401,7 +419,8 @@ struct WarpItem {
   Value lane, group, pair;
   /// The window's position in its image, for the shift mask (else null).
   Value windowInImage;
-  /// Lane constants (f32): the score scale and the mask value in base 2.
+  /// Lane constants (f32): the score scale and the mask value in base 2
+  /// (the cosine form: scaleLog2e times the head's s_h).
   Value zero, minusInf, scaleLog2e, maskLog2e;
 };
 
@@ -410,11 +429,12 @@ struct WarpItem {
 /// per row of the lane's C fragments (g and g + 8, by the offset 0 or 8
 /// MmaLayout::c gives them), the row's table offset P(i) + (T - 1) / 2 in
 /// the warp's table slot (BEiT: of its grid position), its region label
-/// (i32) and, with a class token, whether it is the class token (i1).
+/// (i32), with a class token whether it is the class token (i1), and for
+/// the cosine form its scores' factor s_h scale log2 e / |q_i| (f32).
 struct QueryTile {
   Value first, rows; // the tile's first token and its count of real rows
   SmallVector<OperandTerms> queries;
-  DenseMap<int64_t, Value> tableOffset, label, isClass;
+  DenseMap<int64_t, Value> tableOffset, label, isClass, scoreScale;
 };
 
 /// The online softmax of one query tile, in each lane: for each of the
@@ -503,6 +523,29 @@ void WarpKernel::stageTableAndKeys(WarpItem &item) {
   stageTokenRows(warp, Input::Value, item.w, item.h, index(0), index(n),
                  shape.paddedTokens, scratch.values, scratch.tokenBase);
   warp.sync();
+  if (!scratch.keyScales)
+    return;
+  // The cosine form: 1 / |k_j| from the staged rows (padding rows are zero:
+  // their scale is 1e12, their scores -inf).
+  forEachLaneElement(shape.paddedTokens, [&](Value t, Value valid) {
+    Value row = add(scratch.tokenBase, mulConst(minConst(t, shape.paddedTokens - 1),
+                                                shape.rowStride));
+    Value at = add(scratch.keyBase, t);
+    warp.store(reciprocalNorm(sumOfSquares(warp, scratch.keys, row)),
+               scratch.keyScales, at, valid);
+  });
+  warp.sync();
+}
+
+/// sum_c x[c]² over the d channels of the row of `memref` from `row` on,
+/// in f32.
+Value WarpKernel::sumOfSquares(Warp &warp, Value memref, Value row) {
+  Value sum = warp.constant(0.0, f32);
+  for (int64_t c = 0; c < g.headDim; ++c) {
+    Value x = toF32(warp.load(memref, add(row, index(c))));
+    sum = math::FmaOp::create(b, x, x, sum);
+  }
+  return sum;
 }
 
 /// The tile's 16 query rows into shared memory, then their A
@@ -546,6 +589,13 @@ QueryTile WarpKernel::loadQueryTile(WarpItem &item, Value tile) {
     if (item.windowInImage)
       result.label[rowInTile.offset] =
           toI32(regionLabel(item.windowInImage, row));
+    if (shape.cosine)
+      result.scoreScale[rowInTile.offset] = arith::MulFOp::create(
+          b, item.scaleLog2e,
+          reciprocalNorm(sumOfSquares(
+              warp, scratch.queries,
+              add(scratch.queryBase,
+                  mulConst(laneIndex(item, rowInTile, 0), shape.rowStride)))));
   }
   return result;
 }
@@ -575,6 +625,7 @@ SmallVector<Fragment> WarpKernel::emitScoreTile(WarpItem &item,
 }
 
 /// s = S scale log2 e + R[P(i) - P(j) + (T - 1) / 2] (+ mask log2 e where
+/// (cosine: S s_h scale log2 e / (|q_i| |k_j|))
 /// the labels of i and j differ) (-inf where j >= N), for each element of
 /// the score fragments (row and key from MmaLayout::c). With BEiT's class
 /// token P is of the grid positions, and a select per element takes the
@@ -594,7 +645,7 @@ void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
           !llvm::is_contained(byKey, j))
         byKey.push_back(j);
   for (auto [nj, fragment] : llvm::enumerate(scores)) {
-    Value keyOffset, keyLabel, isPadding, isClassKey;
+    Value keyOffset, keyLabel, isPadding, isClassKey, keyScale;
     std::optional<int64_t> loadedKey;
     for (int64_t i : byKey) {
       FragmentElement e = MmaLayout::c(i);
@@ -603,6 +654,8 @@ void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
         Value key = add(key0, laneIndex(item, e.column, 8 * nj));
         Value at = add(scratch.keyBase, key);
         keyOffset = warp.load(scratch.keyOffsets, at);
+        if (scratch.keyScales)
+          keyScale = warp.load(scratch.keyScales, at);
         if (g.classToken)
           isClassKey = compare(arith::CmpIPredicate::eq, key, index(0));
         if (item.windowInImage || padded)
@@ -620,7 +673,11 @@ void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
         entry = classTokenEntry(tile.isClass.lookup(e.row.offset), isClassKey,
                                 entry, scratch.tableBase);
       Value bias = warp.load(scratch.table, entry);
-      s = math::FmaOp::create(b, s, item.scaleLog2e, bias);
+      Value scale = keyScale ? arith::MulFOp::create(
+                                   b, tile.scoreScale.lookup(e.row.offset),
+                                   keyScale)
+                             : item.scaleLog2e;
+      s = math::FmaOp::create(b, s, scale, bias);
       if (item.windowInImage)
         s = arith::AddFOp::create(
             b, s,
@@ -814,6 +871,9 @@ void WarpKernel::emitWarpItem(Warp &warp, Value itemIndex,
 
   item.scaleLog2e =
       warp.constant(op.getScale().convertToDouble() * kLog2E, f32);
+  if (Value headScale = cosineHeadScale(item.h))
+    item.scaleLog2e = arith::MulFOp::create(b, item.scaleLog2e,
+                                            warp.broadcast(headScale));
   item.maskLog2e =
       warp.constant(op.getMaskValue().convertToDouble() * kLog2E, f32);
   item.zero = warp.constant(0.0, f32);

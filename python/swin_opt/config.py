@@ -261,9 +261,6 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
     if partition != "block" and layout != "tokens":
         raise ValueError(f"partition={partition!r} requires layout='tokens' (the kernel "
                          "reads the windows from the feature map)")
-    if cosine and target != "cpu":
-        raise ValueError("cosine=True kernels are built for target='cpu' only (the GPU "
-                         "kernels have no cosine attention yet)")
     if kernel is not None and kernel not in ("tiles", "warps", "rows"):
         raise ValueError(f"kernel must be 'tiles', 'warps' or 'rows', got {kernel!r}")
     dtype = normalize_dtype(dtype)

@@ -169,8 +169,11 @@ def test_arguments(build, aot_path, tmp_path):
     plain = swin_opt.compile((4, 4), 2, 8, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="only accepted by cosine=True"):
         plain(x, x, x, table, logit_scale=np.zeros(2, np.float32))
-    with pytest.raises(ValueError, match="target='cpu' only"):
-        swin_opt.compile((4, 4), 2, 8, cosine=True, target="nvptx", cache_dir=tmp_path)
+    # The GPU kernel takes the same arguments (its warp kernel: 16 channels).
+    gpu = swin_opt.compile((4, 4), 2, 16, cosine=True, target="nvptx", dtype="float16",
+                           cache_dir=tmp_path)
+    assert [a.name for a in gpu.abi.arguments][:5] == ["q", "k", "v", "table", "logit_scale"]
+    assert "mma.sync" in gpu.image.read_text()
 
 
 @pytest.mark.parametrize("pretrained", [None, (12, 12)])
@@ -206,3 +209,43 @@ def test_cpb_mlp_table_at_compile_time(aot_path, tmp_path, pretrained):
     expected = ref.swinv2_window_attention(q, k, v, ls, bias=ref.lookup(table, window),
                                            mask=ref.shift_mask((16, 16), window, (4, 4)))
     _assert_close(out, expected, F32_TOL)
+
+
+# The GPU's tensor-core kernel (kernel="warps", emulated on the host) scales
+# each score by s_h / (|q_i| |k_j|) rather than normalizing the operands:
+# float16 within float16's tolerance, float32 on two bf16 terms (f32_mma) within
+# 1e-3 (the scores' factor of up to 100 multiplies bf16x3's 2^-16 of each product:
+# 3.9e-4 here; the rows and tiles kernels' f32 within F32_TOL).
+WARPS_CASES = {
+    "f16": (dict(dtype="float16"), 2e-3),
+    "f32-bf16x3": (dict(dtype="float32", f32_mma="bf16x3"), 1e-3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WARPS_CASES))
+def test_warps_swinv2_t_stage1_shifted(build, case):
+    """Swin-V2-T stage 1 (8x8, 3 heads, head_dim 32, shifted on a 16x16 map) on
+    the warp kernel, which the GPU runs."""
+    options, tol = WARPS_CASES[case]
+    k = build((8, 8), 3, 32, resolution=(16, 16), shift=4, kernel="warps", **options)
+    dtype = np.float16 if options["dtype"] == "float16" else np.float32
+    _windows_case(k, 8, window=(8, 8), heads=3, head_dim=32, resolution=(16, 16), shift=4,
+                  dtype=dtype, tol=tol, seed=2)
+
+
+def test_warps_clamp_and_zero_rows(build):
+    """The warp kernel keeps F.normalize's guard (a zero q or k row scores zero,
+    not NaN) and the clamp of the logit scale at ln 100; 7x7 windows pad N to 64
+    keys, whose zero rows must not reach the output either."""
+    k = build((7, 7), 2, 16, dtype="float16", kernel="warps")
+    rng = np.random.default_rng(4)
+    q, kk, v = (rng.standard_normal((2, 2, 49, 16)).astype(np.float16) for _ in range(3))
+    q[0, 0, 3] = 0
+    kk[1, 1, 5] = 0
+    table = rng.standard_normal((169, 2)).astype(np.float16)
+    huge = np.array([50.0, -1.0], dtype=np.float32)
+    out = k(q, kk, v, table, logit_scale=huge)
+    assert np.isfinite(out.astype(np.float32)).all()
+    expected = ref.swinv2_window_attention(*(x.astype(np.float64) for x in (q, kk, v)), huge,
+                                           bias=ref.lookup(table.astype(np.float64), (7, 7)))
+    _assert_close(out, expected, 2e-3)
