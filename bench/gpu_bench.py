@@ -55,7 +55,8 @@ from swin_opt import testing as T  # noqa: E402
 class Config(NamedTuple):
     """One timed configuration: ``windows`` (window, head) items of ``heads``, the
     feature map (None: no mask) and shift, or BEiT's global attention with a class
-    token (``window`` its patch grid, one "window" per image)."""
+    token (``window`` its patch grid, one "window" per image); ``cosine``: SwinV2's
+    cosine attention."""
 
     label: str
     windows: int
@@ -65,6 +66,7 @@ class Config(NamedTuple):
     resolution: Optional[Tuple[int, ...]] = None
     shift: int = 0
     class_token: bool = False
+    cosine: bool = False
 
     @property
     def tokens(self) -> int:
@@ -80,8 +82,9 @@ class Config(NamedTuple):
         return ref.table_rows(self.window) + 3 * int(self.class_token)
 
 
-# Swin-T at 224x224 (56x56, 28x28, 14x14 token maps), larger windows, and BEiT-base
-# (a 14x14 patch grid and the class token, N = 197, at batch 32).
+# Swin-T at 224x224 (56x56, 28x28, 14x14 token maps), larger windows, BEiT-base
+# (a 14x14 patch grid and the class token, N = 197, at batch 32) and SwinV2-T at
+# 256x256 (64x64 tokens in 8x8 windows, cosine attention).
 CONFIGS = [
     Config("swin-t stage1 b128", 128 * 64, 3, (7, 7), 32, (56, 56), 3),
     Config("swin-t stage1 b32", 32 * 64, 3, (7, 7), 32, (56, 56), 3),
@@ -91,6 +94,7 @@ CONFIGS = [
     Config("window 12 (N=144)", 1024, 4, (12, 12), 32),
     Config("window 16 (N=256)", 512, 4, (16, 16), 32),
     Config("beit-base b32", 32, 12, (14, 14), 64, class_token=True),
+    Config("swinv2-t stage1 b128", 128 * 64, 3, (8, 8), 32, (64, 64), 4, cosine=True),
 ]
 
 
@@ -192,9 +196,9 @@ def training_figures(args):
           f"{'SDPA f+b':>9} {'vs SDPA':>8} {'Flex f+b':>9} {'vs Flex':>8}")
     rng = np.random.default_rng(0)
     # (the torch training steps gather Swin's bias: BEiT's configuration is timed
-    # forward only)
-    for label, windows, heads, window, d, resolution, shift, _ in (
-            c for c in CONFIGS if not c.class_token):
+    # forward only; the cosine form has no backward kernel)
+    for label, windows, heads, window, d, resolution, shift, *_ in (
+            c for c in CONFIGS if not c.class_token and not c.cosine):
         n = int(np.prod(window))
         rows = ref.table_rows(window)
         q, k, v, dout = (T.to_storage(rng.standard_normal((windows, heads, n, d)).astype(np.float32),
@@ -222,7 +226,9 @@ def training_figures(args):
     return 0
 
 
-def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
+def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat, cosine=False):
+    """SDPA's median ms with the bias (and shift mask) as a float mask; ``cosine``:
+    q and k normalized first, in the timed call (SwinV2 on SDPA)."""
     try:
         import torch
         if not torch.cuda.is_available():
@@ -236,9 +242,14 @@ def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat):
         nw = mask.shape[0]
         attn_mask = (attn_mask + torch.as_tensor(mask, device="cuda", dtype=tdtype)[:, None]
                      ).repeat(windows // nw, 1, 1, 1)
+    functional = torch.nn.functional
+    if cosine:
+        scale = torch.linspace(10, 100, heads, device="cuda", dtype=tdtype)[:, None, None]
+        return _torch_events_ms(lambda: functional.scaled_dot_product_attention(
+            functional.normalize(q, dim=-1) * scale, functional.normalize(k, dim=-1), v,
+            attn_mask=attn_mask, scale=1.0), repeat)
     return _torch_events_ms(
-        lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask),
-        repeat)
+        lambda: functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask), repeat)
 
 
 MODEL = "swin_tiny_patch4_window7_224"
@@ -406,7 +417,7 @@ def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BA
 
 
 def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which, grad=False,
-                   class_token=False):
+                   class_token=False, cosine=False):
     """``which``: "warps", "rows", "warps1": the warp kernel one warp a block,
     in dynamic shared memory where it needs it (BEiT-base: 66,800 bytes, which
     the default gives the rows), or for f32 "bf16x3" / "bf16x6": the warp kernel
@@ -415,6 +426,8 @@ def compile_kernel(window, heads, d, resolution, shift, dtype, chip, which, grad
     options = {"grad": True} if grad else {}
     if class_token:
         options["class_token"] = True
+    if cosine:
+        options["cosine"] = True
     if which == "warps1":
         which, options["warps_per_block"] = "warps", 1
     if which in F32_MMA_KERNELS:
@@ -466,11 +479,11 @@ def main():
     if args.record:
         for dtype in ("f16", "bf16", "f32"):
             for config in CONFIGS:
-                _, _, heads, window, d, resolution, shift, class_token = config
+                _, _, heads, window, d, resolution, shift, class_token, cosine = config
                 for which in _kernels_of(config, kernels, dtype):
                     compile_kernel(window, heads, d, resolution, shift, dtype, args.chip, which,
-                                   class_token=class_token)
-                if args.backward and not class_token:
+                                   class_token=class_token, cosine=cosine)
+                if args.backward and not class_token and not cosine:
                     compile_kernel(window, heads, d, resolution, shift, dtype, args.chip,
                                    "warps", grad=True)
         record_model_kernels(args.chip)
@@ -502,20 +515,23 @@ def main():
           f"{'vs SDPA':>8}")
     rng = np.random.default_rng(0)
     for config in CONFIGS:
-        label, windows, heads, window, d, resolution, shift, class_token = config
+        label, windows, heads, window, d, resolution, shift, class_token, cosine = config
         n = config.tokens
         q, k, v = (storage(rng.standard_normal((windows, heads, n, d))) for _ in range(3))
         table = storage(rng.standard_normal((config.table_rows, heads)))
-        pointers = [driver.to_device(a) for a in (q, k, v, table)]
+        # The cosine kernels' logit scales (float32, after the table).
+        logit_scale = [np.log(np.linspace(10, 100, heads)).astype(np.float32)] if cosine else []
+        pointers = [driver.to_device(a) for a in (q, k, v, table, *logit_scale)]
         out = driver.alloc(windows * n * heads * d * np.dtype(np_type).itemsize)
         nbytes = 4 * windows * heads * n * d * np.dtype(np_type).itemsize
         flops = 4.0 * n * n * d * windows * heads
         bias = config.bias(T.to_float64(table, args.dtype))
         mask = ref.shift_mask(resolution, window, (shift, shift)) if shift else None
-        sdpa = torch_sdpa_ms(windows, heads, n, d, bias, mask, args.dtype, args.repeat)
+        sdpa = torch_sdpa_ms(windows, heads, n, d, bias, mask, args.dtype, args.repeat,
+                             cosine=cosine)
         for which in _kernels_of(config, kernels, args.dtype):
             kernel = compile_kernel(window, heads, d, resolution, shift, args.dtype, args.chip,
-                                    which, class_token=class_token)
+                                    which, class_token=class_token, cosine=cosine)
             ms = driver.time_ms(lambda: kernel(*pointers, out, windows), repeat=args.repeat)
             gbs = nbytes / ms / 1e6
             ratio = f"{sdpa / ms:7.2f}x" if sdpa else "    n/a"

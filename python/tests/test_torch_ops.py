@@ -393,6 +393,32 @@ def test_warmup_grad_builds_the_backward_kernels(torch, timm_model, img, tmp_pat
 
 
 @pytest.mark.aot
+def test_warmup_grad_builds_both_forms_of_swinv2(torch, img, tmp_path, ops):
+    """SwinV2 runs its cosine kernel at inference and the plain kernel on q and k
+    normalized in torch in training: ``warmup(grad=True)`` builds both (a dry
+    forward without autograd, one with), the plain kernels' backward too, so
+    that neither an eval forward nor a training step builds anything."""
+    timm_v2 = pytest.importorskip("timm.models.swin_transformer_v2")
+    torch.manual_seed(0)
+    model = sharpen_weights(timm_v2.SwinTransformerV2(
+        img_size=56, patch_size=4, window_size=7, embed_dim=32, depths=(2,), num_heads=(2,),
+        num_classes=10)).eval()
+    st.swap_attention(model, cache_dir=tmp_path)
+    before = ops.loaded_keys()
+    st.warmup(model, img, progress=False, grad=True)
+    built = ops.loaded_keys() - before
+    options = [json.loads(key)["options"] for key in built]
+    assert any(o.get("cosine") for o in options)
+    assert any(o.get("grad") and not o.get("cosine") for o in options)
+    with torch.no_grad():
+        model(img)
+    model.train()
+    model(img).sum().backward()
+    assert ops.loaded_keys() == before | built
+    assert _kernel_calls(model) == 2 * 2 and _fallbacks(model) == 0  # 2 blocks, 2 forwards
+
+
+@pytest.mark.aot
 def test_torch_export_non_strict_falls_back(torch, timm_model, img, opts):
     """Non-strict export runs the patches on fake tensors: the original attention is
     exported (and says why), never a failure. (The MLP kernel and the patch merge's

@@ -74,8 +74,8 @@ shifted axis (``always_partition``; see :mod:`.windows`).
 left alone and why.
 
 SwinV2 modules (cosine attention, continuous position bias) run the table
-their ``cpb_mlp`` gives with, at inference on the CPU, the cosine kernel, and
-elsewhere (on a CUDA device, in training) a scale-1 plain kernel on ``s_h
+their ``cpb_mlp`` gives with, at inference (on the CPU or a CUDA device), the
+cosine kernel, and in training a scale-1 plain kernel on ``s_h
 q/|q|`` and ``k/|k|`` (see :func:`.patching.cosine_kernel_scale` and
 :func:`.projections.cosine_qk`, whose preparation autograd differentiates,
 ``logit_scale`` included).

@@ -76,9 +76,8 @@ float32 the row kernel (or, where the user allows TF32, the warp kernel on
 bf16 terms: :func:`gpu_key`); the table and ``pad_qkv`` are converted to q's dtype
 (the GPU kernels take them in the element type; under autocast the patches
 hand a float32 table).  Where there is no GPU kernel for the configuration
-(the cosine form, not built for the GPU yet: SwinV2's patches take the plain
-kernel there, :func:`.patching.cosine_kernel_scale`; ``swin-aot`` or the
-CUDA toolkit missing; a configuration ``swin-aot`` refuses) the operator
+(``swin-aot`` or the CUDA toolkit missing; a configuration ``swin-aot``
+refuses, such as a window of more than 1024 tokens) the operator
 computes the same with torch's operators on the device
 (:mod:`.attention_math`) and warns once per reason; the patches find that out
 before calling (:func:`resolve_spec` with the chip) and run the module's

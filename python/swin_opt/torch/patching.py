@@ -77,18 +77,17 @@ def cosine_kernel_scale(logit_scale, target, *tensors):
     the module's parameters (one of them trainable while ``logit_scale`` is frozen,
     the cosine kernel's q, k or table would still need a backward).
 
-    This is the one place that chooses between the two forms, per device:
+    This is the one place that chooses between the two forms:
 
-    * on a CUDA device (a :class:`GpuDtype` target) never the cosine kernel:
-      the GPU has none (``swin-aot`` refuses ``--cosine`` for ``--target=nvptx``),
-      while the plain GPU kernel takes the prepared q/k in every dtype;
-    * where autograd records the call (training) never either: the cosine
-      kernels have no backward, while the plain kernel's operator has one and
-      autograd differentiates the preparation (``dlogit_scale`` included);
-    * otherwise (CPU inference) the cosine kernel, which saves the
-      normalisation's pass over q and k in torch.
+    * where autograd records the call (training) never the cosine kernel: the
+      cosine kernels have no backward, while the plain kernel's operator has
+      one and autograd differentiates the preparation (``dlogit_scale``
+      included);
+    * otherwise (inference, on the CPU or a CUDA device) the cosine kernel,
+      which saves the normalisation's pass over q and k in torch (on the GPU
+      the warp kernel scales each score by ``s_h / (|q_i| |k_j|)``).
     """
-    if logit_scale is None or isinstance(target, GpuDtype):
+    if logit_scale is None:
         return None
     if autograd_records(logit_scale, *tensors):
         return None

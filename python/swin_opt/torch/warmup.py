@@ -123,8 +123,10 @@ def warmup(model, example, *, workers: Optional[int] = None,
     ``example``: an input tensor, a tuple/list of positional inputs, a dict of
     keyword inputs, or an input *shape* (a tuple of ints: a random tensor of
     the model's parameter dtype is made).  One dry forward of a single item
-    (the batch does not change the kernels) under :func:`torch.inference_mode`
-    records the configurations; the patched modules run their original
+    (the batch does not change the kernels) under :func:`torch.no_grad` (not
+    inference_mode: a framework may cache a tensor its first forward makes, as
+    transformers does BEiT's relative index, and an inference tensor there would
+    break later training) records the configurations; the patched modules run their original
     forward during it, while the kernels met so far are built by ``workers``
     (default: CPU count) ``swin-aot`` processes at once.  Returns the number
     of kernels built or loaded from the disk cache.  Run it once per input
@@ -132,8 +134,11 @@ def warmup(model, example, *, workers: Optional[int] = None,
     kernel ready.  ``chip`` (``"sm_90"``): the GPU kernels of that chip instead,
     built without it, with the model on the CPU in the dtype the GPU will run
     (under CUDA autocast: the autocast dtype), e.g. on a build host. ``grad``:
-    also each kernel's backward (``grad=True``: what training runs; a
-    configuration without one is reported, and trains through torch).
+    also what training runs: a second dry forward with autograd recording
+    (where a patch picks another form, such as SwinV2's plain kernel on q and k
+    normalized in torch rather than its cosine kernel) and each kernel it meets
+    with its backward (``grad=True``; a configuration without one is reported,
+    and trains through torch).
     """
     require_torch()
     if isinstance(example, (tuple, list)) and example and all(
@@ -144,9 +149,12 @@ def warmup(model, example, *, workers: Optional[int] = None,
                               device=None if param is None else param.device)
     example = _first_item(example)
     builder = _Builder(workers, progress)
+    # (grad mode, the kernels' backward too) of each dry forward
+    passes = [(torch.no_grad, False)] + ([(torch.enable_grad, True)] if grad else [])
     try:
-        with ops.recording(on_key=lambda key: builder.submit(key, grad), chip=chip):
-            with torch.inference_mode():
+        for mode, with_backward in passes:
+            with ops.recording(on_key=lambda key: builder.submit(key, with_backward),
+                               chip=chip), mode():
                 if isinstance(example, dict):
                     model(**example)
                 elif isinstance(example, (tuple, list)):
