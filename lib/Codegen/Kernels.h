@@ -73,7 +73,7 @@ struct WarpTileShape {
 
 /// Tile sizes of the warp kernel a user may fix; 0 lets the kernel choose.
 struct WarpTileOptions {
-  int64_t keyBlock = 0;      // keys per online-softmax step
+  int64_t keyBlock = 0;         // keys per online-softmax step
   int64_t warpsPerBlock = 0;    // (window, head) items per block
   F32Mma f32Mma = F32Mma::None; // f32 q, k, v on the tensor cores
   /// The chip's SM version and the shared memory a block may have on it
@@ -84,10 +84,10 @@ struct WarpTileOptions {
 
 /// The warp kernel's shape for `op`. Nothing when the op does not qualify
 /// (it gets the row kernel): f16/bf16 operands (or f32 with `f32Mma`),
-/// head_dim a multiple of 16 (at most 256; f32: 128), and one warp's keys, values, query tile and table within
-/// the shared memory a block may have on the chip (static up to 48 KiB,
-/// dynamic beyond). Failure, with an error on the op, when `options` ask
-/// for tiles the op cannot have.
+/// head_dim a multiple of 16 (at most 256; f32: 128), and one warp's keys,
+/// values, query tile and table within the shared memory a block may have on
+/// the chip (static up to 48 KiB, dynamic beyond). Failure, with an error on
+/// the op, when `options` ask for tiles the op cannot have.
 FailureOr<std::optional<WarpTileShape>>
 getWarpTileShape(FusedWindowAttentionOp op, const WarpTileOptions &options);
 

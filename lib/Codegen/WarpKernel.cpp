@@ -21,16 +21,18 @@
 // SwinV2's cosine attention scales each score instead of the operands,
 // which the tiles keep as they are:
 //
-//   S   = q_I kᵀ_J * (s_h log2 e / |q_i|) / |k_j|   s_h = exp(min(logit_scale[h], ln 100))
+//   S   = q_I kᵀ_J * (s_h log2 e / |q_i|) / |k_j|
+//   s_h = exp(min(logit_scale[h], ln 100))
 //
 // 1 / |k_j| staged with the keys' offsets, the factor of the lane's two
-// rows computed with their A fragments (|x| as F.normalize's max(|x|, 1e-12)).
+// rows computed from the staged query tile (|x| as F.normalize's
+// max(|x|, 1e-12)).
 //
 // f32 q, k, v (f32-mma=bf16x3 or bf16x6) are staged as f32 and split, as
 // each fragment is loaded, into terms of the bf16 operand type:
 //
-//   x = x0 + x1 (+ x2),  x0 = bf16(x), x1 = bf16(x - x0), x2 = bf16(x - x0 - x1)
-//   A B ~ sum over i + j < terms of Ai Bj   (3 or 6 mma.sync, small first)
+//   x  = x0 + x1 (+ x2),  xi = bf16(x - x0 - .. - x(i-1))
+//   AB = sum over i + j < terms of Ai Bj  (3 or 6 mma.sync, small first)
 //
 // two terms hold 16 of f32's 24 significant bits (the products' error is
 // 2^-16, TF32's 2^-11), three all of them; P is split as the operands are.
@@ -528,8 +530,8 @@ void WarpKernel::stageTableAndKeys(WarpItem &item) {
   // The cosine form: 1 / |k_j| from the staged rows (padding rows are zero:
   // their scale is 1e12, their scores -inf).
   forEachLaneElement(shape.paddedTokens, [&](Value t, Value valid) {
-    Value row = add(scratch.tokenBase, mulConst(minConst(t, shape.paddedTokens - 1),
-                                                shape.rowStride));
+    Value key = minConst(t, shape.paddedTokens - 1);
+    Value row = add(scratch.tokenBase, mulConst(key, shape.rowStride));
     Value at = add(scratch.keyBase, t);
     warp.store(reciprocalNorm(sumOfSquares(warp, scratch.keys, row)),
                scratch.keyScales, at, valid);
@@ -625,9 +627,9 @@ SmallVector<Fragment> WarpKernel::emitScoreTile(WarpItem &item,
 }
 
 /// s = S scale log2 e + R[P(i) - P(j) + (T - 1) / 2] (+ mask log2 e where
-/// (cosine: S s_h scale log2 e / (|q_i| |k_j|))
 /// the labels of i and j differ) (-inf where j >= N), for each element of
-/// the score fragments (row and key from MmaLayout::c). With BEiT's class
+/// the score fragments (row and key from MmaLayout::c); the cosine form
+/// scales S by s_h scale log2 e / (|q_i| |k_j|) instead. With BEiT's class
 /// token P is of the grid positions, and a select per element takes the
 /// class token's rows of R (T, T + 1, T + 2: classTokenEntry) instead.
 void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
