@@ -47,7 +47,8 @@ With a GPU (``requires_gpu``; scripts/device/check.sh runs them on the lent
 machine, from kernels recorded here by ``python3 test_torch_cuda.py --record``,
 see scripts/device/record.py): the operators' numbers against the float64
 reference for float16, bfloat16 and float32 in the window, token (shifted,
-padded both ways) and packed layouts; their gradients; a swapped timm model
+padded both ways) and packed layouts, and float32 with TF32 allowed (the warp
+kernel on bf16 terms); their gradients; the cosine operator in each dtype; a swapped timm model
 (swapped then moved, moved then swapped; float32 and both autocast dtypes)
 against the original, also in training (gradients), under
 ``torch.compile(fullgraph=True)`` and in a captured CUDA graph; CPU and GPU
@@ -857,6 +858,51 @@ def test_gpu_operators_match_the_reference(kernel_cache, aot_path, case, dtype):
     assert rel_err(out, reference_output(cfg, inputs, table, pad)) <= TOLERANCE[dtype]
 
 
+@requires_gpu
+@pytest.mark.parametrize("case", sorted(OP_CASES))
+def test_gpu_float32_with_tf32_allowed(kernel_cache, aot_path, case):
+    """float32 where the user allows TF32: the warp kernel on two bf16 terms per
+    operand (f32_mma="bf16x3"; BEiT-base's window takes the rows), within 3e-5 of
+    the float64 reference (test_warp_kernel's bound; TF32 itself errs ~1e-3)."""
+    key = op_key(OP_CASES[case], "float32", kernel_cache)
+    cfg = attention_math.config_of(key)
+    inputs, table, pad = op_inputs(cfg, torch.float32, device="cuda")
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with no_fallback():
+            out = call_op(key, inputs, table, pad)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+    assert ops.loaded(ops.gpu_key(key, ops.cuda_chip(0), True))
+    assert rel_err(out, reference_output(cfg, inputs, table, pad)) <= 3e-5
+
+
+#: The cosine operators' GPU configuration (SwinV2-T stage 1 tokens, packed).
+COSINE_CASE = dict(window=(8, 8), heads=3, head_dim=32, resolution=(16, 16), shift=(4, 4),
+                   layout="tokens", packed_qkv=True, cosine=True)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_cosine_operator_matches_the_reference(kernel_cache, aot_path, dtype):
+    """SwinV2's cosine operator on the GPU (the warp kernel for float16 and
+    bfloat16, the rows for float32) against torch's float32 computation of it on
+    the inputs in float64 (attention_math, checked against the CPU cosine kernel),
+    within the dtype's tolerance times 10 (the scores are multiplied by up to
+    100)."""
+    key = op_key(COSINE_CASE, dtype, kernel_cache)
+    cfg = attention_math.config_of(key)
+    (qkv,), table, _ = op_inputs(cfg, TORCH_DTYPES[dtype], device="cuda")
+    logit_scale = torch.tensor([0.5, 2.0, 5.0], device="cuda")
+    with no_fallback():
+        out = torch.ops.swin_opt.window_attention_packed_cosine(qkv, table, logit_scale, None,
+                                                                key)
+    want = attention_math.packed_forward(cfg, qkv.double().cpu(), table.double().cpu(), None,
+                                         logit_scale.double().cpu())
+    assert rel_err(out, want.numpy()) <= 10 * TOLERANCE[dtype]
+
+
 def _reference_grads(cfg, inputs, table, dout):
     f64 = [t.detach().double().cpu().numpy() for t in inputs]
     t64 = table.detach().double().cpu().numpy()
@@ -1201,8 +1247,12 @@ def record_kernels(chip: str = RECORDED_CHIP) -> int:
     for gpu in sorted({chip, "sm_90"}):
         for dtype in TORCH_DTYPES:
             keys.update(ops.gpu_key(op_key(case, dtype), gpu) for case in OP_CASES.values())
+            keys.add(ops.gpu_key(op_key(COSINE_CASE, dtype), gpu))
             keys.add(ops.gpu_key(ops.kernel_key((7, 7), 3, 32, dtype=dtype, **SWIN_T_STAGE1),
                                  gpu))
+        # float32 with TF32 allowed (test_gpu_float32_with_tf32_allowed)
+        keys.update(ops.gpu_key(op_key(case, "float32"), gpu, True)
+                    for case in OP_CASES.values())
     keys.add(op_key(dict(OP_CASES["windows-shifted"], cpu=PORTABLE_CPU), "float32"))
     for key in sorted(keys):
         ops.kernel_for(key)
