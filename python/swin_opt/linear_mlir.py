@@ -114,11 +114,14 @@ def linear_module(layer: Linear, weight: np.ndarray, bias: Optional[np.ndarray] 
               f"  %v0 = linalg.matmul ins(%x, {rhs} : tensor<{m}x{k}x{et}>, tensor<{k}x{n}x{et}>)"
               f" outs(%f : {mn}) -> {mn}"]
 
-    def generic(index: int, extra: List[str], maps: List[str], body: List[str]) -> None:
+    def generic(index: int, extra: List[str], maps: List[str], body: List[str],
+                first: str = "%a0") -> None:
+        """An elementwise step on %v{index} (block argument ``first``) and ``extra``
+        (%a1, ...)."""
         ins = [f"%v{index}"] + extra
         types = [mn] * len(ins)
         all_maps = ", ".join([identity, *maps, identity])
-        block_args = ", ".join(f"%a{i}: f32" for i in range(len(ins)))
+        block_args = ", ".join(f"{first if i == 0 else f'%a{i}'}: f32" for i in range(len(ins)))
         lines.append(f"  %v{index + 1} = linalg.generic {{indexing_maps = [{all_maps}], iterator_types ="
                      f" [\"parallel\", \"parallel\"]}} ins({', '.join(ins)} : {', '.join(types)})"
                      f" outs(%e : {mn}) {{")
@@ -136,13 +139,7 @@ def linear_module(layer: Linear, weight: np.ndarray, bias: Optional[np.ndarray] 
             generic(index, ["%bb"], [identity], ["%s = arith.addf %a0, %a1 : f32",
                                                  "linalg.yield %s : f32"])
         elif step == "gelu":
-            generic(index, [], [], [
-                "%half = arith.constant 5.000000e-01 : f32",
-                "%rsqrt2 = arith.constant 0.707106769 : f32",
-                "%one = arith.constant 1.000000e+00 : f32",
-                "%t = arith.mulf %a0, %rsqrt2 : f32", "%erf = math.erf %t : f32",
-                "%p = arith.addf %erf, %one : f32", "%h = arith.mulf %a0, %half : f32",
-                "%r = arith.mulf %h, %p : f32", "linalg.yield %r : f32"])
+            generic(index, [], [], ACTIVATIONS["gelu"] + ["linalg.yield %g : f32"], first="%s")
         elif step == "residual":
             generic(index, ["%res"], [identity], ["%s = arith.addf %a0, %a1 : f32",
                                                   "linalg.yield %s : f32"])
