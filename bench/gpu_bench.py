@@ -29,7 +29,10 @@ With ``--record`` the backward's kernels are recorded too.
 
 ``--model``: the model-level figures instead: timm's swin_tiny_patch4_window7_224
 (random weights), inference at batch 128 (``torch.inference_mode``) under
-float16 and bfloat16 autocast and a training step at batch 64 (bfloat16
+float16 and bfloat16 autocast and in float32 with TF32 allowed (``tf32``:
+``torch.backends.cuda.matmul.allow_tf32``, for both models; the swapped
+one's attention then runs the warp kernel on bf16 terms), and a training
+step at batch 64 (bfloat16
 autocast, cross-entropy, backward, SGD), the original model against the same
 model swapped (``swin_opt.torch.swap_attention``: the GPU kernels run by the
 operators' CUDA implementations, the backward's in training), eager and with
@@ -41,6 +44,7 @@ runs the same code on the CPU (its test, without a GPU).
 """
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
@@ -254,7 +258,8 @@ def torch_sdpa_ms(windows, heads, n, d, bias, mask, dtype, repeat, cosine=False)
 
 MODEL = "swin_tiny_patch4_window7_224"
 MODEL_BATCH = 128
-MODEL_DTYPES = ("f16", "bf16")
+#: The inference rows: autocast in f16 and bf16, and float32 with TF32 allowed.
+MODEL_DTYPES = ("f16", "bf16", "tf32")
 #: Issue 26's training step: bf16 autocast, batch 64.
 TRAIN_BATCH = 64
 TRAIN_DTYPE = "bf16"
@@ -263,7 +268,20 @@ TRAIN_DTYPE = "bf16"
 def _torch_dtype(name):
     import torch
 
-    return {"f16": torch.float16, "bf16": torch.bfloat16}[name]
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[name]
+
+
+@contextlib.contextmanager
+def _tf32_allowed(allowed):
+    """``torch.backends.cuda.matmul.allow_tf32`` set to ``allowed`` within."""
+    import torch
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def _model(torch_dtype=None):
@@ -294,8 +312,9 @@ def record_model_kernels(chip):
             print("gpu_bench: no timm: the model's kernels are not recorded")
             return
         st.swap_attention(model, mlp=False)  # (the attention's kernels: the MLPs' are the CPU's)
-        st.warmup(model, (1, 3, 224, 224), chip=chip, progress=False,
-                  grad=dtype == TRAIN_DTYPE)
+        with _tf32_allowed(dtype == "tf32"):
+            st.warmup(model, (1, 3, 224, 224), chip=chip, progress=False,
+                      grad=dtype == TRAIN_DTYPE)
 
 
 def _timer(device, repeat):
@@ -368,11 +387,13 @@ def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BA
                 torch._dynamo.reset()
 
     def inference(dtype):
+        """Under autocast in ``dtype``, or float32 without it."""
         def run(wrap):
             forward_model = wrap(model)
 
             def forward():
-                with torch.inference_mode(), torch.autocast(device, dtype=dtype):
+                with torch.inference_mode(), torch.autocast(
+                        device, dtype=dtype, enabled=dtype != torch.float32):
                     return forward_model(x)
             return forward, forward()
         return run
@@ -410,7 +431,8 @@ def model_figures(repeat, device="cuda", batch=MODEL_BATCH, train_batch=TRAIN_BA
           f"{'img/s orig':>11} {'img/s swap':>11} {'speed-up':>9} {'max |diff|':>11} "
           f"{'kernel/fallback calls':>22}")
     for name in dtypes:
-        compare(f"{name} inference", inference(_torch_dtype(name)), batch)
+        with _tf32_allowed(name == "tf32"):
+            compare(f"{name} inference", inference(_torch_dtype(name)), batch)
     compare(f"train {TRAIN_DTYPE} step", training(_torch_dtype(TRAIN_DTYPE)), train_batch)
     model.eval()
     return 0
