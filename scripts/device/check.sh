@@ -27,7 +27,7 @@ for dtype in f16 bf16 f32; do
 done
 echo "== GPU training step, f16: our forward and backward against SDPA and FlexAttention with a learnable table"
 timeout -k 5 150 python3 bench/gpu_bench.py --backward --dtype f16 2>&1 | tee "$out/gpu-bench-backward-f16.log"
-echo "== swin_tiny: inference (batch 128, f16 and bf16 autocast) and a training step (batch 64, bf16)"
+echo "== swin_tiny: inference (batch 128, f16 and bf16 autocast, f32 with TF32) and a training step (batch 64, bf16)"
 timeout -k 5 200 python3 bench/gpu_bench.py --model 2>&1 | tee "$out/gpu-bench-model.log"
 echo "== CPU kernels built for this CPU"
 c++ -O3 -march=native -pthread bench/fma_peak.cpp -o /tmp/fma_peak && /tmp/fma_peak --threads "$(nproc)"
@@ -36,5 +36,5 @@ for threads in "$(nproc)" 1; do
   OMP_NUM_THREADS=$threads timeout -k 5 150 python3 bench/cross_cpu.py --json "$out/cpu-t$threads.json"
 done
 echo "== swin_tiny as above, also under torch.compile (last: inductor's compiles take minutes)"
-timeout -k 5 300 python3 bench/gpu_bench.py --model --compiled 2>&1 |
+timeout -k 5 300 python3 bench/gpu_bench.py --model --compiled --model-dtypes f16,bf16 2>&1 |
   tee "$out/gpu-bench-model-compiled.log"
