@@ -125,11 +125,11 @@ def test_grad_path_keeps_torch_normalization(torch):
     ls = torch.zeros(3, 1, 1, requires_grad=True)
     x = torch.zeros(2, 3)
     with torch.no_grad():
-        assert cosine_kernel_scale(ls, "float32", x) is ls
-    assert cosine_kernel_scale(ls, "float32", x) is None
-    assert cosine_kernel_scale(ls.detach(), "float32", x.requires_grad_()) is None
-    assert cosine_kernel_scale(ls.detach(), "float32", x.detach()) is not None
-    assert cosine_kernel_scale(None, "float32", x) is None
+        assert cosine_kernel_scale(ls, x) is ls
+    assert cosine_kernel_scale(ls, x) is None
+    assert cosine_kernel_scale(ls.detach(), x.requires_grad_()) is None
+    assert cosine_kernel_scale(ls.detach(), x.detach()) is not None
+    assert cosine_kernel_scale(None, x) is None
 
 
 @pytest.mark.parametrize("grad", [False, True])

@@ -68,14 +68,14 @@ def kernel_target(device, dtype):
     return name if chip is None else GpuDtype(name, chip)
 
 
-def cosine_kernel_scale(logit_scale, target, *tensors):
+def cosine_kernel_scale(logit_scale, *tensors):
     """``logit_scale`` when SwinV2's cosine kernel (q and k normalised inside it)
     computes this call, else None: the call then prepares q and k in torch
     (:func:`.projections.cosine_qk`) for the plain kernel with scale 1, which is
-    exact (the bias and mask are added after the product).  ``target``: what the
-    kernel is built for (:func:`kernel_target`), ``tensors``: the call's input and
-    the module's parameters (one of them trainable while ``logit_scale`` is frozen,
-    the cosine kernel's q, k or table would still need a backward).
+    exact (the bias and mask are added after the product).  ``tensors``: the
+    call's input and the module's parameters (one of them trainable while
+    ``logit_scale`` is frozen, the cosine kernel's q, k or table would still need
+    a backward). The device does not enter: every device has both kernels.
 
     This is the one place that chooses between the two forms:
 

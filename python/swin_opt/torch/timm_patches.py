@@ -55,7 +55,7 @@ class TimmAttention(Patch):
         qkv = linear(x, m.qkv.weight, qkv_bias)
         q, k, v = qkv_windows(qkv, b, n, heads, head_dim)
         # SwinV2: the cosine kernel normalizes q and k itself, or they are prepared here
-        cosine = cosine_kernel_scale(logit_scale, dtype, x, *m.parameters())
+        cosine = cosine_kernel_scale(logit_scale, x, *m.parameters())
         if cosine is None:
             q, k = cosine_qk(q, k, logit_scale, head_axis=1)
         # run_windows also takes the masks of always_partition's one-window maps
@@ -119,7 +119,7 @@ class TimmBlock(Patch):
         head_dim = attn_dim // heads
         table, scale, qkv_bias, logit_scale = self.attention_core(
             attn, window, heads, x.dtype, _timm_qkv_bias(attn), getattr(attn, "scale", None))
-        cosine = cosine_kernel_scale(logit_scale, dtype, x, *attn.parameters())
+        cosine = cosine_kernel_scale(logit_scale, x, *attn.parameters())
         kern = _block_kernel(self, blk, (h, w), window, heads, head_dim, scale, dtype,
                              cosine=cosine is not None)
         qkv, pad_qkv = packed_inputs(x.reshape(b, h * w, c), attn.qkv.weight, qkv_bias,

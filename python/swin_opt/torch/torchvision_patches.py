@@ -39,7 +39,7 @@ class TorchvisionAttention(Patch):
             m, window, heads, x.dtype, m.qkv.bias, None)
         pads = (pad_h, pad_w) != (h, w)
         # SwinV2: the cosine kernels normalize q and k themselves, or they are prepared here
-        cosine = cosine_kernel_scale(logit_scale, dtype, x, *m.parameters())
+        cosine = cosine_kernel_scale(logit_scale, x, *m.parameters())
         cosine_cfg = {"cosine": True} if cosine is not None else {}
         if self.options.layout == "auto" and h >= window[0] and w >= window[1]:
             kern = self.kernel(window, heads, head_dim, scale, dtype, layout="tokens",

@@ -65,7 +65,7 @@ def _hf_attention(patch, m, hidden_states, attention_mask, window_size, heads, h
     cosine = None
     if cpb:
         # the cosine kernel normalizes q and k itself, or they are prepared here
-        cosine = cosine_kernel_scale(m.logit_scale, dtype, hidden_states, *m.parameters())
+        cosine = cosine_kernel_scale(m.logit_scale, hidden_states, *m.parameters())
         if cosine is None:
             q, k = cosine_qk(q, k, m.logit_scale, head_axis=1)
         scale = 1.0
