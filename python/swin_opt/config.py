@@ -272,17 +272,19 @@ def make_config(window, heads: int, head_dim: int, *, scale: Optional[float] = N
                              "layout='windows', no resolution or shift")
         if cosine:
             raise ValueError("class_token=True has no cosine form")
+    # The kernel swin-aot builds: the one asked for, else its target's default.
+    effective_kernel = kernel or ("warps" if target == "nvptx" else "tiles")
     if warps_per_block:
         if not 1 <= int(warps_per_block) <= 32:
             raise ValueError(f"warps_per_block must be 1 to 32 (0: the kernel's choice), "
                              f"got {warps_per_block!r}")
-        if (kernel or ("warps" if target == "nvptx" else "tiles")) != "warps":
+        if effective_kernel != "warps":
             raise ValueError("warps_per_block sizes the blocks of the GPU's warp kernel: it "
                              "takes kernel='warps' (target='nvptx''s default; on the CPU, "
                              "the warps emulated)")
     if f32_mma not in F32_MMA:
         raise ValueError(f"f32_mma must be one of {', '.join(F32_MMA)}, got {f32_mma!r}")
-    if f32_mma != "none" and (dtype != "f32" or kernel != "warps" and (target != "nvptx" or kernel is not None)):
+    if f32_mma != "none" and (dtype != "f32" or effective_kernel != "warps"):
         raise ValueError("f32_mma puts float32 operands on the warp kernel's tensor cores: it "
                          "takes dtype float32 and kernel='warps' (target='nvptx''s default; on "
                          "the CPU, the warps emulated)")
