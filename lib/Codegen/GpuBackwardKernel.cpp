@@ -3,9 +3,13 @@
 // The gradient of the fused attention (rpe.fused_window_attention_grad) on
 // the GPU. One block of one warp computes one (window b, head h), N tokens
 // of d channels: it keeps the window in shared memory and recomputes the
-// forward's probabilities from q, k and the table. In base 2, as the
-// forward (log2 e folded into the scale, the table and the mask value), with
-// P(t) the table offset of token t and c = (T - 1) / 2:
+// forward's probabilities from q, k and the table. Two forms: f16 and bf16
+// with head_dim a multiple of 16 (and no class token) take the products on
+// tensor cores (the tensor-core form, its own section below); f32, BEiT's
+// class token, other head_dims, and windows whose tiles do not fit the
+// shared memory take the lane form, the one described here. In base 2, as
+// the forward (log2 e folded into the scale, the table and the mask value),
+// with P(t) the table offset of token t and c = (T - 1) / 2:
 //
 //   shared: q, k, v, dout (N x d, the element type), R = table[:, h] log2 e,
 //           per token P(t) and its region label, G = 0 (T, f32)
@@ -61,7 +65,7 @@
 // lane writes what they share. A lane's rows and sums (6d / L floats in the
 // key pass) then fit its registers, and the loops over rows and keys are
 // kept rolled (ptxas would unroll and interleave them, and spill). Every
-// product is a lane's f32 FMA: no tensor cores yet. q, k, v and dout sit in
+// product is a lane's f32 FMA. q, k, v and dout sit in
 // shared memory as they are (f16, bf16 or f32), in rows of an odd number of
 // 32-bit words, so that lanes reading the same word of different rows hit
 // different banks; a row the whole warp reads is a broadcast.
@@ -81,6 +85,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::rpe;
 using namespace mlir::rpe::detail;
@@ -92,16 +98,55 @@ namespace {
 /// Compile-time shape of the GPU backward.
 struct GpuBackwardShape {
   Type element;         // of q, k, v, out, dout and their gradients
+  /// The tensor-core form (f16 and bf16, head_dim a multiple of 16, no
+  /// class token) or the lane form.
+  bool tensorCores;
+  int64_t paddedTokens; // N' (the tensor-core form: N rounded up to 16)
   int64_t rowStride;    // elements per token row in shared memory
   /// The block's shared buffers (see GpuBackwardKernel::Scratch) and the
   /// bytes they take (layoutSharedBuffers).
-  SmallVector<SharedBuffer, 10> sharedBuffers;
+  SmallVector<SharedBuffer, 12> sharedBuffers;
   int64_t sharedBytes;
   int64_t lanesPerRow;  // L: lanes sharing a row's (or key's) channels
   int64_t rowsPerRound; // 32 / L rows (or keys) per round of the warp
   int64_t laneChannels; // ceil(d / L) channels per lane
 };
 } // namespace
+
+/// Elements per row of the tensor-core form's tile of dS (16 x 16 f32):
+/// an odd stride, so that the lanes reading a column of it (the table's
+/// gradient, the A fragment of dS) hit different banks.
+static constexpr int64_t kScoreTileStride = 17;
+
+/// The shared buffers of a backward of `shape`'s form and row layout.
+static SmallVector<SharedBuffer, 12>
+getGpuBackwardBuffers(const GpuBackwardShape &shape, FusedAttentionOpInterface op) {
+  int64_t n = shape.paddedTokens, d = op.getHeadDim();
+  int64_t tableRows = getNumTableRows(op.getWindow(), op.getClassToken());
+  int64_t rows = n * shape.rowStride;
+  Type f32 = Float32Type::get(op.getContext());
+  Type i32 = IntegerType::get(op.getContext(), 32);
+  // The tensor-core form keeps two partial table gradients (a half-warp
+  // each), dq's f32 sums and a tile of dS.
+  int64_t tableGradients = shape.tensorCores ? 2 * tableRows : tableRows;
+  SmallVector<SharedBuffer, 12> buffers = {
+      {"grad_queries", rows, shape.element, 16},
+      {"grad_keys", rows, shape.element, 16},
+      {"grad_values", rows, shape.element, 16},
+      {"grad_output_gradients", rows, shape.element, 16},
+      {"grad_table", tableRows, f32, 16},
+      {"grad_token_offsets", n, i32, 16},
+      {"grad_token_labels", n, i32, 16},
+      {"grad_log_sum_exp", n, f32, 16},
+      {"grad_delta", n, f32, 16},
+      {"grad_table_gradient", tableGradients, f32, 16}};
+  if (shape.tensorCores) {
+    buffers.push_back({"grad_query_sums", n * d, f32, 16});
+    buffers.push_back(
+        {"grad_score_gradients", 16 * kScoreTileStride, f32, 16});
+  }
+  return buffers;
+}
 
 /// The shape of the GPU backward of `op`; failure, with an error on the op,
 /// when its window does not fit the shared memory a block may have on
@@ -112,35 +157,39 @@ getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion) {
   shape.element = getElementTypeOrSelf(op.getQuery().getType());
   int64_t bytes = shape.element.getIntOrFloatBitWidth() / 8;
   int64_t n = op.getNumTokens(), d = op.getHeadDim();
-  int64_t tableRows = getNumTableRows(op.getWindow(), op.getClassToken());
-  // An odd number of 32-bit words per row: lanes reading word e of
-  // different rows hit different banks.
-  int64_t words = llvm::divideCeil(d * bytes, 4);
-  if (words % 2 == 0)
-    ++words;
-  shape.rowStride = words * 4 / bytes;
+  // Up to 48 KiB static shared memory, beyond it dynamic (createSharedBuffers)
+  // up to what the chip lets a block opt in to.
+  int64_t limit = getMaxSharedBytesPerBlock(smVersion);
   // Up to 16 channels per lane: a lane's rows and sums (6 of them in the
   // query pass) then stay in its registers.
   shape.lanesPerRow = d <= 16 ? 1 : d <= 32 ? 2 : 4;
   shape.rowsPerRound = kWarpSize / shape.lanesPerRow;
   shape.laneChannels = llvm::divideCeil(d, shape.lanesPerRow);
-  int64_t rows = n * shape.rowStride;
-  Type f32 = Float32Type::get(op.getContext());
-  Type i32 = IntegerType::get(op.getContext(), 32);
-  shape.sharedBuffers = {{"grad_queries", rows, shape.element, 16},
-                         {"grad_keys", rows, shape.element, 16},
-                         {"grad_values", rows, shape.element, 16},
-                         {"grad_output_gradients", rows, shape.element, 16},
-                         {"grad_table", tableRows, f32, 16},
-                         {"grad_token_offsets", n, i32, 16},
-                         {"grad_token_labels", n, i32, 16},
-                         {"grad_log_sum_exp", n, f32, 16},
-                         {"grad_delta", n, f32, 16},
-                         {"grad_table_gradient", tableRows, f32, 16}};
+
+  // The tensor-core form: rows padded to 16 tokens with zeros, a stride of
+  // d + 8 elements (the forward's: the 8 rows x 4 column pairs of a
+  // fragment load fall in distinct banks).
+  shape.tensorCores = (shape.element.isF16() || shape.element.isBF16()) &&
+                      d % 16 == 0 && !op.getClassToken();
+  if (shape.tensorCores) {
+    shape.paddedTokens = llvm::alignTo(n, 16);
+    shape.rowStride = d + kChunkBytes / bytes;
+    shape.sharedBuffers = getGpuBackwardBuffers(shape, op);
+    shape.sharedBytes = layoutSharedBuffers(shape.sharedBuffers).bytes;
+    if (shape.sharedBytes <= limit)
+      return shape;
+    shape.tensorCores = false;
+  }
+
+  // The lane form: an odd number of 32-bit words per row, so that lanes
+  // reading word e of different rows hit different banks.
+  shape.paddedTokens = n;
+  int64_t words = llvm::divideCeil(d * bytes, 4);
+  if (words % 2 == 0)
+    ++words;
+  shape.rowStride = words * 4 / bytes;
+  shape.sharedBuffers = getGpuBackwardBuffers(shape, op);
   shape.sharedBytes = layoutSharedBuffers(shape.sharedBuffers).bytes;
-  // Up to 48 KiB static shared memory, beyond it dynamic (createSharedBuffers)
-  // up to what the chip lets a block opt in to.
-  int64_t limit = getMaxSharedBytesPerBlock(smVersion);
   if (shape.sharedBytes > limit)
     return op.emitOpError("has no GPU backward: its window's q, k, v and "
                           "dout (")
@@ -189,6 +238,37 @@ private:
   void gradientOfKeysAndValues(Item &item, Value round);
   void storeTableGradient(Item &item, Value itemIndex);
   void reduceTableGradients(Value partials, KernelTarget target);
+
+  //===--- the tensor-core form (emitTensorCoreItem) -----------------------===//
+  struct PairTile;
+  void emitTensorCoreItem(Item &item);
+  void tileSoftmaxStatistics(Item &item, Value query0);
+  void gradientOfKeyTile(Item &item, Value key0);
+  PairTile pairGradientTile(Item &item, ArrayRef<Fragment> keyRows,
+                            ArrayRef<Fragment> valueRows, Value key0,
+                            Value query0);
+  void addTileToTableGradient(Item &item, Value key0, Value query0);
+  void accumulateQueryGradient(Item &item, Value key0, Value query0);
+  void storeKeyGradients(Item &item, Value key0, ArrayRef<Fragment> dk,
+                         ArrayRef<Fragment> dv);
+  void storeQueryGradients(Item &item);
+  /// An mma operand fragment (A: 16 x 16, `isA`; B: 16 x 8) read from
+  /// token rows of `stride` elements: element (r, c) is rows[t stride + e]
+  /// with (t, e) = (token0 + r, channel0 + c) where `tokenIsRow`, else
+  /// (token0 + c, channel0 + r); in the element type.
+  Fragment loadOperand(Item &item, bool isA, Value rows, int64_t stride,
+                       bool tokenIsRow, Value token0, Value channel0);
+  /// The A fragments (d / 16) of the 16 token rows of `rows` from `token0`
+  /// on.
+  SmallVector<Fragment> loadRowTile(Item &item, Value rows, Value token0);
+  /// X Yᵀ for 16 rows of X (d / 16 A fragments) and the 16 token rows of
+  /// `rows` from `token0` on: two C fragments of 8 columns.
+  SmallVector<Fragment> productTile(Item &item, ArrayRef<Fragment> x,
+                                    Value rows, Value token0);
+  /// The lane's row or column of an mma fragment, plus `offset`.
+  Value laneIndex(Item &item, const LaneCoordinate &coordinate, int64_t offset);
+  /// s = product scale log2 e + R[P(i) - P(j) + c] (+ the mask's term).
+  Value scoreOf(Item &item, const PairOperands &pair, Value product);
 
   /// The table entry of a pair, P(i) - P(j) + c (a lane's index; BEiT:
   /// of the grid positions, or the class token's rows).
@@ -251,6 +331,9 @@ private:
 struct GpuBackwardKernel::Scratch {
   Value queries, keys, values, outputGradients;
   Value table, tokenOffsets, tokenLabels, logSumExp, delta, tableGradient;
+  /// The tensor-core form's: dq's sums (N' x d, f32) and a tile of dS (16
+  /// x 16, f32, kScoreTileStride per key); null in the lane form.
+  Value queryGradientSums, scoreGradients;
 };
 
 /// What the steps of one item share.
@@ -263,6 +346,9 @@ struct GpuBackwardKernel::Item {
   /// lane = L slot + part: the lane's row (or key) of a round, and its
   /// share of the channels, [part ceil(d / L), ...).
   Value slot, part;
+  /// lane = 4 g + t: g and 2t, the terms of the fragments' coordinates (the
+  /// tensor-core form).
+  Value group, pair;
   /// part == 0: the one lane of a row that writes what the row's L lanes
   /// share.
   Value isFirstPart;
@@ -296,7 +382,13 @@ struct GpuBackwardKernel::PairOperands {
 LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
   ArrayRef<SharedBuffer> buffers = shape.sharedBuffers;
   auto scratchOf = [](ArrayRef<Value> m) {
-    return Scratch{m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9]};
+    Scratch scratch{m[0], m[1], m[2], m[3], m[4], m[5],
+                    m[6], m[7], m[8], m[9], Value(), Value()};
+    if (m.size() > 10) {
+      scratch.queryGradientSums = m[10];
+      scratch.scoreGradients = m[11];
+    }
+    return scratch;
   };
   // The items' partial table gradients, [items, T] f32.
   auto partialsType = MemRefType::get({ShapedType::kDynamic, g.tableRows}, f32);
@@ -475,12 +567,20 @@ void GpuBackwardKernel::stageWindow(Item &item) {
         toF32(warp.load(flatTable, add(mulConst(t, g.heads), item.h), valid));
     warp.store(arith::MulFOp::create(b, entry, log2e), scratch.table, t, valid);
     warp.store(item.zero, scratch.tableGradient, t, valid);
+    if (shape.tensorCores)
+      warp.store(item.zero, scratch.tableGradient, add(t, index(g.tableRows)),
+                 valid);
   });
-  forEachLaneElement(item, g.tokens, [&](Value t, Value valid) {
+  // Padding tokens (the tensor-core form's, past N) have the last token's
+  // offset and the label -1.
+  forEachLaneElement(item, shape.paddedTokens, [&](Value t, Value valid) {
     Value token = minConst(t, g.tokens - 1);
     warp.store(toI32(gridTableOffset(token)), scratch.tokenOffsets, t, valid);
     Value label =
         item.windowInImage ? regionLabel(item.windowInImage, token) : index(0);
+    if (shape.paddedTokens != g.tokens)
+      label = select(compare(arith::CmpIPredicate::uge, t, index(g.tokens)),
+                     index(-1), label);
     warp.store(toI32(label), scratch.tokenLabels, t, valid);
   });
   auto input = [&](Input which) {
@@ -497,6 +597,23 @@ void GpuBackwardKernel::stageWindow(Item &item) {
     return std::make_pair(flatOutputGradient,
                           outputAddress(item.w, item.h, token));
   });
+  if (shape.tensorCores) {
+    // Zero rows past N, which the tiles read, and dq's sums.
+    const int64_t d = g.headDim;
+    Value zero = convertFloat(item.zero, shape.element);
+    forEachLaneElement(
+        item, (shape.paddedTokens - g.tokens) * d, [&](Value f, Value valid) {
+          Value at = add(mulConst(add(divConst(f, d), index(g.tokens)),
+                                  shape.rowStride),
+                         remConst(f, d));
+          for (Value rows : {scratch.queries, scratch.keys, scratch.values,
+                             scratch.outputGradients})
+            warp.store(zero, rows, at, valid);
+        });
+    forEachLaneElement(item, shape.paddedTokens * d, [&](Value f, Value valid) {
+      warp.store(item.zero, scratch.queryGradientSums, f, valid);
+    });
+  }
   warp.sync();
 }
 
@@ -573,8 +690,12 @@ void GpuBackwardKernel::addToTableGradient(Item &item, const QueryRow &row,
 /// s = scale log2 e (q_i · k_j) + R[P(i) - P(j) + c] (+ mask log2 e where
 /// the region labels of i and j differ).
 Value GpuBackwardKernel::score(Item &item, const PairOperands &pair) {
+  return scoreOf(item, pair, dot(item, pair.query, pair.key));
+}
+
+Value GpuBackwardKernel::scoreOf(Item &item, const PairOperands &pair,
+                                 Value product) {
   Warp &warp = item.warp;
-  Value product = dot(item, pair.query, pair.key);
   Value bias = warp.load(item.scratch.table, tableEntry(item, pair));
   Value s = math::FmaOp::create(b, product, item.scaleLog2e, bias);
   if (item.windowInImage) {
@@ -799,12 +920,19 @@ void GpuBackwardKernel::storeGradientRow(Item &item, Input which, Value token,
   }
 }
 
-/// partials[item, t] = G[t].
+/// partials[item, t] = G[t] (the tensor-core form: G[t] + G[T + t], its
+/// two halves' sums).
 void GpuBackwardKernel::storeTableGradient(Item &item, Value itemIndex) {
+  Warp &warp = item.warp;
   Value base = mulConst(itemIndex, g.tableRows);
   forEachLaneElement(item, g.tableRows, [&](Value t, Value valid) {
-    item.warp.store(item.warp.load(item.scratch.tableGradient, t, valid),
-                    flatPartials, add(base, t), valid);
+    Value sum = warp.load(item.scratch.tableGradient, t, valid);
+    if (shape.tensorCores)
+      sum = arith::AddFOp::create(
+          b, sum,
+          warp.load(item.scratch.tableGradient, add(t, index(g.tableRows)),
+                    valid));
+    warp.store(sum, flatPartials, add(base, t), valid);
   });
 }
 
@@ -821,6 +949,8 @@ void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
   item.slot = divConst(item.lane, shape.lanesPerRow);
   item.part = remConst(item.lane, shape.lanesPerRow);
   item.isFirstPart = compare(arith::CmpIPredicate::eq, item.part, index(0));
+  item.group = divConst(item.lane, 4);
+  item.pair = mulConst(remConst(item.lane, 4), 2);
   item.zero = warp.constant(0.0, f32);
   item.scaleLog2e =
       warp.constant(op.getScale().convertToDouble() * kLog2E, f32);
@@ -830,15 +960,452 @@ void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
     item.windowInImage =
         remConst(item.w, getNumWindows(*op.getResolution(), g.window));
   stageWindow(item);
-  forEachRound([&](Value round) {
-    QueryRow row = loadQueryRow(item, round);
-    softmaxStatistics(item, row);
-    gradientOfQueriesAndTable(item, row);
-  });
-  // The rows' lse and D, for every lane's keys.
+  if (shape.tensorCores) {
+    emitTensorCoreItem(item);
+  } else {
+    forEachRound([&](Value round) {
+      QueryRow row = loadQueryRow(item, round);
+      softmaxStatistics(item, row);
+      gradientOfQueriesAndTable(item, row);
+    });
+    // The rows' lse and D, for every lane's keys.
+    warp.sync();
+    forEachRound([&](Value round) { gradientOfKeysAndValues(item, round); });
+  }
   warp.sync();
-  forEachRound([&](Value round) { gradientOfKeysAndValues(item, round); });
   storeTableGradient(item, itemIndex);
+}
+
+//===----------------------------------------------------------------------===//
+// The tensor-core form: tiles of 16 tokens on m16n8k16 mma.sync
+//===----------------------------------------------------------------------===//
+//
+// f16 and bf16 with head_dim a multiple of 16 (and no class token): the
+// window's rows padded to N' = 16 tiles with zeros, the products on tensor
+// cores (f32 accumulators), the softmax in base 2 as the lane form's:
+//
+//   per query tile I:                                tileSoftmaxStatistics
+//     S_I   = q_I kᵀ + bias                          mma; keys past N: -inf
+//     lse_I = m + log2 sum_j 2^(s_Ij - m)            online, per lane, then
+//                                                    merged over the quad
+//     D_I   = rowsum(dout_I ∘ out_I)                 (lse = +inf past N)
+//   per key tile J, dk_J and dv_J in registers:      gradientOfKeyTile
+//     per query tile I:
+//       Sᵀ   = k_J q_Iᵀ,  dPᵀ = v_J doutᵀ_I          mma, keys as the rows:
+//       Pᵀ   = 2^(Sᵀ + biasᵀ - lse_I)                Pᵀ and dSᵀ, C fragments
+//       dSᵀ  = Pᵀ ∘ (dPᵀ - D_I)                      of 8 queries, are the A
+//       dv_J += Pᵀ dout_I,  dk_J += dSᵀ q_I          operands of the next
+//                                                    products as they are
+//       dS (f32) -> a shared tile
+//       G[P(i) - P(j) + c] += ds_ij                  addTileToTableGradient
+//       dq_I += dS k_J  (f32 sums in shared)         accumulateQueryGradient
+//     dk_J scale, dv_J -> their rows                 storeKeyGradients
+//   dq scale -> its rows                             storeQueryGradients
+//
+// P and dS are rounded to the element type as mma operands (FlashAttention's
+// backward does the same); their f32 values make dS and the table's
+// gradient. The table's gradient stays deterministic without atomics: from
+// the shared tile, lane 16 h + r takes query row r and the keys 8 h .. 8 h
+// + 7 in order, adding to G_h (two copies: the half-warps' keys differ, and
+// for one key the rows' entries differ as P is one-to-one); the copies are
+// summed when the item stores its partial.
+
+Value GpuBackwardKernel::laneIndex(Item &item,
+                                   const LaneCoordinate &coordinate,
+                                   int64_t offset) {
+  Value term =
+      coordinate.term == LaneCoordinate::Term::Group ? item.group : item.pair;
+  return add(term, index(coordinate.offset + offset));
+}
+
+Fragment GpuBackwardKernel::loadOperand(Item &item, bool isA, Value rows,
+                                        int64_t stride, bool tokenIsRow,
+                                        Value token0, Value channel0) {
+  int64_t count = isA ? MmaLayout::aElements : MmaLayout::bElements;
+  Fragment fragment;
+  for (int64_t i = 0; i < count; ++i) {
+    FragmentElement e = isA ? MmaLayout::a(i) : MmaLayout::b(i);
+    Value r = laneIndex(item, e.row, 0), c = laneIndex(item, e.column, 0);
+    Value token = add(token0, tokenIsRow ? r : c);
+    Value channel = add(channel0, tokenIsRow ? c : r);
+    fragment.push_back(convertFloat(
+        item.warp.load(rows, add(mulConst(token, stride), channel)),
+        shape.element));
+  }
+  return fragment;
+}
+
+SmallVector<Fragment> GpuBackwardKernel::productTile(Item &item,
+                                                     ArrayRef<Fragment> x,
+                                                     Value rows, Value token0) {
+  SmallVector<Fragment> tile;
+  for (int64_t nt = 0; nt < 2; ++nt) {
+    Fragment acc(MmaLayout::cElements, item.zero);
+    for (auto [kk, rowsOfX] : llvm::enumerate(x)) {
+      // B(channel, token) = rows[token, channel].
+      Fragment y = loadOperand(item, /*isA=*/false, rows, shape.rowStride,
+                               /*tokenIsRow=*/false, add(token0, index(8 * nt)),
+                               index(16 * kk));
+      acc = item.warp.mma(rowsOfX, y, acc);
+    }
+    tile.push_back(acc);
+  }
+  return tile;
+}
+
+SmallVector<Fragment> GpuBackwardKernel::loadRowTile(Item &item, Value rows,
+                                                     Value token0) {
+  SmallVector<Fragment> tile;
+  for (int64_t kk = 0; kk < g.headDim / 16; ++kk)
+    tile.push_back(loadOperand(item, /*isA=*/true, rows, shape.rowStride,
+                               /*tokenIsRow=*/true, token0, index(16 * kk)));
+  return tile;
+}
+
+/// lse and D of the query rows query0 .. query0 + 15, to shared memory.
+void GpuBackwardKernel::tileSoftmaxStatistics(Item &item, Value query0) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  const int64_t d = g.headDim, stride = shape.rowStride;
+  // D_i: lane 16 h + r sums row r's channels [h d / 2, (h + 1) d / 2), the
+  // half-warps' sums added by a shuffle (the same bits in both).
+  {
+    Value row = add(query0, remConst(item.lane, 16));
+    Value half = divConst(item.lane, 16);
+    Value isRow = compare(arith::CmpIPredicate::ult, row, index(g.tokens));
+    RowAddress out = outputAddress(item.w, item.h, minConst(row, g.tokens - 1));
+    Value mask = out.valid ? arith::AndIOp::create(b, isRow, out.valid) : isRow;
+    Value sum = item.zero;
+    for (int64_t e = 0; e < d / 2; ++e) {
+      Value channel = add(mulConst(half, d / 2), index(e));
+      Value o = toF32(warp.load(flatOutput, add(out.offset, channel), mask));
+      Value dout = toF32(warp.load(scratch.outputGradients,
+                                   add(mulConst(row, stride), channel)));
+      sum = math::FmaOp::create(b, o, dout, sum);
+    }
+    sum = arith::AddFOp::create(b, sum, warp.shuffleXor(sum, 16));
+    warp.store(sum, scratch.delta, row,
+               compare(arith::CmpIPredicate::eq, half, index(0)));
+  }
+
+  // lse_i: the lane's rows g and g + 8 (rowHalf), their keys' columns 2t,
+  // 2t + 1 of each 8-key tile; a running max and sum per lane, merged over
+  // the quad (lanes 4g .. 4g + 3) at the end.
+  SmallVector<Fragment> queries = loadRowTile(item, scratch.queries, query0);
+  std::array<Value, 2> rows, rowOffsets, rowLabels;
+  for (int64_t half = 0; half < 2; ++half) {
+    rows[half] = add(query0, add(item.group, index(8 * half)));
+    rowOffsets[half] = warp.load(scratch.tokenOffsets, rows[half]);
+    rowLabels[half] = warp.load(scratch.tokenLabels, rows[half]);
+  }
+  Value initialMax = warp.constant(kOnlineSoftmaxInitialMax, f32);
+  Value minusInf = warp.constant(-std::numeric_limits<double>::infinity(), f32);
+  Value zeroLabel = toI32(index(0));
+  ValueRange state = rolledLoop(
+      index(0), index(shape.paddedTokens / 16),
+      {initialMax, initialMax, item.zero, item.zero},
+      [&](Value tile, ValueRange carried) {
+        Value key0 = mulConst(tile, 16);
+        SmallVector<Fragment> scores =
+            productTile(item, queries, scratch.keys, key0);
+        std::array<Value, 2> max = {carried[0], carried[1]};
+        std::array<Value, 2> sum = {carried[2], carried[3]};
+        for (auto [nt, fragment] : llvm::enumerate(scores))
+          for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+            int64_t half = MmaLayout::rowHalf(i);
+            Value key =
+                add(key0, laneIndex(item, MmaLayout::c(i).column, 8 * nt));
+            PairOperands pair;
+            pair.rowOffset = rowOffsets[half];
+            pair.rowLabel = rowLabels[half];
+            pair.keyOffset = warp.load(scratch.tokenOffsets, key);
+            pair.keyLabel = warp.load(scratch.tokenLabels, key);
+            Value s = scoreOf(item, pair, fragment[i]);
+            s = select(compare(arith::CmpIPredicate::slt, pair.keyLabel,
+                               zeroLabel),
+                       minusInf, s);
+            Value next = arith::MaximumFOp::create(b, max[half], s);
+            Value correction = math::Exp2Op::create(
+                b, arith::SubFOp::create(b, max[half], next));
+            Value p =
+                math::Exp2Op::create(b, arith::SubFOp::create(b, s, next));
+            sum[half] = math::FmaOp::create(b, sum[half], correction, p);
+            max[half] = next;
+          }
+        return SmallVector<Value>{max[0], max[1], sum[0], sum[1]};
+      });
+  Value plusInf = warp.constant(std::numeric_limits<double>::infinity(), f32);
+  Value isWriter = compare(arith::CmpIPredicate::eq, item.pair, index(0));
+  for (int64_t half = 0; half < 2; ++half) {
+    // (m1, l1) and (m2, l2) merge to (m, l1 2^(m1 - m) + l2 2^(m2 - m)),
+    // m = max(m1, m2): the same bits in both lanes of an exchange.
+    Value max = state[half], sum = state[2 + half];
+    for (int64_t offset = 1; offset < 4; offset *= 2) {
+      Value otherMax = warp.shuffleXor(max, offset);
+      Value otherSum = warp.shuffleXor(sum, offset);
+      Value merged = arith::MaximumFOp::create(b, max, otherMax);
+      auto rescale = [&](Value l, Value m) -> Value {
+        return arith::MulFOp::create(
+            b, l,
+            math::Exp2Op::create(b, arith::SubFOp::create(b, m, merged)));
+      };
+      sum = arith::AddFOp::create(b, rescale(sum, max),
+                                  rescale(otherSum, otherMax));
+      max = merged;
+    }
+    Value lse = arith::AddFOp::create(b, max, math::Log2Op::create(b, sum));
+    // Rows past N: +inf, so that their p are 0.
+    lse = select(compare(arith::CmpIPredicate::uge, rows[half],
+                         index(g.tokens)),
+                 plusInf, lse);
+    warp.store(lse, scratch.logSumExp, rows[half], isWriter);
+  }
+}
+
+/// The pairs of key tile J (rows of the tile) and query tile I (columns):
+/// p and ds, two C fragments each (f32).
+struct GpuBackwardKernel::PairTile {
+  SmallVector<Fragment> p, ds;
+};
+
+GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
+    Item &item, ArrayRef<Fragment> keyRows, ArrayRef<Fragment> valueRows,
+    Value key0, Value query0) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  SmallVector<Fragment> scores =
+      productTile(item, keyRows, scratch.queries, query0);
+  SmallVector<Fragment> dp =
+      productTile(item, valueRows, scratch.outputGradients, query0);
+  std::array<Value, 2> keyOffsets, keyLabels, isPadding;
+  Value zeroLabel = toI32(index(0));
+  for (int64_t half = 0; half < 2; ++half) {
+    Value key = add(key0, add(item.group, index(8 * half)));
+    keyOffsets[half] = warp.load(scratch.tokenOffsets, key);
+    keyLabels[half] = warp.load(scratch.tokenLabels, key);
+    isPadding[half] = compare(arith::CmpIPredicate::slt, keyLabels[half],
+                              zeroLabel);
+  }
+  PairTile tile;
+  for (int64_t nt = 0; nt < 2; ++nt) {
+    Fragment p, ds;
+    // The lane's two query columns 2t and 2t + 1 of the 8: each's
+    // operands are loaded once for its two keys.
+    PairOperands columns[2];
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+      FragmentElement e = MmaLayout::c(i);
+      int64_t half = MmaLayout::rowHalf(i);
+      PairOperands &pair = columns[e.column.offset];
+      if (!pair.rowOffset) {
+        Value query = add(query0, laneIndex(item, e.column, 8 * nt));
+        pair.rowOffset = warp.load(scratch.tokenOffsets, query);
+        pair.rowLabel = warp.load(scratch.tokenLabels, query);
+        pair.logSumExp = warp.load(scratch.logSumExp, query);
+        pair.delta = warp.load(scratch.delta, query);
+      }
+      pair.keyOffset = keyOffsets[half];
+      pair.keyLabel = keyLabels[half];
+      Value s = scoreOf(item, pair, scores[nt][i]);
+      Value probability = select(
+          isPadding[half], item.zero,
+          math::Exp2Op::create(b, arith::SubFOp::create(b, s, pair.logSumExp)));
+      p.push_back(probability);
+      ds.push_back(arith::MulFOp::create(
+          b, probability, arith::SubFOp::create(b, dp[nt][i], pair.delta)));
+    }
+    tile.p.push_back(p);
+    tile.ds.push_back(ds);
+  }
+  return tile;
+}
+
+void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  const int64_t stride = shape.rowStride, channelTiles = g.headDim / 8;
+  SmallVector<Fragment> keyRows = loadRowTile(item, scratch.keys, key0);
+  SmallVector<Fragment> valueRows = loadRowTile(item, scratch.values, key0);
+  // dk's C fragments, then dv's, a fragment per 8 channels.
+  SmallVector<Value> initial(2 * channelTiles * MmaLayout::cElements,
+                             item.zero);
+  auto fragmentsOf = [&](ValueRange values, int64_t first) {
+    SmallVector<Fragment> fragments;
+    for (int64_t nt = 0; nt < channelTiles; ++nt) {
+      ValueRange slice = values.slice((first + nt) * MmaLayout::cElements,
+                                      MmaLayout::cElements);
+      fragments.emplace_back(slice.begin(), slice.end());
+    }
+    return fragments;
+  };
+  assert(MmaLayout::cPairIsA() && "Pᵀ and dSᵀ must be in the A layout");
+  ValueRange sums = rolledLoop(
+      index(0), index(shape.paddedTokens / 16), initial,
+      [&](Value queryTile, ValueRange carried) {
+        Value query0 = mulConst(queryTile, 16);
+        PairTile tile =
+            pairGradientTile(item, keyRows, valueRows, key0, query0);
+        auto asOperand = [&](ArrayRef<Fragment> pair) {
+          Fragment a;
+          for (const Fragment &fragment : pair)
+            for (Value x : fragment)
+              a.push_back(convertFloat(x, shape.element));
+          return a;
+        };
+        Fragment p = asOperand(tile.p), ds = asOperand(tile.ds);
+        SmallVector<Fragment> dk = fragmentsOf(carried, 0);
+        SmallVector<Fragment> dv = fragmentsOf(carried, channelTiles);
+        for (int64_t nt = 0; nt < channelTiles; ++nt) {
+          // B(query, channel) = rows[query, channel].
+          auto rowsOf = [&](Value rows) {
+            return loadOperand(item, /*isA=*/false, rows, stride,
+                               /*tokenIsRow=*/true, query0, index(8 * nt));
+          };
+          dv[nt] = warp.mma(p, rowsOf(scratch.outputGradients), dv[nt]);
+          dk[nt] = warp.mma(ds, rowsOf(scratch.queries), dk[nt]);
+        }
+        // dS to the shared tile, [key][query], once the previous tile's
+        // readers are done.
+        warp.sync();
+        for (auto [nt, fragment] : llvm::enumerate(tile.ds))
+          for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+            FragmentElement e = MmaLayout::c(i);
+            warp.store(fragment[i], scratch.scoreGradients,
+                       add(mulConst(laneIndex(item, e.row, 0),
+                                    kScoreTileStride),
+                           laneIndex(item, e.column, 8 * nt)));
+          }
+        warp.sync();
+        addTileToTableGradient(item, key0, query0);
+        accumulateQueryGradient(item, key0, query0);
+        SmallVector<Value> next;
+        for (const Fragment &fragment : llvm::concat<Fragment>(dk, dv))
+          llvm::append_range(next, fragment);
+        return next;
+      });
+  storeKeyGradients(item, key0, fragmentsOf(sums, 0),
+                    fragmentsOf(sums, channelTiles));
+}
+
+/// G_h[P(i) - P(j) + c] += ds_ij from the shared tile: lane 16 h + r takes
+/// query row r, keys 8 h .. 8 h + 7 in order, a warp barrier between keys.
+void GpuBackwardKernel::addTileToTableGradient(Item &item, Value key0,
+                                               Value query0) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  Value row = remConst(item.lane, 16), half = divConst(item.lane, 16);
+  Value query = add(query0, row);
+  Value isRow = compare(arith::CmpIPredicate::ult, query, index(g.tokens));
+  PairOperands pair;
+  pair.rowOffset = warp.load(scratch.tokenOffsets, query);
+  Value copy = mulConst(half, g.tableRows);
+  rolledLoop(index(0), index(8), {}, [&](Value step, ValueRange) {
+    Value keyInTile = add(mulConst(half, 8), step);
+    Value key = add(key0, keyInTile);
+    pair.keyOffset = warp.load(scratch.tokenOffsets, key);
+    Value mask = arith::AndIOp::create(
+        b, isRow, compare(arith::CmpIPredicate::ult, key, index(g.tokens)));
+    Value ds = warp.load(scratch.scoreGradients,
+                         add(mulConst(keyInTile, kScoreTileStride), row));
+    Value entry = add(copy, tableEntry(item, pair));
+    Value sum = arith::AddFOp::create(
+        b, warp.load(scratch.tableGradient, entry, mask), ds);
+    warp.store(sum, scratch.tableGradient, entry, mask);
+    warp.sync();
+    return SmallVector<Value>{};
+  });
+}
+
+/// dq_I += dS k_J on dq's f32 sums in shared memory: A(query, key) is the
+/// shared tile's [key][query], B(key, channel) = K[key, channel].
+void GpuBackwardKernel::accumulateQueryGradient(Item &item, Value key0,
+                                                Value query0) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  Fragment ds = loadOperand(item, /*isA=*/true, scratch.scoreGradients,
+                            kScoreTileStride, /*tokenIsRow=*/false, index(0),
+                            index(0));
+  for (int64_t nt = 0; nt < g.headDim / 8; ++nt) {
+    SmallVector<Value, 4> at;
+    Fragment acc;
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+      FragmentElement e = MmaLayout::c(i);
+      at.push_back(add(mulConst(add(query0, laneIndex(item, e.row, 0)),
+                                g.headDim),
+                       laneIndex(item, e.column, 8 * nt)));
+      acc.push_back(warp.load(scratch.queryGradientSums, at.back()));
+    }
+    Fragment keys = loadOperand(item, /*isA=*/false, scratch.keys,
+                                shape.rowStride, /*tokenIsRow=*/true, key0,
+                                index(8 * nt));
+    acc = warp.mma(ds, keys, acc);
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i)
+      warp.store(acc[i], scratch.queryGradientSums, at[i]);
+  }
+}
+
+/// dk_J scale and dv_J from their C fragments to the keys' rows (keys past
+/// N store nothing).
+void GpuBackwardKernel::storeKeyGradients(Item &item, Value key0,
+                                          ArrayRef<Fragment> dk,
+                                          ArrayRef<Fragment> dv) {
+  Warp &warp = item.warp;
+  Value scale = warp.constant(op.getScale().convertToDouble(), f32);
+  for (int64_t nt = 0; nt < g.headDim / 8; ++nt)
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+      FragmentElement e = MmaLayout::c(i);
+      Value key = add(key0, laneIndex(item, e.row, 0));
+      Value isKey = compare(arith::CmpIPredicate::ult, key, index(g.tokens));
+      Value token = minConst(key, g.tokens - 1);
+      Value channel = laneIndex(item, e.column, 8 * nt);
+      for (auto [which, value] :
+           {std::make_pair(Input::Key,
+                           arith::MulFOp::create(b, dk[nt][i], scale)
+                               .getResult()),
+            std::make_pair(Input::Value, dv[nt][i])}) {
+        RowAddress address = rowAddress(item.w, item.h, token, which);
+        Value mask = address.valid
+                         ? arith::AndIOp::create(b, isKey, address.valid)
+                         : isKey;
+        warp.store(convertFloat(value, shape.element),
+                   flatGradients[static_cast<int>(which)],
+                   add(address.offset, channel), mask);
+      }
+    }
+}
+
+/// dq = scale times its sums, to the rows of the window's tokens.
+void GpuBackwardKernel::storeQueryGradients(Item &item) {
+  Warp &warp = item.warp;
+  const int64_t d = g.headDim;
+  Value scale = warp.constant(op.getScale().convertToDouble(), f32);
+  warp.sync();
+  forEachLaneElement(item, g.tokens * d, [&](Value f, Value valid) {
+    Value token = minConst(divConst(f, d), g.tokens - 1);
+    RowAddress address = rowAddress(item.w, item.h, token, Input::Query);
+    Value mask =
+        address.valid ? arith::AndIOp::create(b, valid, address.valid) : valid;
+    Value sum = warp.load(item.scratch.queryGradientSums,
+                          add(mulConst(token, d), remConst(f, d)));
+    warp.store(convertFloat(arith::MulFOp::create(b, sum, scale), shape.element),
+               flatGradients[static_cast<int>(Input::Query)],
+               add(address.offset, remConst(f, d)), mask);
+  });
+}
+
+/// The item's steps in the tensor-core form (the section's header).
+void GpuBackwardKernel::emitTensorCoreItem(Item &item) {
+  int64_t tiles = shape.paddedTokens / 16;
+  rolledLoop(index(0), index(tiles), {}, [&](Value tile, ValueRange) {
+    tileSoftmaxStatistics(item, mulConst(tile, 16));
+    return SmallVector<Value>{};
+  });
+  // Every row's lse and D, for every key tile.
+  item.warp.sync();
+  rolledLoop(index(0), index(tiles), {}, [&](Value tile, ValueRange) {
+    gradientOfKeyTile(item, mulConst(tile, 16));
+    return SmallVector<Value>{};
+  });
+  storeQueryGradients(item);
 }
 
 /// dtable[t, h] = sum over windows b of partials[b H + h, t], in a fixed

@@ -10,6 +10,11 @@ backward of :mod:`swin_opt.reference` without a GPU: every layout, shifted and
 not, f32, f16 and bf16, square, non-square and 3-D windows, head_dims that
 give a row to 1, 2 or 4 lanes (evenly split or not).
 
+Two forms are checked: f16 and bf16 with head_dim a multiple of 16 (the cases
+of 16, 32 and 48 channels, without a class token) run the tensor-core form
+(tiles of 16 tokens, the rows padded with zeros: 49 -> 64, 20 -> 32; 16 and
+144 need none), the others the lane form (f32, odd head_dims, the class token).
+
 The inputs (q, k, v, table, dout, and out, the reference's forward) are
 rounded to the kernel's dtype first; the reference runs on those values.
 Tolerances, ``max |got - ref| <= TOLERANCE[dtype] * max |ref|`` per gradient:
@@ -18,7 +23,9 @@ Tolerances, ``max |got - ref| <= TOLERANCE[dtype] * max |ref|`` per gradient:
   over every window, against rounding of about 1e-7 relative;
 * f16 2e-3 and bf16 1.6e-2 (the forward's): dq, dk, dv are rounded once to
   the type, and out, as the backward reads it, was rounded once too (D_i =
-  dout_i · out_i); everything else is f32, dtable included.
+  dout_i · out_i); the tensor-core form also rounds P and dS to the type as
+  the operands of their products (Swin-T stage 1: 5e-4 in f16, 4.8e-3 in
+  bf16); everything else is f32, dtable included.
 
 A wrong index, sign, mask or layout gives errors of order 1.
 """

@@ -4,17 +4,25 @@
 // RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps" --rpe-item-range | FileCheck %s --check-prefix=RANGE
 // RUN: swin-opt %s --rpe-lower-fused-attention="kernel=warps" --mlir-print-local-scope | FileCheck %s --check-prefix=NOATOMICS
 
-// The GPU's backward of Swin-T stage 1 (f16, shifted; the table's gradient
-// in f32), whatever the kernel the forward takes: a block of one warp per
-// (window, head), q, k, v and dout in shared memory as f16 rows of 34 (17
-// words: lanes reading their own rows spread over the banks), then a
-// second launch that sums the items' partial table gradients.
+// The GPU's backward of Swin-T stage 1 in f16 (shifted; the table's
+// gradient in f32), whatever the kernel the forward takes: the tensor-core
+// form. A block of one warp per (window, head); q, k, v and dout in shared
+// memory as f16 rows of 40 (d + 8, the forward's stride), padded to 64
+// tokens; two copies of the table's gradient (a half-warp each), dq's f32
+// sums and a 16 x 17 tile of dS; then a second launch that sums the items'
+// partial table gradients.
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_table_sums : memref<256xf32, #gpu.address_space<workgroup>>
-// GPU-DAG: memref.global "private" @__rpe_shared_grad_queries : memref<1666xf16, #gpu.address_space<workgroup>>
-// GPU-DAG: memref.global "private" @__rpe_shared_grad_output_gradients : memref<1666xf16, #gpu.address_space<workgroup>>
-// GPU-DAG: memref.global "private" @__rpe_shared_grad_log_sum_exp : memref<49xf32, #gpu.address_space<workgroup>>
-// GPU-DAG: memref.global "private" @__rpe_shared_grad_table_gradient : memref<169xf32, #gpu.address_space<workgroup>>
-// GPU-LABEL: func @stage1_grad
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_queries : memref<2560xf16, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_output_gradients : memref<2560xf16, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_log_sum_exp : memref<64xf32, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_table_gradient : memref<338xf32, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_query_sums : memref<2048xf32, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_score_gradients : memref<272xf32, #gpu.address_space<workgroup>>
+// f32 takes the lane form: rows of 33 words (lanes reading their own rows
+// spread over the banks), 49 tokens, one table gradient.
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_queries_{{[0-9]+}} : memref<1617xf32, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_table_gradient_{{[0-9]+}} : memref<169xf32, #gpu.address_space<workgroup>>
+// GPU-LABEL: func @stage1_grad(
 // GPU-SAME: attributes {rpe.items_per_block = 1 : i64}
 // The partials [items, T] in device memory, for the two launches.
 // GPU: %[[WAIT:.*]] = gpu.wait async
@@ -22,14 +30,25 @@
 // GPU: gpu.wait [%[[ALLOCATED]]]
 // GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c32
 // GPU: gpu.lane_id
-// The loops over rows and keys stay rolled (ptxas would unroll and spill).
-// GPU: } {loop_annotation = #loop_annotation}
-// Two lanes per row of 32 channels: the dot products end in one shuffle.
+// Per query tile: D by half-warps (a shuffle xor 16), S = q kᵀ on tensor
+// cores, lse merged over the quad (shuffles xor 1, 2).
+// GPU: gpu.shuffle  xor %{{.*}}, %c16_i32
+// GPU: nvvm.mma.sync
 // GPU: gpu.shuffle  xor %{{.*}}, %c1_i32
-// G[P(i) - P(j) + c] += dS by the row's first lane, a warp barrier per key.
-// GPU: memref.load %{{.*}} : memref<169xf32, #gpu.address_space<workgroup>>
-// GPU: memref.store %{{.*}} : memref<169xf32, #gpu.address_space<workgroup>>
+// GPU: gpu.shuffle  xor %{{.*}}, %c2_i32
+// The loops over tiles stay rolled (ptxas would unroll and spill).
+// GPU: } {loop_annotation = #loop_annotation}
 // GPU: nvvm.bar.warp.sync
+// Per key tile and query tile: Sᵀ and dPᵀ (4 + 4 mma), dv and dk (4 + 4),
+// dS to its tile; G_h += dS a key at a time, a warp barrier per key; dq.
+// GPU-COUNT-16: nvvm.mma.sync
+// GPU: nvvm.bar.warp.sync
+// GPU: nvvm.bar.warp.sync
+// GPU: memref.load %{{.*}} : memref<338xf32, #gpu.address_space<workgroup>>
+// GPU: memref.store %{{.*}} : memref<338xf32, #gpu.address_space<workgroup>>
+// GPU: nvvm.bar.warp.sync
+// GPU-COUNT-4: nvvm.mma.sync
+// GPU-NOT: nvvm.mma.sync
 // GPU: gpu.terminator
 // The reduction: 3 heads x 6 blocks of 32 entries, 8 warps each.
 // GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %c18, {{.*}}) threads({{.*}}) in ({{.*}} = %c256
@@ -42,13 +61,28 @@
 // GPU: gpu.dealloc async [%{{.*}}] %[[PARTIALS]] : memref<?x169xf32>
 // GPU-NOT: rpe.fused_window_attention_grad
 
+// The lane form (f32): a lane per row, a row's 32 channels on two lanes
+// (the dot products end in one shuffle); G[P(i) - P(j) + c] += dS by the
+// row's first lane, a warp barrier per key; no tensor cores.
+// GPU-LABEL: func @stage1_grad_f32(
+// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c32
+// GPU: } {loop_annotation = #loop_annotation}
+// GPU: gpu.shuffle  xor %{{.*}}, %c1_i32
+// GPU: memref.load %{{.*}} : memref<169xf32, #gpu.address_space<workgroup>>
+// GPU: memref.store %{{.*}} : memref<169xf32, #gpu.address_space<workgroup>>
+// GPU: nvvm.bar.warp.sync
+// GPU-NOT: nvvm.mma.sync
+// GPU: gpu.terminator
+// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %c18, {{.*}}) threads({{.*}}) in ({{.*}} = %c256
+// GPU-NOT: rpe.fused_window_attention_grad
+
 // On the host: the same program on 32-lane vectors, the partials in a host
 // buffer (zeros for the items a caller's range leaves out), the items in
 // the marked item loop, the reduction's blocks and warps in loops.
-// HOST-LABEL: func @stage1_grad
+// HOST-LABEL: func @stage1_grad(
 // HOST: %[[PARTIALS:.*]] = memref.alloc(%{{.*}}) : memref<?x169xf32>
 // HOST: scf.parallel
-// HOST: memref.alloca() : memref<1666xf16>
+// HOST: memref.alloca() : memref<2560xf16>
 // HOST: vector.gather
 // HOST: vector.shuffle %{{.*}}, %{{.*}} [1, 0, 3, 2,
 // HOST: } {rpe.item_loop}
@@ -58,7 +92,7 @@
 // HOST-NOT: rpe.fused_window_attention_grad
 
 // rpe-item-range gives the item loop a caller's range.
-// RANGE-LABEL: func @stage1_grad
+// RANGE-LABEL: func @stage1_grad(
 // RANGE-SAME: %[[BEGIN:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index)
 // RANGE: %[[UPPER:.*]] = arith.minui %[[END]], %{{.*}} : index
 // RANGE: scf.parallel (%{{.*}}) = (%[[BEGIN]]) to (%[[UPPER]])
@@ -70,6 +104,14 @@ func.func @stage1_grad(%q: memref<?x3x49x32xf16>, %k: memref<?x3x49x32xf16>, %v:
   rpe.fused_window_attention_grad
       ins(%q, %k, %v, %t, %o, %do : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf16>, memref<?x49x96xf16>, memref<?x49x96xf16>)
       outs(%dq, %dk, %dv, %dt : memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<?x3x49x32xf16>, memref<169x3xf32>)
+      {window = array<i64: 7, 7>, scale = 0.1767767 : f32, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>}
+  return
+}
+
+func.func @stage1_grad_f32(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>, %v: memref<?x3x49x32xf32>, %t: memref<169x3xf32>, %o: memref<?x49x96xf32>, %do: memref<?x49x96xf32>, %dq: memref<?x3x49x32xf32>, %dk: memref<?x3x49x32xf32>, %dv: memref<?x3x49x32xf32>, %dt: memref<169x3xf32>) {
+  rpe.fused_window_attention_grad
+      ins(%q, %k, %v, %t, %o, %do : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>)
+      outs(%dq, %dk, %dv, %dt : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
       {window = array<i64: 7, 7>, scale = 0.1767767 : f32, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>}
   return
 }
