@@ -175,7 +175,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     or with `target=gpu` (whatever `kernel` says) and with `kernel=warps`
     on the host, emulated, the GPU's (`GpuBackwardKernel.cpp`): a warp per
     (window, head), on tensor cores for f16 and bf16 (head_dim a multiple of
-    16, no class token), whose table gradient goes to a partial per item, then a
+    16), whose table gradient goes to a partial per item, then a
     second launch (on the host, loops) that sums the partials in a fixed
     order, without atomics. The item loop of every host kernel, over
     (window, head), is marked `rpe.item_loop` for `rpe-item-range`.

@@ -4,10 +4,10 @@
 // the GPU. One block of one warp computes one (window b, head h), N tokens
 // of d channels: it keeps the window in shared memory and recomputes the
 // forward's probabilities from q, k and the table. Two forms: f16 and bf16
-// with head_dim a multiple of 16 (and no class token) take the products on
-// tensor cores (the tensor-core form, its own section below); f32, BEiT's
-// class token, other head_dims, and windows whose tiles do not fit the
-// shared memory take the lane form, the one described here. In base 2, as
+// with head_dim a multiple of 16 take the products on tensor cores (the
+// tensor-core form, its own section below); f32, other head_dims, and
+// windows whose tiles do not fit the shared memory take the lane form, the
+// one described here. In base 2, as
 // the forward (log2 e folded into the scale, the table and the mask value),
 // with P(t) the table offset of token t and c = (T - 1) / 2:
 //
@@ -98,8 +98,8 @@ namespace {
 /// Compile-time shape of the GPU backward.
 struct GpuBackwardShape {
   Type element;         // of q, k, v, out, dout and their gradients
-  /// The tensor-core form (f16 and bf16, head_dim a multiple of 16, no
-  /// class token) or the lane form.
+  /// The tensor-core form (f16 and bf16, head_dim a multiple of 16) or the
+  /// lane form.
   bool tensorCores;
   int64_t paddedTokens; // N' (the tensor-core form: N rounded up to 16)
   int64_t rowStride;    // elements per token row in shared memory
@@ -169,8 +169,8 @@ getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion) {
   // The tensor-core form: rows padded to 16 tokens with zeros, a stride of
   // d + 8 elements (the forward's: the 8 rows x 4 column pairs of a
   // fragment load fall in distinct banks).
-  shape.tensorCores = (shape.element.isF16() || shape.element.isBF16()) &&
-                      d % 16 == 0 && !op.getClassToken();
+  shape.tensorCores =
+      (shape.element.isF16() || shape.element.isBF16()) && d % 16 == 0;
   if (shape.tensorCores) {
     shape.paddedTokens = llvm::alignTo(n, 16);
     shape.rowStride = d + kChunkBytes / bytes;
@@ -980,9 +980,9 @@ void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
 // The tensor-core form: tiles of 16 tokens on m16n8k16 mma.sync
 //===----------------------------------------------------------------------===//
 //
-// f16 and bf16 with head_dim a multiple of 16 (and no class token): the
-// window's rows padded to N' = 16 tiles with zeros, the products on tensor
-// cores (f32 accumulators), the softmax in base 2 as the lane form's:
+// f16 and bf16 with head_dim a multiple of 16: the window's rows padded to
+// N' = 16 tiles with zeros, the products on tensor cores (f32
+// accumulators), the softmax in base 2 as the lane form's:
 //
 //   per query tile I:                                tileSoftmaxStatistics
 //     S_I   = q_I kᵀ + bias                          mma; keys past N: -inf
@@ -1007,8 +1007,16 @@ void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
 // gradient. The table's gradient stays deterministic without atomics: from
 // the shared tile, lane 16 h + r takes query row r and the keys 8 h .. 8 h
 // + 7 in order, adding to G_h (two copies: the half-warps' keys differ, and
-// for one key the rows' entries differ as P is one-to-one); the copies are
-// summed when the item stores its partial.
+// for one key the rows' entries differ as P is one-to-one; BEiT's class
+// key, whose rows share T + 1, is summed over the half-warp first); the
+// copies are summed when the item stores its partial. (The class token's
+// bias and entries are the lane form's: tableEntry, classTokenEntry.)
+//
+// Shared memory at Swin-T stage 1 (N' = 64, d = 32): 32.8 KB, of which
+// dq's sums 8 KB; BEiT-base in f16 takes 186 KB (sm_90 only; on chips with
+// less the lane form). A block per item of one warp: several warps sharing
+// a window's rows (key tiles split among them, dq in a pass of its own) is
+// the lever for such windows, not yet taken.
 
 Value GpuBackwardKernel::laneIndex(Item &item,
                                    const LaneCoordinate &coordinate,
@@ -1092,11 +1100,12 @@ void GpuBackwardKernel::tileSoftmaxStatistics(Item &item, Value query0) {
   // 2t + 1 of each 8-key tile; a running max and sum per lane, merged over
   // the quad (lanes 4g .. 4g + 3) at the end.
   SmallVector<Fragment> queries = loadRowTile(item, scratch.queries, query0);
-  std::array<Value, 2> rows, rowOffsets, rowLabels;
+  std::array<Value, 2> rows, rowOffsets, rowLabels, rowIsClass;
   for (int64_t half = 0; half < 2; ++half) {
     rows[half] = add(query0, add(item.group, index(8 * half)));
     rowOffsets[half] = warp.load(scratch.tokenOffsets, rows[half]);
     rowLabels[half] = warp.load(scratch.tokenLabels, rows[half]);
+    rowIsClass[half] = isClassToken(rows[half]);
   }
   Value initialMax = warp.constant(kOnlineSoftmaxInitialMax, f32);
   Value minusInf = warp.constant(-std::numeric_limits<double>::infinity(), f32);
@@ -1118,8 +1127,10 @@ void GpuBackwardKernel::tileSoftmaxStatistics(Item &item, Value query0) {
             PairOperands pair;
             pair.rowOffset = rowOffsets[half];
             pair.rowLabel = rowLabels[half];
+            pair.rowIsClass = rowIsClass[half];
             pair.keyOffset = warp.load(scratch.tokenOffsets, key);
             pair.keyLabel = warp.load(scratch.tokenLabels, key);
+            pair.keyIsClass = isClassToken(key);
             Value s = scoreOf(item, pair, fragment[i]);
             s = select(compare(arith::CmpIPredicate::slt, pair.keyLabel,
                                zeroLabel),
@@ -1177,12 +1188,13 @@ GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
       productTile(item, keyRows, scratch.queries, query0);
   SmallVector<Fragment> dp =
       productTile(item, valueRows, scratch.outputGradients, query0);
-  std::array<Value, 2> keyOffsets, keyLabels, isPadding;
+  std::array<Value, 2> keyOffsets, keyLabels, keyIsClass, isPadding;
   Value zeroLabel = toI32(index(0));
   for (int64_t half = 0; half < 2; ++half) {
     Value key = add(key0, add(item.group, index(8 * half)));
     keyOffsets[half] = warp.load(scratch.tokenOffsets, key);
     keyLabels[half] = warp.load(scratch.tokenLabels, key);
+    keyIsClass[half] = isClassToken(key);
     isPadding[half] = compare(arith::CmpIPredicate::slt, keyLabels[half],
                               zeroLabel);
   }
@@ -1202,9 +1214,11 @@ GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
         pair.rowLabel = warp.load(scratch.tokenLabels, query);
         pair.logSumExp = warp.load(scratch.logSumExp, query);
         pair.delta = warp.load(scratch.delta, query);
+        pair.rowIsClass = isClassToken(query);
       }
       pair.keyOffset = keyOffsets[half];
       pair.keyLabel = keyLabels[half];
+      pair.keyIsClass = keyIsClass[half];
       Value s = scoreOf(item, pair, scores[nt][i]);
       Value probability = select(
           isPadding[half], item.zero,
@@ -1288,6 +1302,11 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
 
 /// G_h[P(i) - P(j) + c] += ds_ij from the shared tile: lane 16 h + r takes
 /// query row r, keys 8 h .. 8 h + 7 in order, a warp barrier between keys.
+/// BEiT's class key (key 0: the first tile's first key of half 0) sends
+/// every grid row's term to T + 1: its column is summed over the half-warp
+/// first (a butterfly, the same bits in each lane), which lane 0 adds,
+/// with its own class row's term (T + 2); the class row's other terms go to
+/// T, one lane per half.
 void GpuBackwardKernel::addTileToTableGradient(Item &item, Value key0,
                                                Value query0) {
   Warp &warp = item.warp;
@@ -1297,19 +1316,55 @@ void GpuBackwardKernel::addTileToTableGradient(Item &item, Value key0,
   Value isRow = compare(arith::CmpIPredicate::ult, query, index(g.tokens));
   PairOperands pair;
   pair.rowOffset = warp.load(scratch.tokenOffsets, query);
+  pair.rowIsClass = isClassToken(query);
   Value copy = mulConst(half, g.tableRows);
+  auto addAt = [&](Value entry, Value value, Value mask) {
+    Value sum = arith::AddFOp::create(
+        b, warp.load(scratch.tableGradient, entry, mask), value);
+    warp.store(sum, scratch.tableGradient, entry, mask);
+  };
   rolledLoop(index(0), index(8), {}, [&](Value step, ValueRange) {
     Value keyInTile = add(mulConst(half, 8), step);
     Value key = add(key0, keyInTile);
     pair.keyOffset = warp.load(scratch.tokenOffsets, key);
+    pair.keyIsClass = isClassToken(key);
     Value mask = arith::AndIOp::create(
         b, isRow, compare(arith::CmpIPredicate::ult, key, index(g.tokens)));
     Value ds = warp.load(scratch.scoreGradients,
                          add(mulConst(keyInTile, kScoreTileStride), row));
-    Value entry = add(copy, tableEntry(item, pair));
-    Value sum = arith::AddFOp::create(
-        b, warp.load(scratch.tableGradient, entry, mask), ds);
-    warp.store(sum, scratch.tableGradient, entry, mask);
+    auto addPair = [&](Value pairMask) {
+      addAt(add(copy, tableEntry(item, pair)), ds, pairMask);
+    };
+    if (!g.classToken) {
+      addPair(mask);
+      warp.sync();
+      return SmallVector<Value>{};
+    }
+    Value isClassStep = arith::AndIOp::create(
+        b, compare(arith::CmpIPredicate::eq, key0, index(0)),
+        compare(arith::CmpIPredicate::eq, step, index(0)));
+    auto classStep = scf::IfOp::create(b, isClassStep, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&classStep.getThenRegion().front());
+      Value isFirstHalf = compare(arith::CmpIPredicate::eq, half, index(0));
+      Value isGridRow = arith::AndIOp::create(
+          b, mask, compare(arith::CmpIPredicate::ne, query, index(0)));
+      Value term = select(arith::AndIOp::create(b, isFirstHalf, isGridRow), ds,
+                          item.zero);
+      for (int64_t offset = 1; offset < 16; offset *= 2)
+        term = arith::AddFOp::create(b, term, warp.shuffleXor(term, offset));
+      Value isLaneZero = compare(arith::CmpIPredicate::eq, item.lane, index(0));
+      addAt(warp.broadcast(index(g.gridTableRows + 1)), term, isLaneZero);
+      addAt(warp.broadcast(index(g.gridTableRows + 2)), ds,
+            arith::AndIOp::create(b, isLaneZero,
+                                  arith::AndIOp::create(b, mask,
+                                                        pair.rowIsClass)));
+      addPair(arith::AndIOp::create(
+          b, mask, compare(arith::CmpIPredicate::ne, half, index(0))));
+      b.setInsertionPointToStart(&classStep.getElseRegion().front());
+      addPair(mask);
+    }
     warp.sync();
     return SmallVector<Value>{};
   });
