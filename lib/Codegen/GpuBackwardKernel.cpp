@@ -168,9 +168,11 @@ getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion) {
 
   // The tensor-core form: rows padded to 16 tokens with zeros, a stride of
   // d + 8 elements (the forward's: the 8 rows x 4 column pairs of a
-  // fragment load fall in distinct banks).
-  shape.tensorCores =
-      (shape.element.isF16() || shape.element.isBF16()) && d % 16 == 0;
+  // fragment load fall in distinct banks). Chips without m16n8k16 tiles
+  // (sm_75) take the lane form.
+  shape.tensorCores = hasMmaM16N8K16(smVersion) &&
+                      (shape.element.isF16() || shape.element.isBF16()) &&
+                      d % 16 == 0;
   if (shape.tensorCores) {
     shape.paddedTokens = llvm::alignTo(n, 16);
     shape.rowStride = d + kChunkBytes / bytes;
