@@ -26,7 +26,8 @@ static LogicalResult emitKernel(ImplicitLocOpBuilder &b,
     if (options.target == KernelTarget::Gpu ||
         options.strategy == KernelStrategy::Warps)
       return emitGpuBackwardKernel(b, op, g, options.target,
-                                   options.hoistScratch, options.smVersion);
+                                   options.hoistScratch, options.smVersion,
+                                   options.f32Mma);
     return emitBackwardKernel(b, op, g);
   }
   if (options.strategy == KernelStrategy::Tiles)

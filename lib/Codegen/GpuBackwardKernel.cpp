@@ -4,10 +4,10 @@
 // the GPU. One block of one warp computes one (window b, head h), N tokens
 // of d channels: it keeps the window in shared memory and recomputes the
 // forward's probabilities from q, k and the table. Two forms: f16 and bf16
-// with head_dim a multiple of 16 take the products on tensor cores (the
-// tensor-core form, its own section below); f32, other head_dims, and
-// windows whose tiles do not fit the shared memory take the lane form, the
-// one described here. In base 2, as
+// (and f32 with f32-mma, as bf16 terms) with head_dim a multiple of 16 take
+// the products on tensor cores (the tensor-core form, its own section
+// below); f32, other head_dims, sm_75 and windows whose tiles do not fit the
+// shared memory take the lane form, the one described here. In base 2, as
 // the forward (log2 e folded into the scale, the table and the mask value),
 // with P(t) the table offset of token t and c = (T - 1) / 2:
 //
@@ -98,9 +98,13 @@ namespace {
 /// Compile-time shape of the GPU backward.
 struct GpuBackwardShape {
   Type element;         // of q, k, v, out, dout and their gradients
-  /// The tensor-core form (f16 and bf16, head_dim a multiple of 16) or the
-  /// lane form.
+  /// The tensor-core form (f16 and bf16, or f32 as bf16 terms with
+  /// f32-mma; head_dim a multiple of 16) or the lane form.
   bool tensorCores;
+  /// The tensor-core form's mma operands: the element type, or f32's bf16
+  /// terms (2 for bf16x3, 3 for bf16x6; Warp::splitIntoTerms).
+  Type operand;
+  int64_t operandTerms = 1;
   int64_t paddedTokens; // N' (the tensor-core form: N rounded up to 16)
   int64_t rowStride;    // elements per token row in shared memory
   /// The block's shared buffers (see GpuBackwardKernel::Scratch) and the
@@ -152,7 +156,8 @@ getGpuBackwardBuffers(const GpuBackwardShape &shape, FusedAttentionOpInterface o
 /// when its window does not fit the shared memory a block may have on
 /// chips of SM version `smVersion`.
 static FailureOr<GpuBackwardShape>
-getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion) {
+getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion,
+                    F32Mma f32Mma) {
   GpuBackwardShape shape;
   shape.element = getElementTypeOrSelf(op.getQuery().getType());
   int64_t bytes = shape.element.getIntOrFloatBitWidth() / 8;
@@ -168,10 +173,15 @@ getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion) {
 
   // The tensor-core form: rows padded to 16 tokens with zeros, a stride of
   // d + 8 elements (the forward's: the 8 rows x 4 column pairs of a
-  // fragment load fall in distinct banks). Chips without m16n8k16 tiles
-  // (sm_75) take the lane form.
+  // fragment load fall in distinct banks; f32 rows, d + 4, leave two-way
+  // conflicts). Chips without m16n8k16 tiles (sm_75) take the lane form.
+  shape.operand = shape.element;
+  if (shape.element.isF32() && f32Mma != F32Mma::None) {
+    shape.operand = BFloat16Type::get(op.getContext());
+    shape.operandTerms = f32Mma == F32Mma::Bf16x3 ? 2 : 3;
+  }
   shape.tensorCores = hasMmaM16N8K16(smVersion) &&
-                      (shape.element.isF16() || shape.element.isBF16()) &&
+                      (shape.operand.isF16() || shape.operand.isBF16()) &&
                       d % 16 == 0;
   if (shape.tensorCores) {
     shape.paddedTokens = llvm::alignTo(n, 16);
@@ -246,8 +256,8 @@ private:
   void emitTensorCoreItem(Item &item);
   void tileSoftmaxStatistics(Item &item, Value query0);
   void gradientOfKeyTile(Item &item, Value key0);
-  PairTile pairGradientTile(Item &item, ArrayRef<Fragment> keyRows,
-                            ArrayRef<Fragment> valueRows, Value key0,
+  PairTile pairGradientTile(Item &item, ArrayRef<OperandTerms> keyRows,
+                            ArrayRef<OperandTerms> valueRows, Value key0,
                             Value query0);
   void addTileToTableGradient(Item &item, Value key0, Value query0);
   void accumulateQueryGradient(Item &item, Value key0, Value query0);
@@ -262,10 +272,12 @@ private:
                        bool tokenIsRow, Value token0, Value channel0);
   /// The A fragments (d / 16) of the 16 token rows of `rows` from `token0`
   /// on.
-  SmallVector<Fragment> loadRowTile(Item &item, Value rows, Value token0);
+  SmallVector<OperandTerms> loadRowTile(Item &item, Value rows, Value token0);
+  /// A fragment as the mma operand's terms (Warp::splitIntoTerms).
+  OperandTerms splitIntoTerms(Item &item, const Fragment &values);
   /// X Yᵀ for 16 rows of X (d / 16 A fragments) and the 16 token rows of
   /// `rows` from `token0` on: two C fragments of 8 columns.
-  SmallVector<Fragment> productTile(Item &item, ArrayRef<Fragment> x,
+  SmallVector<Fragment> productTile(Item &item, ArrayRef<OperandTerms> x,
                                     Value rows, Value token0);
   /// The lane's row or column of an mma fragment, plus `offset`.
   Value laneIndex(Item &item, const LaneCoordinate &coordinate, int64_t offset);
@@ -984,7 +996,9 @@ void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
 //
 // f16 and bf16 with head_dim a multiple of 16: the window's rows padded to
 // N' = 16 tiles with zeros, the products on tensor cores (f32
-// accumulators), the softmax in base 2 as the lane form's:
+// accumulators), the softmax in base 2 as the lane form's (f32 with
+// f32-mma: rows staged as f32, each operand fragment, P and dS split into
+// bf16 terms as the forward's, Warp::splitIntoTerms):
 //
 //   per query tile I:                                tileSoftmaxStatistics
 //     S_I   = q_I kᵀ + bias                          mma; keys past N: -inf
@@ -1046,7 +1060,7 @@ Fragment GpuBackwardKernel::loadOperand(Item &item, bool isA, Value rows,
 }
 
 SmallVector<Fragment> GpuBackwardKernel::productTile(Item &item,
-                                                     ArrayRef<Fragment> x,
+                                                     ArrayRef<OperandTerms> x,
                                                      Value rows, Value token0) {
   SmallVector<Fragment> tile;
   for (int64_t nt = 0; nt < 2; ++nt) {
@@ -1056,19 +1070,25 @@ SmallVector<Fragment> GpuBackwardKernel::productTile(Item &item,
       Fragment y = loadOperand(item, /*isA=*/false, rows, shape.rowStride,
                                /*tokenIsRow=*/false, add(token0, index(8 * nt)),
                                index(16 * kk));
-      acc = item.warp.mma(rowsOfX, y, acc);
+      acc = item.warp.mmaOfTerms(rowsOfX, splitIntoTerms(item, y), acc);
     }
     tile.push_back(acc);
   }
   return tile;
 }
 
-SmallVector<Fragment> GpuBackwardKernel::loadRowTile(Item &item, Value rows,
-                                                     Value token0) {
-  SmallVector<Fragment> tile;
+OperandTerms GpuBackwardKernel::splitIntoTerms(Item &item,
+                                               const Fragment &values) {
+  return item.warp.splitIntoTerms(values, shape.operand, shape.operandTerms);
+}
+
+SmallVector<OperandTerms>
+GpuBackwardKernel::loadRowTile(Item &item, Value rows, Value token0) {
+  SmallVector<OperandTerms> tile;
   for (int64_t kk = 0; kk < g.headDim / 16; ++kk)
-    tile.push_back(loadOperand(item, /*isA=*/true, rows, shape.rowStride,
-                               /*tokenIsRow=*/true, token0, index(16 * kk)));
+    tile.push_back(splitIntoTerms(
+        item, loadOperand(item, /*isA=*/true, rows, shape.rowStride,
+                          /*tokenIsRow=*/true, token0, index(16 * kk))));
   return tile;
 }
 
@@ -1101,7 +1121,8 @@ void GpuBackwardKernel::tileSoftmaxStatistics(Item &item, Value query0) {
   // lse_i: the lane's rows g and g + 8 (rowHalf), their keys' columns 2t,
   // 2t + 1 of each 8-key tile; a running max and sum per lane, merged over
   // the quad (lanes 4g .. 4g + 3) at the end.
-  SmallVector<Fragment> queries = loadRowTile(item, scratch.queries, query0);
+  SmallVector<OperandTerms> queries =
+      loadRowTile(item, scratch.queries, query0);
   std::array<Value, 2> rows, rowOffsets, rowLabels, rowIsClass;
   for (int64_t half = 0; half < 2; ++half) {
     rows[half] = add(query0, add(item.group, index(8 * half)));
@@ -1182,8 +1203,8 @@ struct GpuBackwardKernel::PairTile {
 };
 
 GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
-    Item &item, ArrayRef<Fragment> keyRows, ArrayRef<Fragment> valueRows,
-    Value key0, Value query0) {
+    Item &item, ArrayRef<OperandTerms> keyRows,
+    ArrayRef<OperandTerms> valueRows, Value key0, Value query0) {
   Warp &warp = item.warp;
   const Scratch &scratch = item.scratch;
   SmallVector<Fragment> scores =
@@ -1239,8 +1260,9 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
   Warp &warp = item.warp;
   const Scratch &scratch = item.scratch;
   const int64_t stride = shape.rowStride, channelTiles = g.headDim / 8;
-  SmallVector<Fragment> keyRows = loadRowTile(item, scratch.keys, key0);
-  SmallVector<Fragment> valueRows = loadRowTile(item, scratch.values, key0);
+  SmallVector<OperandTerms> keyRows = loadRowTile(item, scratch.keys, key0);
+  SmallVector<OperandTerms> valueRows =
+      loadRowTile(item, scratch.values, key0);
   // dk's C fragments, then dv's, a fragment per 8 channels.
   SmallVector<Value> initial(2 * channelTiles * MmaLayout::cElements,
                              item.zero);
@@ -1265,19 +1287,20 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
           for (const Fragment &fragment : pair)
             for (Value x : fragment)
               a.push_back(convertFloat(x, shape.element));
-          return a;
+          return splitIntoTerms(item, a);
         };
-        Fragment p = asOperand(tile.p), ds = asOperand(tile.ds);
+        OperandTerms p = asOperand(tile.p), ds = asOperand(tile.ds);
         SmallVector<Fragment> dk = fragmentsOf(carried, 0);
         SmallVector<Fragment> dv = fragmentsOf(carried, channelTiles);
         for (int64_t nt = 0; nt < channelTiles; ++nt) {
           // B(query, channel) = rows[query, channel].
           auto rowsOf = [&](Value rows) {
-            return loadOperand(item, /*isA=*/false, rows, stride,
-                               /*tokenIsRow=*/true, query0, index(8 * nt));
+            return splitIntoTerms(
+                item, loadOperand(item, /*isA=*/false, rows, stride,
+                                  /*tokenIsRow=*/true, query0, index(8 * nt)));
           };
-          dv[nt] = warp.mma(p, rowsOf(scratch.outputGradients), dv[nt]);
-          dk[nt] = warp.mma(ds, rowsOf(scratch.queries), dk[nt]);
+          dv[nt] = warp.mmaOfTerms(p, rowsOf(scratch.outputGradients), dv[nt]);
+          dk[nt] = warp.mmaOfTerms(ds, rowsOf(scratch.queries), dk[nt]);
         }
         // dS to the shared tile, [key][query], once the previous tile's
         // readers are done.
@@ -1378,9 +1401,10 @@ void GpuBackwardKernel::accumulateQueryGradient(Item &item, Value key0,
                                                 Value query0) {
   Warp &warp = item.warp;
   const Scratch &scratch = item.scratch;
-  Fragment ds = loadOperand(item, /*isA=*/true, scratch.scoreGradients,
-                            kScoreTileStride, /*tokenIsRow=*/false, index(0),
-                            index(0));
+  OperandTerms ds = splitIntoTerms(
+      item, loadOperand(item, /*isA=*/true, scratch.scoreGradients,
+                        kScoreTileStride, /*tokenIsRow=*/false, index(0),
+                        index(0)));
   for (int64_t nt = 0; nt < g.headDim / 8; ++nt) {
     SmallVector<Value, 4> at;
     Fragment acc;
@@ -1391,10 +1415,10 @@ void GpuBackwardKernel::accumulateQueryGradient(Item &item, Value key0,
                        laneIndex(item, e.column, 8 * nt)));
       acc.push_back(warp.load(scratch.queryGradientSums, at.back()));
     }
-    Fragment keys = loadOperand(item, /*isA=*/false, scratch.keys,
-                                shape.rowStride, /*tokenIsRow=*/true, key0,
-                                index(8 * nt));
-    acc = warp.mma(ds, keys, acc);
+    OperandTerms keys = splitIntoTerms(
+        item, loadOperand(item, /*isA=*/false, scratch.keys, shape.rowStride,
+                          /*tokenIsRow=*/true, key0, index(8 * nt)));
+    acc = warp.mmaOfTerms(ds, keys, acc);
     for (int64_t i = 0; i < MmaLayout::cElements; ++i)
       warp.store(acc[i], scratch.queryGradientSums, at[i]);
   }
@@ -1556,8 +1580,9 @@ void GpuBackwardKernel::reduceTableGradients(Value partials,
 LogicalResult mlir::rpe::detail::emitGpuBackwardKernel(
     ImplicitLocOpBuilder &b, FusedAttentionOpInterface op,
     const KernelGeometry &g, KernelTarget target, bool hoistScratch,
-    unsigned smVersion) {
-  FailureOr<GpuBackwardShape> shape = getGpuBackwardShape(op, smVersion);
+    unsigned smVersion, F32Mma f32Mma) {
+  FailureOr<GpuBackwardShape> shape =
+      getGpuBackwardShape(op, smVersion, f32Mma);
   if (failed(shape))
     return failure();
   return GpuBackwardKernel(b, op, g, *shape).emit(target, hoistScratch);

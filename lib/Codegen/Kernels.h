@@ -48,7 +48,7 @@ LogicalResult emitGpuBackwardKernel(ImplicitLocOpBuilder &b,
                                     FusedAttentionOpInterface op,
                                     const KernelGeometry &g,
                                     KernelTarget target, bool hoistScratch,
-                                    unsigned smVersion);
+                                    unsigned smVersion, F32Mma f32Mma);
 
 /// The row-parallel kernel (RowsKernel.cpp): nested scf.parallel loops on
 /// the host, one gpu.launch on the GPU.

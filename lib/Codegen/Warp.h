@@ -31,6 +31,9 @@ inline constexpr int64_t kChunkBytes = 16;
 
 /// A lane's elements of one mma.sync operand or accumulator.
 using Fragment = SmallVector<Value, 8>;
+/// An f32 operand fragment as the bf16 terms that stand for it on the
+/// tensor cores (Warp::splitIntoTerms); one term: the fragment itself.
+using OperandTerms = SmallVector<Fragment, 3>;
 
 /// A row or column index within an mma fragment's matrix, as a lane
 /// computes it: its group g = lane / 4 or its pair 2t = 2 (lane % 4), plus
@@ -250,6 +253,44 @@ public:
   SmallVector<Value, 4> mma(ArrayRef<Value> a, ArrayRef<Value> bOperand,
                             ArrayRef<Value> c) {
     return emulated ? emulatedMma(a, bOperand, c) : nvvmMma(a, bOperand, c);
+  }
+
+  /// x = x0 + x1 (+ x2) for each f32 element x of `values`, xi =
+  /// operand(x - x0 - .. - x(i-1)), `terms` of them: each difference is
+  /// exact in f32 (x and the terms before agree in their leading bits), so
+  /// bf16 terms hold x's leading 8 bits per term. One term: `values` as
+  /// they are (f16, bf16).
+  OperandTerms splitIntoTerms(const Fragment &values, Type operand,
+                              int64_t terms) {
+    if (terms == 1)
+      return {values};
+    OperandTerms result(terms);
+    for (Value x : values) {
+      Value rest = x;
+      for (int64_t i = 0; i < terms; ++i) {
+        result[i].push_back(
+            arith::TruncFOp::create(b, laneType(operand), rest));
+        if (i + 1 < terms)
+          rest = arith::SubFOp::create(
+              b, rest,
+              arith::ExtFOp::create(b, rest.getType(), result[i].back()));
+      }
+    }
+    return result;
+  }
+
+  /// acc + sum over i + j < terms of A_i B_j, one mma.sync each, from the
+  /// highest order i + j (the smallest products) down, so that the largest
+  /// are added last: with one term, acc + A B.
+  Fragment mmaOfTerms(ArrayRef<Fragment> aTerms, ArrayRef<Fragment> bTerms,
+                      Fragment acc) {
+    int64_t terms = aTerms.size();
+    for (int64_t order = terms - 1; order >= 0; --order)
+      for (int64_t i = order; i >= 0; --i) {
+        SmallVector<Value, 4> d = mma(aTerms[i], bTerms[order - i], acc);
+        acc.assign(d.begin(), d.end());
+      }
+    return acc;
   }
 
 private:

@@ -201,8 +201,6 @@ struct WarpScratch {
 
 struct WarpItem;
 struct QueryTile;
-/// An operand fragment's terms (WarpTileShape::operandTerms of them).
-using OperandTerms = SmallVector<Fragment, 3>;
 struct OnlineSoftmaxState;
 
 /// The warp kernel: one warp per (window, head), in the steps of
@@ -236,10 +234,9 @@ private:
   Value sumOfSquares(Warp &warp, Value memref, Value row);
   /// A fragment of q, k, v or P as the mma operand's terms: the fragment
   /// itself (f16, bf16), or f32's bf16 terms.
-  OperandTerms splitIntoTerms(const Fragment &values);
-  /// acc + A B, over the terms' products.
-  Fragment mmaOfTerms(Warp &warp, ArrayRef<Fragment> a, ArrayRef<Fragment> b,
-                      Fragment acc);
+  OperandTerms splitIntoTerms(Warp &warp, const Fragment &values) {
+    return warp.splitIntoTerms(values, shape.operand, shape.operandTerms);
+  }
   /// A lane's row or column in an mma fragment, plus `offset`.
   Value laneIndex(const WarpItem &item, const LaneCoordinate &coordinate,
                   int64_t offset);
@@ -575,7 +572,7 @@ QueryTile WarpKernel::loadQueryTile(WarpItem &item, Value tile) {
                     add(scratch.queryBase,
                         add(mulConst(row, shape.rowStride), column))));
     }
-    result.queries.push_back(splitIntoTerms(fragment));
+    result.queries.push_back(splitIntoTerms(warp, fragment));
   }
   for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
     LaneCoordinate rowInTile = MmaLayout::c(i).row;
@@ -619,7 +616,8 @@ SmallVector<Fragment> WarpKernel::emitScoreTile(WarpItem &item,
         keys.push_back(item.warp.load(
             item.scratch.keys, add(row, laneIndex(item, e.row, 16 * kk))));
       }
-      acc = mmaOfTerms(item.warp, tile.queries[kk], splitIntoTerms(keys), acc);
+      acc = item.warp.mmaOfTerms(tile.queries[kk],
+                                 splitIntoTerms(item.warp, keys), acc);
     }
     scores.push_back(acc);
   }
@@ -756,7 +754,7 @@ void WarpKernel::accumulateValues(WarpItem &item, Value key0,
   for (int64_t kk = 0; kk < shape.keyBlock / 16; ++kk) {
     Fragment p(probabilities[2 * kk]);
     llvm::append_range(p, probabilities[2 * kk + 1]);
-    OperandTerms pTerms = splitIntoTerms(p);
+    OperandTerms pTerms = splitIntoTerms(item.warp, p);
     for (auto [nt, acc] : llvm::enumerate(out)) {
       Fragment values;
       for (int64_t i = 0; i < MmaLayout::bElements; ++i) {
@@ -767,7 +765,8 @@ void WarpKernel::accumulateValues(WarpItem &item, Value key0,
             add(scratch.tokenBase, add(mulConst(key, shape.rowStride),
                                        laneIndex(item, e.column, 8 * nt)))));
       }
-      acc = mmaOfTerms(item.warp, pTerms, splitIntoTerms(values), acc);
+      acc = item.warp.mmaOfTerms(pTerms, splitIntoTerms(item.warp, values),
+                                 acc);
     }
   }
 }
@@ -824,36 +823,6 @@ void WarpKernel::storeOutputTile(WarpItem &item, const QueryTile &tile,
     warp.storeChunk(chunk, flatOutput, add(outRow.offset, column), isRow);
   }
   warp.sync();
-}
-
-/// x = x0 + x1 (+ x2) for each f32 element x, xi = bf16(x - x0 - .. -
-/// x(i-1)): each difference is exact in f32 (x and the terms before agree
-/// in their leading bits), so the terms hold x's leading 8 bits per term.
-OperandTerms WarpKernel::splitIntoTerms(const Fragment &values) {
-  if (shape.operandTerms == 1)
-    return {values};
-  OperandTerms terms(shape.operandTerms);
-  for (Value x : values) {
-    Value rest = x;
-    for (int64_t i = 0; i < shape.operandTerms; ++i) {
-      terms[i].push_back(convertFloat(rest, shape.operand));
-      if (i + 1 < shape.operandTerms)
-        rest = arith::SubFOp::create(b, rest, toF32(terms[i].back()));
-    }
-  }
-  return terms;
-}
-
-/// acc + sum over i + j < terms of A_i B_j, one mma.sync each, from the
-/// highest order i + j (the smallest products) down, so that the largest
-/// are added last: with one term, acc + A B.
-Fragment WarpKernel::mmaOfTerms(Warp &warp, ArrayRef<Fragment> a,
-                                ArrayRef<Fragment> bTerms, Fragment acc) {
-  int64_t terms = a.size();
-  for (int64_t order = terms - 1; order >= 0; --order)
-    for (int64_t i = order; i >= 0; --i)
-      acc = warp.mma(a[i], bTerms[order - i], acc);
-  return acc;
 }
 
 /// The warp's (window, head) `itemIndex`: stage the table, key info, keys

@@ -197,7 +197,8 @@ static EnumOpt<F32Mma> f32MmaOpt(
              "default: f32 takes the row kernel), bf16x3 (q, k, v and the "
              "probabilities as two bf16 terms each, three tensor-core "
              "products: 2^-16 of each product, finer than TF32) or bf16x6 "
-             "(three terms, six products: f32's precision)"),
+             "(three terms, six products: f32's precision); with --grad, "
+             "the backward's products too"),
     enumOptionValues(symbolizeF32Mma), cl::cat(category));
 static cl::opt<bool> classTokenOpt(
     "class-token",

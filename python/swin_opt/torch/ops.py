@@ -540,7 +540,8 @@ def gpu_key(key: str, chip: str, allow_tf32: bool = False) -> str:
     process). The GPU takes the warp kernel for float16/bfloat16; for float32
     the row kernel (exact f32), or with ``allow_tf32`` (:func:`tf32_allowed`) the
     warp kernel on two bf16 terms per operand (``f32_mma="bf16x3"``: 2^-16 of
-    each product, finer than TF32's 2^-11)."""
+    each product, finer than TF32's 2^-11), as does its backward (:func:`grad_key`
+    of this key: the backward's products, P and dS included, on the same terms)."""
     spec = json.loads(key)
     options = {k: v for k, v in spec["options"].items() if k not in _REPLACED_FOR_GPU}
     if options.get("kernel") == "tiles":
