@@ -93,6 +93,9 @@ using namespace mlir::rpe::detail;
 
 /// Warps of a block of the reduction, each summing a range of the windows.
 static constexpr int64_t kReductionWarps = 8;
+/// Warps of a block of the tensor-core form, at most: one item's, sharing
+/// its staged window.
+static constexpr int64_t kMaxBackwardWarps = 4;
 
 namespace {
 /// Compile-time shape of the GPU backward.
@@ -106,6 +109,9 @@ struct GpuBackwardShape {
   Type operand;
   int64_t operandTerms = 1;
   int64_t paddedTokens; // N' (the tensor-core form: N rounded up to 16)
+  /// Warps per block, sharing the item's staged window (the tensor-core
+  /// form; the lane form has one).
+  int64_t warps = 1;
   int64_t rowStride;    // elements per token row in shared memory
   /// The block's shared buffers (see GpuBackwardKernel::Scratch) and the
   /// bytes they take (layoutSharedBuffers).
@@ -125,14 +131,15 @@ static constexpr int64_t kScoreTileStride = 17;
 /// The shared buffers of a backward of `shape`'s form and row layout.
 static SmallVector<SharedBuffer, 12>
 getGpuBackwardBuffers(const GpuBackwardShape &shape, FusedAttentionOpInterface op) {
-  int64_t n = shape.paddedTokens, d = op.getHeadDim();
+  int64_t n = shape.paddedTokens;
   int64_t tableRows = getNumTableRows(op.getWindow(), op.getClassToken());
   int64_t rows = n * shape.rowStride;
   Type f32 = Float32Type::get(op.getContext());
   Type i32 = IntegerType::get(op.getContext(), 32);
-  // The tensor-core form keeps two partial table gradients (a half-warp
-  // each), dq's f32 sums and a tile of dS.
-  int64_t tableGradients = shape.tensorCores ? 2 * tableRows : tableRows;
+  // The tensor-core form keeps per warp two partial table gradients (a
+  // half-warp each) and a tile of dS.
+  int64_t tableGradients =
+      shape.tensorCores ? 2 * shape.warps * tableRows : tableRows;
   SmallVector<SharedBuffer, 12> buffers = {
       {"grad_queries", rows, shape.element, 16},
       {"grad_keys", rows, shape.element, 16},
@@ -144,11 +151,9 @@ getGpuBackwardBuffers(const GpuBackwardShape &shape, FusedAttentionOpInterface o
       {"grad_log_sum_exp", n, f32, 16},
       {"grad_delta", n, f32, 16},
       {"grad_table_gradient", tableGradients, f32, 16}};
-  if (shape.tensorCores) {
-    buffers.push_back({"grad_query_sums", n * d, f32, 16});
-    buffers.push_back(
-        {"grad_score_gradients", 16 * kScoreTileStride, f32, 16});
-  }
+  if (shape.tensorCores)
+    buffers.push_back({"grad_score_gradients",
+                       shape.warps * 16 * kScoreTileStride, f32, 16});
   return buffers;
 }
 
@@ -186,11 +191,18 @@ getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion,
   if (shape.tensorCores) {
     shape.paddedTokens = llvm::alignTo(n, 16);
     shape.rowStride = d + kChunkBytes / bytes;
+    // Up to 4 warps, each with its share of the tiles in every pass: an
+    // even share where 4 or 3 warps give one.
+    int64_t tiles = shape.paddedTokens / 16;
+    shape.warps = std::min<int64_t>(tiles, kMaxBackwardWarps);
+    if (tiles % shape.warps != 0 && tiles % 3 == 0)
+      shape.warps = 3;
     shape.sharedBuffers = getGpuBackwardBuffers(shape, op);
     shape.sharedBytes = layoutSharedBuffers(shape.sharedBuffers).bytes;
     if (shape.sharedBytes <= limit)
       return shape;
     shape.tensorCores = false;
+    shape.warps = 1;
   }
 
   // The lane form: an odd number of 32-bit words per row, so that lanes
@@ -234,9 +246,12 @@ private:
     Value p, ds;
   };
 
-  /// The work of one warp: (window, head) `itemIndex`.
+  /// The work of one item, (window, head) `itemIndex`: of its one warp
+  /// (the lane form), or of the block's warps (the tensor-core form; on the
+  /// GPU `warpIndex` is the thread's warp, on the host null: the warps in
+  /// turn).
   void emitItem(Warp &warp, Value itemIndex, const Scratch &scratch,
-                Value partials);
+                Value partials, Value warpIndex);
   void emitViews(Value partials);
   void stageWindow(Item &item);
   void stageRows(Item &item, Value dest,
@@ -253,17 +268,25 @@ private:
 
   //===--- the tensor-core form (emitTensorCoreItem) -----------------------===//
   struct PairTile;
-  void emitTensorCoreItem(Item &item);
+  void emitTensorCoreItem(Item &item, Value itemIndex);
+  /// Runs `body` for each warp of the block (item.warpIndex set): on the
+  /// GPU the thread's own, then (`barrier`) the block's barrier; on the
+  /// host each in turn.
+  void forEachWarp(Item &item, function_ref<void()> body,
+                   bool barrier = true);
+  /// Runs `body(token0)` for the warp's tiles: w, w + W, ... of the N' / 16.
+  void forEachTileOfWarp(Item &item, function_ref<void(Value)> body);
   void tileSoftmaxStatistics(Item &item, Value query0);
   void gradientOfKeyTile(Item &item, Value key0);
-  PairTile pairGradientTile(Item &item, ArrayRef<OperandTerms> keyRows,
-                            ArrayRef<OperandTerms> valueRows, Value key0,
-                            Value query0);
+  void gradientOfQueryTile(Item &item, Value query0);
+  PairTile pairGradientTile(Item &item, ArrayRef<OperandTerms> x,
+                            ArrayRef<OperandTerms> y, Value row0,
+                            Value column0, bool keysAreRows);
   void addTileToTableGradient(Item &item, Value key0, Value query0);
-  void accumulateQueryGradient(Item &item, Value key0, Value query0);
-  void storeKeyGradients(Item &item, Value key0, ArrayRef<Fragment> dk,
-                         ArrayRef<Fragment> dv);
-  void storeQueryGradients(Item &item);
+  /// scale times 16 token rows of dq, dk or dv (C fragments of 8 channels)
+  /// to their rows; tokens past N store nothing.
+  void storeGradientTile(Item &item, Input which, Value token0,
+                         ArrayRef<Fragment> rows, double scale);
   /// An mma operand fragment (A: 16 x 16, `isA`; B: 16 x 8) read from
   /// token rows of `stride` elements: element (r, c) is rows[t stride + e]
   /// with (t, e) = (token0 + r, channel0 + c) where `tokenIsRow`, else
@@ -345,9 +368,9 @@ private:
 struct GpuBackwardKernel::Scratch {
   Value queries, keys, values, outputGradients;
   Value table, tokenOffsets, tokenLabels, logSumExp, delta, tableGradient;
-  /// The tensor-core form's: dq's sums (N' x d, f32) and a tile of dS (16
-  /// x 16, f32, kScoreTileStride per key); null in the lane form.
-  Value queryGradientSums, scoreGradients;
+  /// The tensor-core form's tiles of dS (16 x 16, f32, kScoreTileStride
+  /// per key), one per warp; null in the lane form.
+  Value scoreGradients;
 };
 
 /// What the steps of one item share.
@@ -363,6 +386,8 @@ struct GpuBackwardKernel::Item {
   /// lane = 4 g + t: g and 2t, the terms of the fragments' coordinates (the
   /// tensor-core form).
   Value group, pair;
+  /// The block's warp doing the work (uniform; 0 in the lane form).
+  Value warpIndex;
   /// part == 0: the one lane of a row that writes what the row's L lanes
   /// share.
   Value isFirstPart;
@@ -396,12 +421,10 @@ struct GpuBackwardKernel::PairOperands {
 LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
   ArrayRef<SharedBuffer> buffers = shape.sharedBuffers;
   auto scratchOf = [](ArrayRef<Value> m) {
-    Scratch scratch{m[0], m[1], m[2], m[3], m[4], m[5],
-                    m[6], m[7], m[8], m[9], Value(), Value()};
-    if (m.size() > 10) {
-      scratch.queryGradientSums = m[10];
-      scratch.scoreGradients = m[11];
-    }
+    Scratch scratch{m[0], m[1], m[2], m[3], m[4],
+                    m[5], m[6], m[7], m[8], m[9], Value()};
+    if (m.size() > 10)
+      scratch.scoreGradients = m[10];
     return scratch;
   };
   // The items' partial table gradients, [items, T] f32.
@@ -434,7 +457,7 @@ LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
         },
         [&](Value item, Value) {
           Warp warp(b, /*emulated=*/true);
-          emitItem(warp, item, scratchOf(memrefs), partials);
+          emitItem(warp, item, scratchOf(memrefs), partials, Value());
         });
     reduceTableGradients(partials, target);
     memref::DeallocOp::create(b, partials);
@@ -454,11 +477,11 @@ LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
   Value partials = allocation.getMemref();
   std::optional<Scratch> scratch;
   emitItemLaunch(
-      /*itemsPerBlock=*/1, kWarpSize,
+      /*itemsPerBlock=*/1, shape.warps * kWarpSize,
       [&](Value) { scratch = scratchOf(getSharedBuffers(shared)); },
-      [&](Value item, Value) {
+      [&](Value item, Value thread) {
         Warp warp(b, /*emulated=*/false);
-        emitItem(warp, item, *scratch, partials);
+        emitItem(warp, item, *scratch, partials, divConst(thread, kWarpSize));
       },
       shared.dynamicBytes);
   reduceTableGradients(partials, target);
@@ -488,9 +511,12 @@ void GpuBackwardKernel::emitViews(Value partials) {
 
 void GpuBackwardKernel::forEachLaneElement(
     Item &item, int64_t count, function_ref<void(Value, Value)> body) {
-  rolledLoop(index(0), index(llvm::divideCeil(count, kWarpSize)), {},
+  // The block's W warps take turns: element lane + 32 (w + W s) in step s.
+  int64_t warps = shape.warps;
+  rolledLoop(index(0), index(llvm::divideCeil(count, kWarpSize * warps)), {},
              [&](Value step, ValueRange) {
-               Value t = add(item.lane, mulConst(step, kWarpSize));
+               Value slot = add(item.warpIndex, mulConst(step, warps));
+               Value t = add(item.lane, mulConst(slot, kWarpSize));
                body(t, compare(arith::CmpIPredicate::ult, t, index(count)));
                return SmallVector<Value>{};
              });
@@ -580,10 +606,11 @@ void GpuBackwardKernel::stageWindow(Item &item) {
     Value entry =
         toF32(warp.load(flatTable, add(mulConst(t, g.heads), item.h), valid));
     warp.store(arith::MulFOp::create(b, entry, log2e), scratch.table, t, valid);
-    warp.store(item.zero, scratch.tableGradient, t, valid);
-    if (shape.tensorCores)
-      warp.store(item.zero, scratch.tableGradient, add(t, index(g.tableRows)),
-                 valid);
+    // The tensor-core form's 2 W copies of G.
+    int64_t copies = shape.tensorCores ? 2 * shape.warps : 1;
+    for (int64_t copy = 0; copy < copies; ++copy)
+      warp.store(item.zero, scratch.tableGradient,
+                 add(t, index(copy * g.tableRows)), valid);
   });
   // Padding tokens (the tensor-core form's, past N) have the last token's
   // offset and the label -1.
@@ -612,7 +639,7 @@ void GpuBackwardKernel::stageWindow(Item &item) {
                           outputAddress(item.w, item.h, token));
   });
   if (shape.tensorCores) {
-    // Zero rows past N, which the tiles read, and dq's sums.
+    // Zero rows past N, which the tiles read.
     const int64_t d = g.headDim;
     Value zero = convertFloat(item.zero, shape.element);
     forEachLaneElement(
@@ -624,9 +651,6 @@ void GpuBackwardKernel::stageWindow(Item &item) {
                              scratch.outputGradients})
             warp.store(zero, rows, at, valid);
         });
-    forEachLaneElement(item, shape.paddedTokens * d, [&](Value f, Value valid) {
-      warp.store(item.zero, scratch.queryGradientSums, f, valid);
-    });
   }
   warp.sync();
 }
@@ -934,18 +958,19 @@ void GpuBackwardKernel::storeGradientRow(Item &item, Input which, Value token,
   }
 }
 
-/// partials[item, t] = G[t] (the tensor-core form: G[t] + G[T + t], its
-/// two halves' sums).
+/// partials[item, t] = G[t] (the tensor-core form: the sum of its 2 W
+/// copies, in order).
 void GpuBackwardKernel::storeTableGradient(Item &item, Value itemIndex) {
   Warp &warp = item.warp;
   Value base = mulConst(itemIndex, g.tableRows);
+  int64_t copies = shape.tensorCores ? 2 * shape.warps : 1;
   forEachLaneElement(item, g.tableRows, [&](Value t, Value valid) {
     Value sum = warp.load(item.scratch.tableGradient, t, valid);
-    if (shape.tensorCores)
+    for (int64_t copy = 1; copy < copies; ++copy)
       sum = arith::AddFOp::create(
           b, sum,
-          warp.load(item.scratch.tableGradient, add(t, index(g.tableRows)),
-                    valid));
+          warp.load(item.scratch.tableGradient,
+                    add(t, index(copy * g.tableRows)), valid));
     warp.store(sum, flatPartials, add(base, t), valid);
   });
 }
@@ -954,9 +979,11 @@ void GpuBackwardKernel::storeTableGradient(Item &item, Value itemIndex) {
 /// softmax statistics, then its gradients and the table's; a lane per key:
 /// the gradients of k and v; the item's table gradient to its partial.
 void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
-                                 const Scratch &scratch, Value partials) {
+                                 const Scratch &scratch, Value partials,
+                                 Value warpIndex) {
   emitViews(partials);
   Item item(warp, scratch);
+  item.warpIndex = warpIndex ? warpIndex : index(0);
   item.w = divConst(itemIndex, g.heads);
   item.h = remConst(itemIndex, g.heads);
   item.lane = warp.laneId();
@@ -973,19 +1000,19 @@ void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
   if (op.hasShiftMask())
     item.windowInImage =
         remConst(item.w, getNumWindows(*op.getResolution(), g.window));
-  stageWindow(item);
   if (shape.tensorCores) {
-    emitTensorCoreItem(item);
-  } else {
-    forEachRound([&](Value round) {
-      QueryRow row = loadQueryRow(item, round);
-      softmaxStatistics(item, row);
-      gradientOfQueriesAndTable(item, row);
-    });
-    // The rows' lse and D, for every lane's keys.
-    warp.sync();
-    forEachRound([&](Value round) { gradientOfKeysAndValues(item, round); });
+    emitTensorCoreItem(item, itemIndex);
+    return;
   }
+  stageWindow(item);
+  forEachRound([&](Value round) {
+    QueryRow row = loadQueryRow(item, round);
+    softmaxStatistics(item, row);
+    gradientOfQueriesAndTable(item, row);
+  });
+  // The rows' lse and D, for every lane's keys.
+  warp.sync();
+  forEachRound([&](Value round) { gradientOfKeysAndValues(item, round); });
   warp.sync();
   storeTableGradient(item, itemIndex);
 }
@@ -998,41 +1025,49 @@ void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
 // N' = 16 tiles with zeros, the products on tensor cores (f32
 // accumulators), the softmax in base 2 as the lane form's (f32 with
 // f32-mma: rows staged as f32, each operand fragment, P and dS split into
-// bf16 terms as the forward's, Warp::splitIntoTerms):
+// bf16 terms as the forward's, Warp::splitIntoTerms). A block of W warps
+// (up to 4) shares the item's staged window; in each pass warp w takes the
+// tiles w, w + W, ..., and a block barrier ends the pass:
 //
+//   stage q, k, v, dout, R, P(t), labels; G = 0      stageWindow
 //   per query tile I:                                tileSoftmaxStatistics
 //     S_I   = q_I kᵀ + bias                          mma; keys past N: -inf
 //     lse_I = m + log2 sum_j 2^(s_Ij - m)            online, per lane, then
 //                                                    merged over the quad
 //     D_I   = rowsum(dout_I ∘ out_I)                 (lse = +inf past N)
 //   per key tile J, dk_J and dv_J in registers:      gradientOfKeyTile
-//     per query tile I:
+//     per query tile I:                              pairGradientTile
 //       Sᵀ   = k_J q_Iᵀ,  dPᵀ = v_J doutᵀ_I          mma, keys as the rows:
 //       Pᵀ   = 2^(Sᵀ + biasᵀ - lse_I)                Pᵀ and dSᵀ, C fragments
 //       dSᵀ  = Pᵀ ∘ (dPᵀ - D_I)                      of 8 queries, are the A
 //       dv_J += Pᵀ dout_I,  dk_J += dSᵀ q_I          operands of the next
 //                                                    products as they are
-//       dS (f32) -> a shared tile
 //       G[P(i) - P(j) + c] += ds_ij                  addTileToTableGradient
-//       dq_I += dS k_J  (f32 sums in shared)         accumulateQueryGradient
-//     dk_J scale, dv_J -> their rows                 storeKeyGradients
-//   dq scale -> its rows                             storeQueryGradients
+//     dk_J scale, dv_J -> their rows                 storeGradientTile
+//   per query tile I, dq_I in registers:             gradientOfQueryTile
+//     per key tile J: S, dP, P, dS again, queries as the rows, so that dS is
+//     the A operand as it is; dq_I += dS k_J
+//     dq_I scale -> its rows
+//   partials[item] = the warps' copies of G, summed  storeTableGradient
 //
-// P and dS are rounded to the element type as mma operands (FlashAttention's
-// backward does the same); their f32 values make dS and the table's
-// gradient. The table's gradient stays deterministic without atomics: from
-// the shared tile, lane 16 h + r takes query row r and the keys 8 h .. 8 h
-// + 7 in order, adding to G_h (two copies: the half-warps' keys differ, and
-// for one key the rows' entries differ as P is one-to-one; BEiT's class
-// key, whose rows share T + 1, is summed over the half-warp first); the
-// copies are summed when the item stores its partial. (The class token's
-// bias and entries are the lane form's: tableEntry, classTokenEntry.)
+// dq in a pass of its own recomputes S and dP (8 of 32 mma.sync per pair of
+// tiles at d = 32) rather than adding the key tiles' dS k to shared f32 sums:
+// no warp writes what another reads within a pass, and the block needs no
+// N' x d floats. P and dS are rounded to the element type as mma operands
+// (FlashAttention's backward does the same); their f32 values make dS and
+// the table's gradient. The table's gradient stays deterministic without
+// atomics: dS goes to the warp's shared tile, from which lane 16 h + r takes
+// query row r and the keys 8 h .. 8 h + 7 in order, adding to the warp's
+// copy G_h (two per warp: the half-warps' keys differ, and for one key the
+// rows' entries differ as P is one-to-one; BEiT's class key, whose rows
+// share T + 1, is summed over the half-warp first); the 2 W copies are
+// summed in order when the item stores its partial. (The class token's bias
+// and entries are the lane form's: tableEntry, classTokenEntry.)
 //
-// Shared memory at Swin-T stage 1 (N' = 64, d = 32): 32.8 KB, of which
-// dq's sums 8 KB; BEiT-base in f16 takes 186 KB (sm_90 only; on chips with
-// less the lane form). A block per item of one warp: several warps sharing
-// a window's rows (key tiles split among them, dq in a pass of its own) is
-// the lever for such windows, not yet taken.
+// Shared memory at Swin-T stage 1 (N' = 64, d = 32, 4 warps): 32 KB a block
+// (the rows 20 KB, G's copies 5.4 KB, the dS tiles 4.4 KB); 96 registers.
+// BEiT-base in f16 (13 tiles: 4 warps, the last tile alone) takes 154 KB,
+// within sm_80's 163 KiB.
 
 Value GpuBackwardKernel::laneIndex(Item &item,
                                    const LaneCoordinate &coordinate,
@@ -1196,56 +1231,74 @@ void GpuBackwardKernel::tileSoftmaxStatistics(Item &item, Value query0) {
   }
 }
 
-/// The pairs of key tile J (rows of the tile) and query tile I (columns):
-/// p and ds, two C fragments each (f32).
+/// The pairs of a tile of 16 rows and 16 columns, keys as the rows (the
+/// key pass: Sᵀ) or queries (the query pass: S): p and ds, two C fragments
+/// each (f32).
 struct GpuBackwardKernel::PairTile {
   SmallVector<Fragment> p, ds;
 };
 
 GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
-    Item &item, ArrayRef<OperandTerms> keyRows,
-    ArrayRef<OperandTerms> valueRows, Value key0, Value query0) {
+    Item &item, ArrayRef<OperandTerms> x, ArrayRef<OperandTerms> y, Value row0,
+    Value column0, bool keysAreRows) {
   Warp &warp = item.warp;
   const Scratch &scratch = item.scratch;
-  SmallVector<Fragment> scores =
-      productTile(item, keyRows, scratch.queries, query0);
-  SmallVector<Fragment> dp =
-      productTile(item, valueRows, scratch.outputGradients, query0);
-  std::array<Value, 2> keyOffsets, keyLabels, keyIsClass, isPadding;
+  // keys as rows: x, y = k_J, v_J and S = k qᵀ, dP = v doutᵀ; queries as
+  // rows: x, y = q_I, dout_I and S = q kᵀ, dP = dout vᵀ.
+  SmallVector<Fragment> scores = productTile(
+      item, x, keysAreRows ? scratch.queries : scratch.keys, column0);
+  SmallVector<Fragment> dp = productTile(
+      item, y, keysAreRows ? scratch.outputGradients : scratch.values, column0);
+  // What a pair needs of its query and of its key, loaded once per token
+  // of the lane: its rows g and g + 8, its columns 2t and 2t + 1 of each
+  // 8-column fragment.
   Value zeroLabel = toI32(index(0));
-  for (int64_t half = 0; half < 2; ++half) {
-    Value key = add(key0, add(item.group, index(8 * half)));
-    keyOffsets[half] = warp.load(scratch.tokenOffsets, key);
-    keyLabels[half] = warp.load(scratch.tokenLabels, key);
-    keyIsClass[half] = isClassToken(key);
-    isPadding[half] = compare(arith::CmpIPredicate::slt, keyLabels[half],
-                              zeroLabel);
-  }
+  auto loadToken = [&](Value token, bool isQuery, PairOperands &pair) {
+    Value offset = warp.load(scratch.tokenOffsets, token);
+    Value label = warp.load(scratch.tokenLabels, token);
+    if (isQuery) {
+      pair.rowOffset = offset;
+      pair.rowLabel = label;
+      pair.rowIsClass = isClassToken(token);
+      pair.logSumExp = warp.load(scratch.logSumExp, token);
+      pair.delta = warp.load(scratch.delta, token);
+    } else {
+      pair.keyOffset = offset;
+      pair.keyLabel = label;
+      pair.keyIsClass = isClassToken(token);
+    }
+  };
+  std::array<PairOperands, 2> rowTokens;
+  for (int64_t half = 0; half < 2; ++half)
+    loadToken(add(row0, add(item.group, index(8 * half))), !keysAreRows,
+              rowTokens[half]);
   PairTile tile;
   for (int64_t nt = 0; nt < 2; ++nt) {
     Fragment p, ds;
-    // The lane's two query columns 2t and 2t + 1 of the 8: each's
-    // operands are loaded once for its two keys.
-    PairOperands columns[2];
+    std::array<std::optional<PairOperands>, 2> columnTokens;
     for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
       FragmentElement e = MmaLayout::c(i);
-      int64_t half = MmaLayout::rowHalf(i);
-      PairOperands &pair = columns[e.column.offset];
-      if (!pair.rowOffset) {
-        Value query = add(query0, laneIndex(item, e.column, 8 * nt));
-        pair.rowOffset = warp.load(scratch.tokenOffsets, query);
-        pair.rowLabel = warp.load(scratch.tokenLabels, query);
-        pair.logSumExp = warp.load(scratch.logSumExp, query);
-        pair.delta = warp.load(scratch.delta, query);
-        pair.rowIsClass = isClassToken(query);
+      std::optional<PairOperands> &column = columnTokens[e.column.offset];
+      if (!column) {
+        column.emplace();
+        loadToken(add(column0, laneIndex(item, e.column, 8 * nt)), keysAreRows,
+                  *column);
       }
-      pair.keyOffset = keyOffsets[half];
-      pair.keyLabel = keyLabels[half];
-      pair.keyIsClass = keyIsClass[half];
+      const PairOperands &query =
+          keysAreRows ? *column : rowTokens[MmaLayout::rowHalf(i)];
+      const PairOperands &key =
+          keysAreRows ? rowTokens[MmaLayout::rowHalf(i)] : *column;
+      PairOperands pair = query;
+      pair.keyOffset = key.keyOffset;
+      pair.keyLabel = key.keyLabel;
+      pair.keyIsClass = key.keyIsClass;
       Value s = scoreOf(item, pair, scores[nt][i]);
-      Value probability = select(
-          isPadding[half], item.zero,
-          math::Exp2Op::create(b, arith::SubFOp::create(b, s, pair.logSumExp)));
+      // Keys past N: p = 0; queries past N have lse = +inf, so p = 0.
+      Value probability =
+          select(compare(arith::CmpIPredicate::slt, pair.keyLabel, zeroLabel),
+                 item.zero,
+                 math::Exp2Op::create(
+                     b, arith::SubFOp::create(b, s, pair.logSumExp)));
       p.push_back(probability);
       ds.push_back(arith::MulFOp::create(
           b, probability, arith::SubFOp::create(b, dp[nt][i], pair.delta)));
@@ -1256,6 +1309,18 @@ GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
   return tile;
 }
 
+/// C fragments of two adjacent 8-column tiles (f32), in the element type,
+/// as the A operand of their 16 columns (MmaLayout::cPairIsA), as terms.
+static Fragment pairAsA(ArrayRef<Fragment> pair) {
+  assert(MmaLayout::cPairIsA() && "two C fragments must be an A fragment");
+  Fragment a;
+  for (const Fragment &fragment : pair)
+    llvm::append_range(a, fragment);
+  return a;
+}
+
+/// Key tile J: dk_J and dv_J over every query tile, and the table's
+/// gradient of its pairs.
 void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
   Warp &warp = item.warp;
   const Scratch &scratch = item.scratch;
@@ -1275,18 +1340,17 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
     }
     return fragments;
   };
-  assert(MmaLayout::cPairIsA() && "Pᵀ and dSᵀ must be in the A layout");
+  Value tileBase = mulConst(item.warpIndex, 16 * kScoreTileStride);
   ValueRange sums = rolledLoop(
       index(0), index(shape.paddedTokens / 16), initial,
       [&](Value queryTile, ValueRange carried) {
         Value query0 = mulConst(queryTile, 16);
-        PairTile tile =
-            pairGradientTile(item, keyRows, valueRows, key0, query0);
+        PairTile tile = pairGradientTile(item, keyRows, valueRows, key0,
+                                         query0, /*keysAreRows=*/true);
         auto asOperand = [&](ArrayRef<Fragment> pair) {
-          Fragment a;
-          for (const Fragment &fragment : pair)
-            for (Value x : fragment)
-              a.push_back(convertFloat(x, shape.element));
+          Fragment a = pairAsA(pair);
+          for (Value &x : a)
+            x = convertFloat(x, shape.element);
           return splitIntoTerms(item, a);
         };
         OperandTerms p = asOperand(tile.p), ds = asOperand(tile.ds);
@@ -1302,27 +1366,76 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
           dv[nt] = warp.mmaOfTerms(p, rowsOf(scratch.outputGradients), dv[nt]);
           dk[nt] = warp.mmaOfTerms(ds, rowsOf(scratch.queries), dk[nt]);
         }
-        // dS to the shared tile, [key][query], once the previous tile's
-        // readers are done.
+        // dS to the warp's shared tile, [key][query], once the previous
+        // tile's readers are done.
         warp.sync();
         for (auto [nt, fragment] : llvm::enumerate(tile.ds))
           for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
             FragmentElement e = MmaLayout::c(i);
             warp.store(fragment[i], scratch.scoreGradients,
-                       add(mulConst(laneIndex(item, e.row, 0),
-                                    kScoreTileStride),
-                           laneIndex(item, e.column, 8 * nt)));
+                       add(tileBase,
+                           add(mulConst(laneIndex(item, e.row, 0),
+                                        kScoreTileStride),
+                               laneIndex(item, e.column, 8 * nt))));
           }
         warp.sync();
         addTileToTableGradient(item, key0, query0);
-        accumulateQueryGradient(item, key0, query0);
         SmallVector<Value> next;
         for (const Fragment &fragment : llvm::concat<Fragment>(dk, dv))
           llvm::append_range(next, fragment);
         return next;
       });
-  storeKeyGradients(item, key0, fragmentsOf(sums, 0),
-                    fragmentsOf(sums, channelTiles));
+  storeGradientTile(item, Input::Key, key0, fragmentsOf(sums, 0),
+                    op.getScale().convertToDouble());
+  storeGradientTile(item, Input::Value, key0, fragmentsOf(sums, channelTiles),
+                    1.0);
+}
+
+/// Query tile I: dq_I = scale sum_J dS_IJ k_J, S and dS recomputed with the
+/// queries as the rows, so that dS's C fragments are dq's A operand.
+void GpuBackwardKernel::gradientOfQueryTile(Item &item, Value query0) {
+  Warp &warp = item.warp;
+  const Scratch &scratch = item.scratch;
+  const int64_t channelTiles = g.headDim / 8;
+  SmallVector<OperandTerms> queryRows =
+      loadRowTile(item, scratch.queries, query0);
+  SmallVector<OperandTerms> outputGradientRows =
+      loadRowTile(item, scratch.outputGradients, query0);
+  SmallVector<Value> initial(channelTiles * MmaLayout::cElements, item.zero);
+  ValueRange sums = rolledLoop(
+      index(0), index(shape.paddedTokens / 16), initial,
+      [&](Value keyTile, ValueRange carried) {
+        Value key0 = mulConst(keyTile, 16);
+        PairTile tile =
+            pairGradientTile(item, queryRows, outputGradientRows, query0, key0,
+                             /*keysAreRows=*/false);
+        Fragment a = pairAsA(tile.ds);
+        for (Value &x : a)
+          x = convertFloat(x, shape.element);
+        OperandTerms ds = splitIntoTerms(item, a);
+        SmallVector<Value> next;
+        for (int64_t nt = 0; nt < channelTiles; ++nt) {
+          ValueRange slice = carried.slice(nt * MmaLayout::cElements,
+                                           MmaLayout::cElements);
+          // B(key, channel) = K[key, channel].
+          OperandTerms keys = splitIntoTerms(
+              item,
+              loadOperand(item, /*isA=*/false, scratch.keys, shape.rowStride,
+                          /*tokenIsRow=*/true, key0, index(8 * nt)));
+          llvm::append_range(
+              next, warp.mmaOfTerms(ds, keys, Fragment(slice.begin(),
+                                                       slice.end())));
+        }
+        return next;
+      });
+  SmallVector<Fragment> dq;
+  for (int64_t nt = 0; nt < channelTiles; ++nt) {
+    ValueRange slice =
+        sums.slice(nt * MmaLayout::cElements, MmaLayout::cElements);
+    dq.emplace_back(slice.begin(), slice.end());
+  }
+  storeGradientTile(item, Input::Query, query0, dq,
+                    op.getScale().convertToDouble());
 }
 
 /// G_h[P(i) - P(j) + c] += ds_ij from the shared tile: lane 16 h + r takes
@@ -1342,7 +1455,10 @@ void GpuBackwardKernel::addTileToTableGradient(Item &item, Value key0,
   PairOperands pair;
   pair.rowOffset = warp.load(scratch.tokenOffsets, query);
   pair.rowIsClass = isClassToken(query);
-  Value copy = mulConst(half, g.tableRows);
+  // The warp's two copies of G, its half-warps'; its tile of dS.
+  Value warpCopies = mulConst(item.warpIndex, 2 * g.tableRows);
+  Value copy = add(warpCopies, mulConst(half, g.tableRows));
+  Value tileBase = mulConst(item.warpIndex, 16 * kScoreTileStride);
   auto addAt = [&](Value entry, Value value, Value mask) {
     Value sum = arith::AddFOp::create(
         b, warp.load(scratch.tableGradient, entry, mask), value);
@@ -1355,8 +1471,9 @@ void GpuBackwardKernel::addTileToTableGradient(Item &item, Value key0,
     pair.keyIsClass = isClassToken(key);
     Value mask = arith::AndIOp::create(
         b, isRow, compare(arith::CmpIPredicate::ult, key, index(g.tokens)));
-    Value ds = warp.load(scratch.scoreGradients,
-                         add(mulConst(keyInTile, kScoreTileStride), row));
+    Value ds = warp.load(
+        scratch.scoreGradients,
+        add(tileBase, add(mulConst(keyInTile, kScoreTileStride), row)));
     auto addPair = [&](Value pairMask) {
       addAt(add(copy, tableEntry(item, pair)), ds, pairMask);
     };
@@ -1380,8 +1497,8 @@ void GpuBackwardKernel::addTileToTableGradient(Item &item, Value key0,
       for (int64_t offset = 1; offset < 16; offset *= 2)
         term = arith::AddFOp::create(b, term, warp.shuffleXor(term, offset));
       Value isLaneZero = compare(arith::CmpIPredicate::eq, item.lane, index(0));
-      addAt(warp.broadcast(index(g.gridTableRows + 1)), term, isLaneZero);
-      addAt(warp.broadcast(index(g.gridTableRows + 2)), ds,
+      addAt(add(warpCopies, index(g.gridTableRows + 1)), term, isLaneZero);
+      addAt(add(warpCopies, index(g.gridTableRows + 2)), ds,
             arith::AndIOp::create(b, isLaneZero,
                                   arith::AndIOp::create(b, mask,
                                                         pair.rowIsClass)));
@@ -1395,98 +1512,83 @@ void GpuBackwardKernel::addTileToTableGradient(Item &item, Value key0,
   });
 }
 
-/// dq_I += dS k_J on dq's f32 sums in shared memory: A(query, key) is the
-/// shared tile's [key][query], B(key, channel) = K[key, channel].
-void GpuBackwardKernel::accumulateQueryGradient(Item &item, Value key0,
-                                                Value query0) {
+void GpuBackwardKernel::storeGradientTile(Item &item, Input which,
+                                          Value token0,
+                                          ArrayRef<Fragment> rows,
+                                          double scale) {
   Warp &warp = item.warp;
-  const Scratch &scratch = item.scratch;
-  OperandTerms ds = splitIntoTerms(
-      item, loadOperand(item, /*isA=*/true, scratch.scoreGradients,
-                        kScoreTileStride, /*tokenIsRow=*/false, index(0),
-                        index(0)));
-  for (int64_t nt = 0; nt < g.headDim / 8; ++nt) {
-    SmallVector<Value, 4> at;
-    Fragment acc;
+  Value factor = warp.constant(scale, f32);
+  for (auto [nt, fragment] : llvm::enumerate(rows))
     for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
       FragmentElement e = MmaLayout::c(i);
-      at.push_back(add(mulConst(add(query0, laneIndex(item, e.row, 0)),
-                                g.headDim),
-                       laneIndex(item, e.column, 8 * nt)));
-      acc.push_back(warp.load(scratch.queryGradientSums, at.back()));
+      Value token = add(token0, laneIndex(item, e.row, 0));
+      Value mask = compare(arith::CmpIPredicate::ult, token, index(g.tokens));
+      RowAddress address =
+          rowAddress(item.w, item.h, minConst(token, g.tokens - 1), which);
+      if (address.valid)
+        mask = arith::AndIOp::create(b, mask, address.valid);
+      Value value = scale == 1.0
+                        ? fragment[i]
+                        : arith::MulFOp::create(b, fragment[i], factor);
+      warp.store(convertFloat(value, shape.element),
+                 flatGradients[static_cast<int>(which)],
+                 add(address.offset, laneIndex(item, e.column, 8 * nt)), mask);
     }
-    OperandTerms keys = splitIntoTerms(
-        item, loadOperand(item, /*isA=*/false, scratch.keys, shape.rowStride,
-                          /*tokenIsRow=*/true, key0, index(8 * nt)));
-    acc = warp.mmaOfTerms(ds, keys, acc);
-    for (int64_t i = 0; i < MmaLayout::cElements; ++i)
-      warp.store(acc[i], scratch.queryGradientSums, at[i]);
+}
+
+void GpuBackwardKernel::forEachWarp(Item &item, function_ref<void()> body,
+                                    bool barrier) {
+  if (!item.warp.isEmulated()) {
+    body();
+    if (!barrier)
+      return;
+    if (shape.warps > 1)
+      gpu::BarrierOp::create(b);
+    else
+      item.warp.sync();
+    return;
   }
-}
-
-/// dk_J scale and dv_J from their C fragments to the keys' rows (keys past
-/// N store nothing).
-void GpuBackwardKernel::storeKeyGradients(Item &item, Value key0,
-                                          ArrayRef<Fragment> dk,
-                                          ArrayRef<Fragment> dv) {
-  Warp &warp = item.warp;
-  Value scale = warp.constant(op.getScale().convertToDouble(), f32);
-  for (int64_t nt = 0; nt < g.headDim / 8; ++nt)
-    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
-      FragmentElement e = MmaLayout::c(i);
-      Value key = add(key0, laneIndex(item, e.row, 0));
-      Value isKey = compare(arith::CmpIPredicate::ult, key, index(g.tokens));
-      Value token = minConst(key, g.tokens - 1);
-      Value channel = laneIndex(item, e.column, 8 * nt);
-      for (auto [which, value] :
-           {std::make_pair(Input::Key,
-                           arith::MulFOp::create(b, dk[nt][i], scale)
-                               .getResult()),
-            std::make_pair(Input::Value, dv[nt][i])}) {
-        RowAddress address = rowAddress(item.w, item.h, token, which);
-        Value mask = address.valid
-                         ? arith::AndIOp::create(b, isKey, address.valid)
-                         : isKey;
-        warp.store(convertFloat(value, shape.element),
-                   flatGradients[static_cast<int>(which)],
-                   add(address.offset, channel), mask);
-      }
-    }
-}
-
-/// dq = scale times its sums, to the rows of the window's tokens.
-void GpuBackwardKernel::storeQueryGradients(Item &item) {
-  Warp &warp = item.warp;
-  const int64_t d = g.headDim;
-  Value scale = warp.constant(op.getScale().convertToDouble(), f32);
-  warp.sync();
-  forEachLaneElement(item, g.tokens * d, [&](Value f, Value valid) {
-    Value token = minConst(divConst(f, d), g.tokens - 1);
-    RowAddress address = rowAddress(item.w, item.h, token, Input::Query);
-    Value mask =
-        address.valid ? arith::AndIOp::create(b, valid, address.valid) : valid;
-    Value sum = warp.load(item.scratch.queryGradientSums,
-                          add(mulConst(token, d), remConst(f, d)));
-    warp.store(convertFloat(arith::MulFOp::create(b, sum, scale), shape.element),
-               flatGradients[static_cast<int>(Input::Query)],
-               add(address.offset, remConst(f, d)), mask);
+  Value own = item.warpIndex;
+  forLoop(index(0), index(shape.warps), 1, {}, [&](Value w, ValueRange) {
+    item.warpIndex = w;
+    body();
+    return SmallVector<Value>{};
   });
+  item.warpIndex = own;
 }
 
-/// The item's steps in the tensor-core form (the section's header).
-void GpuBackwardKernel::emitTensorCoreItem(Item &item) {
+void GpuBackwardKernel::forEachTileOfWarp(Item &item,
+                                          function_ref<void(Value)> body) {
   int64_t tiles = shape.paddedTokens / 16;
-  rolledLoop(index(0), index(tiles), {}, [&](Value tile, ValueRange) {
-    tileSoftmaxStatistics(item, mulConst(tile, 16));
-    return SmallVector<Value>{};
+  if (shape.warps == tiles) {
+    body(mulConst(item.warpIndex, 16));
+    return;
+  }
+  forLoop(item.warpIndex, index(tiles), shape.warps, {},
+          [&](Value tile, ValueRange) {
+            body(mulConst(tile, 16));
+            return SmallVector<Value>{};
+          });
+}
+
+/// The item's passes in the tensor-core form (the section's header), each
+/// split over the block's warps, a block barrier between them.
+void GpuBackwardKernel::emitTensorCoreItem(Item &item, Value itemIndex) {
+  forEachWarp(item, [&] { stageWindow(item); });
+  forEachWarp(item, [&] {
+    forEachTileOfWarp(item, [&](Value query0) {
+      tileSoftmaxStatistics(item, query0);
+    });
   });
-  // Every row's lse and D, for every key tile.
-  item.warp.sync();
-  rolledLoop(index(0), index(tiles), {}, [&](Value tile, ValueRange) {
-    gradientOfKeyTile(item, mulConst(tile, 16));
-    return SmallVector<Value>{};
+  forEachWarp(item, [&] {
+    forEachTileOfWarp(item, [&](Value key0) { gradientOfKeyTile(item, key0); });
   });
-  storeQueryGradients(item);
+  forEachWarp(item, [&] {
+    forEachTileOfWarp(item,
+                      [&](Value query0) { gradientOfQueryTile(item, query0); });
+  });
+  forEachWarp(
+      item, [&] { storeTableGradient(item, itemIndex); }, /*barrier=*/false);
 }
 
 /// dtable[t, h] = sum over windows b of partials[b H + h, t], in a fixed

@@ -11,9 +11,10 @@ not, f32, f16 and bf16, square, non-square and 3-D windows, head_dims that
 give a row to 1, 2 or 4 lanes (evenly split or not).
 
 Two forms are checked: f16 and bf16 with head_dim a multiple of 16 (the cases
-of 16, 32 and 48 channels) run the tensor-core form (tiles of 16 tokens, the
-rows padded with zeros: 49 -> 64, 20 -> 32; 16 and 144 need none), the others
-the lane form (f32, head_dims 5, 8, 17 and 24, BEiT-base's 14x14 window).
+of 16, 32, 48 and 64 channels; f32 with ``f32_mma``) run the tensor-core form
+(tiles of 16 tokens, the rows padded with zeros: 49 -> 64, 20 -> 32; 16 and
+144 need none; blocks of one to four warps, each with its share of the tiles),
+the others the lane form (f32, head_dims 5, 8, 17 and 24).
 
 The inputs (q, k, v, table, dout, and out, the reference's forward) are
 rounded to the kernel's dtype first; the reference runs on those values.
@@ -198,8 +199,8 @@ CLASS_TOKEN_CASES += [((14, 14), 12, 64, "f16"), ((14, 14), 12, 64, "bf16"),
                       ((14, 14), 4, 32, "f32")]
 # The tensor-core form with a class token: 3x4 (N = 13 in one tile of 16)
 # and 7x7 (N = 50: the class key in the first of four key tiles, its column
-# summed over the half-warp). BEiT-base's takes 182 KB in f16: more than
-# sm_80's 163 KiB, so the emulation runs it in the lane form.
+# summed over the half-warp), as BEiT-base's f16 and bf16 above (13 tiles on
+# four warps, 154 KB of shared memory).
 CLASS_TOKEN_CASES += [((3, 4), 2, 32, "f16"), ((3, 4), 2, 16, "bf16"),
                       ((7, 7), 3, 32, "f16"), ((7, 7), 2, 32, "bf16")]
 

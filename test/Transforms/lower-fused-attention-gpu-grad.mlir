@@ -6,18 +6,17 @@
 
 // The GPU's backward of Swin-T stage 1 in f16 (shifted; the table's
 // gradient in f32), whatever the kernel the forward takes: the tensor-core
-// form. A block of one warp per (window, head); q, k, v and dout in shared
-// memory as f16 rows of 40 (d + 8, the forward's stride), padded to 64
-// tokens; two copies of the table's gradient (a half-warp each), dq's f32
-// sums and a 16 x 17 tile of dS; then a second launch that sums the items'
-// partial table gradients.
+// form. A block of four warps per (window, head), one per tile of 16 tokens
+// in each pass; q, k, v and dout in shared memory as f16 rows of 40 (d + 8,
+// the forward's stride), padded to 64 tokens; per warp two copies of the
+// table's gradient (a half-warp each) and a 16 x 17 tile of dS; then a
+// second launch that sums the items' partial table gradients.
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_table_sums : memref<256xf32, #gpu.address_space<workgroup>>
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_queries : memref<2560xf16, #gpu.address_space<workgroup>>
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_output_gradients : memref<2560xf16, #gpu.address_space<workgroup>>
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_log_sum_exp : memref<64xf32, #gpu.address_space<workgroup>>
-// GPU-DAG: memref.global "private" @__rpe_shared_grad_table_gradient : memref<338xf32, #gpu.address_space<workgroup>>
-// GPU-DAG: memref.global "private" @__rpe_shared_grad_query_sums : memref<2048xf32, #gpu.address_space<workgroup>>
-// GPU-DAG: memref.global "private" @__rpe_shared_grad_score_gradients : memref<272xf32, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_table_gradient : memref<1352xf32, #gpu.address_space<workgroup>>
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_score_gradients : memref<1088xf32, #gpu.address_space<workgroup>>
 // f32 takes the lane form: rows of 33 words (lanes reading their own rows
 // spread over the banks), 49 tokens, one table gradient.
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_queries_{{[0-9]+}} : memref<1617xf32, #gpu.address_space<workgroup>>
@@ -28,27 +27,36 @@
 // GPU: %[[WAIT:.*]] = gpu.wait async
 // GPU: %[[PARTIALS:.*]], %[[ALLOCATED:.*]] = gpu.alloc async [%[[WAIT]]] (%{{.*}}) : memref<?x169xf32>
 // GPU: gpu.wait [%[[ALLOCATED]]]
-// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c32
+// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c128
 // GPU: gpu.lane_id
+// The staging, shared by the warps; the loops stay rolled (ptxas would
+// unroll and spill); a block barrier after each pass.
+// GPU: memref.store %{{.*}} : memref<1352xf32, #gpu.address_space<workgroup>>
+// GPU: } {loop_annotation = #loop_annotation}
+// GPU: gpu.barrier
 // Per query tile: D by half-warps (a shuffle xor 16), S = q kᵀ on tensor
-// cores, lse merged over the quad (shuffles xor 1, 2).
+// cores (4 mma), lse merged over the quad (shuffles xor 1, 2).
 // GPU: gpu.shuffle  xor %{{.*}}, %c16_i32
-// GPU: nvvm.mma.sync
+// GPU-COUNT-4: nvvm.mma.sync
 // GPU: gpu.shuffle  xor %{{.*}}, %c1_i32
 // GPU: gpu.shuffle  xor %{{.*}}, %c2_i32
-// The loops over tiles stay rolled (ptxas would unroll and spill).
-// GPU: } {loop_annotation = #loop_annotation}
-// GPU: nvvm.bar.warp.sync
+// GPU: gpu.barrier
 // Per key tile and query tile: Sᵀ and dPᵀ (4 + 4 mma), dv and dk (4 + 4),
-// dS to its tile; G_h += dS a key at a time, a warp barrier per key; dq.
+// dS to the warp's tile; G_h += dS a key at a time, a warp barrier per key.
 // GPU-COUNT-16: nvvm.mma.sync
 // GPU: nvvm.bar.warp.sync
 // GPU: nvvm.bar.warp.sync
-// GPU: memref.load %{{.*}} : memref<338xf32, #gpu.address_space<workgroup>>
-// GPU: memref.store %{{.*}} : memref<338xf32, #gpu.address_space<workgroup>>
+// GPU: memref.load %{{.*}} : memref<1352xf32, #gpu.address_space<workgroup>>
+// GPU: memref.store %{{.*}} : memref<1352xf32, #gpu.address_space<workgroup>>
 // GPU: nvvm.bar.warp.sync
-// GPU-COUNT-4: nvvm.mma.sync
+// GPU: gpu.barrier
+// Per query tile and key tile: S and dP again, queries as the rows (4 + 4),
+// dq += dS k (4) in registers.
+// GPU-COUNT-12: nvvm.mma.sync
 // GPU-NOT: nvvm.mma.sync
+// GPU: gpu.barrier
+// The warps' copies of G, summed in order, to the item's partial.
+// GPU: memref.load %{{.*}} : memref<1352xf32, #gpu.address_space<workgroup>>
 // GPU: gpu.terminator
 // The reduction: 3 heads x 6 blocks of 32 entries, 8 warps each.
 // GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %c18, {{.*}}) threads({{.*}}) in ({{.*}} = %c256
