@@ -7,10 +7,11 @@
 //                       PairedBf16.cpp, AVX512-BF16 dot product) tiles
 //   BackwardKernel.cpp  the CPU gradient, on the same tile steps
 //                       (TileSteps.h)
-//   GpuBackwardKernel.cpp  the GPU gradient: a warp per (window, head) on
-//                       tensor-core tiles (f16, bf16) or lanes' FMAs, the
-//                       table's gradient reduced without atomics; on the
-//                       host, warps emulated by vectors
+//   GpuBackwardKernel.cpp  the GPU gradient: a block per (window, head),
+//                       the table's gradient reduced without atomics; its
+//                       lane form (lanes' FMAs) and, GpuBackwardTiles.cpp,
+//                       its tensor-core form; on the host, warps emulated
+//                       by vectors
 //   RowsKernel.cpp      one online softmax per query row: the GPU's
 //                       fallback, nested parallel loops on the host
 //   WarpKernel.cpp      a warp per (window, head) on tensor-core tiles; on
