@@ -368,9 +368,8 @@ Value GpuBackwardKernel::firstOfShare(Value total, int64_t parts, Value part) {
 /// Copies the window's N token rows into `dest` (a row per rowStride
 /// elements), the lanes over its N x d elements; `source(token)` gives a
 /// token's row: its flat view and address (padding tokens read zeros).
-void GpuBackwardKernel::stageRows(
-    Item &item, Value dest,
-    function_ref<std::pair<Value, RowAddress>(Value)> source) {
+void GpuBackwardKernel::stageRows(Item &item, Value dest,
+                                  const RowSource &source) {
   const int64_t d = g.headDim;
   forEachLaneElement(item, g.tokens * d, [&](Value f, Value valid) {
     Value token = minConst(divConst(f, d), g.tokens - 1);
@@ -383,6 +382,66 @@ void GpuBackwardKernel::stageRows(
     item.warp.store(element, dest, add(mulConst(token, shape.rowStride), e),
                     valid);
   });
+}
+
+/// Copies the window's N token rows of each source into its destination
+/// (a row per rowStride elements) in 16-byte chunks: d / width lanes per
+/// row, the block's warps taking turns, the loads of up to
+/// kChunksInFlight (source, step) pairs issued before their stores (the
+/// kernel waits on memory: what counts is the bytes in flight). Padding
+/// tokens read zeros.
+void GpuBackwardKernel::stageRowChunks(
+    Item &item, ArrayRef<std::pair<Value, RowSource>> destsAndSources) {
+  static constexpr int64_t kChunksInFlight = 8;
+  Warp &warp = item.warp;
+  const int64_t n = g.tokens;
+  int64_t width = kChunkBytes * 8 / shape.element.getIntOrFloatBitWidth();
+  int64_t lanesPerRow = g.headDim / width;
+  int64_t rowsPerStep = kWarpSize / lanesPerRow;
+  Value rowInStep = divConst(item.lane, lanesPerRow);
+  Value column = mulConst(remConst(item.lane, lanesPerRow), width);
+  // Lanes past the last whole row of a step (32 not a multiple of d /
+  // width) move nothing.
+  Value activeLane =
+      rowsPerStep * lanesPerRow < kWarpSize
+          ? compare(arith::CmpIPredicate::ult, item.lane,
+                    index(rowsPerStep * lanesPerRow))
+          : Value();
+  int64_t steps = llvm::divideCeil(n, rowsPerStep * shape.warps);
+  struct Move {
+    Value dest, row, isRow;
+    SmallVector<Value> chunk;
+  };
+  SmallVector<std::pair<int64_t, int64_t>> work; // (source, step)
+  for (int64_t source = 0; source < int64_t(destsAndSources.size()); ++source)
+    for (int64_t step = 0; step < steps; ++step)
+      work.push_back({source, step});
+  for (size_t first = 0; first < work.size(); first += kChunksInFlight) {
+    SmallVector<Move> moves;
+    for (auto [source, step] : ArrayRef(work).slice(
+             first, std::min<size_t>(kChunksInFlight, work.size() - first))) {
+      const auto &[dest, rowOf] = destsAndSources[source];
+      Move move;
+      move.dest = dest;
+      move.row = add(rowInStep,
+                     mulConst(add(item.warpIndex, index(step * shape.warps)),
+                              rowsPerStep));
+      move.isRow = compare(arith::CmpIPredicate::ult, move.row, index(n));
+      if (activeLane)
+        move.isRow = arith::AndIOp::create(b, move.isRow, activeLane);
+      auto [flat, address] = rowOf(minConst(move.row, n - 1));
+      Value mask = address.valid
+                       ? arith::AndIOp::create(b, move.isRow, address.valid)
+                       : move.isRow;
+      move.chunk =
+          warp.loadChunk(flat, add(address.offset, column), width, mask);
+      moves.push_back(std::move(move));
+    }
+    for (const Move &move : moves)
+      warp.storeChunk(move.chunk, move.dest,
+                      add(mulConst(move.row, shape.rowStride), column),
+                      move.isRow);
+  }
 }
 
 /// The head's table times log2 e; per token its table offset P(t) and
@@ -419,14 +478,25 @@ void GpuBackwardKernel::stageWindow(Item &item) {
                             rowAddress(item.w, item.h, token, which));
     };
   };
-  stageRows(item, scratch.queries, input(Input::Query));
-  stageRows(item, scratch.keys, input(Input::Key));
-  stageRows(item, scratch.values, input(Input::Value));
   // dout is in out's layout.
-  stageRows(item, scratch.outputGradients, [&](Value token) {
+  auto outputGradient = [&](Value token) {
     return std::make_pair(flatOutputGradient,
                           outputAddress(item.w, item.h, token));
-  });
+  };
+  SmallVector<std::pair<Value, RowSource>, 4> rows = {
+      {scratch.queries, input(Input::Query)},
+      {scratch.keys, input(Input::Key)},
+      {scratch.values, input(Input::Value)},
+      {scratch.outputGradients, outputGradient}};
+  // Rows of whole 16-byte chunks (the tensor-core form's, up to 32 chunks)
+  // move a chunk per lane; others an element per lane.
+  int64_t rowBytes = g.headDim * shape.element.getIntOrFloatBitWidth() / 8;
+  if (shape.tensorCores && rowBytes % kChunkBytes == 0 &&
+      rowBytes <= kWarpSize * kChunkBytes)
+    stageRowChunks(item, rows);
+  else
+    for (auto &[dest, source] : rows)
+      stageRows(item, dest, source);
   if (shape.tensorCores) {
     // Zero rows past N, which the tiles read.
     const int64_t d = g.headDim;

@@ -14,6 +14,8 @@
 #include "Kernels.h"
 #include "Warp.h"
 
+#include <functional>
+
 namespace mlir::rpe::detail {
 
 /// Compile-time shape of the GPU backward.
@@ -74,8 +76,11 @@ private:
                 Value partials, Value warpIndex);
   void emitViews(Value partials);
   void stageWindow(Item &item);
-  void stageRows(Item &item, Value dest,
-                 function_ref<std::pair<Value, RowAddress>(Value)> source);
+  /// A token's row of an operand: its flat view and address.
+  using RowSource = std::function<std::pair<Value, RowAddress>(Value token)>;
+  void stageRows(Item &item, Value dest, const RowSource &source);
+  void stageRowChunks(Item &item,
+                      ArrayRef<std::pair<Value, RowSource>> destsAndSources);
   QueryRow loadQueryRow(Item &item, Value round);
   void softmaxStatistics(Item &item, QueryRow &row);
   void gradientOfQueriesAndTable(Item &item, const QueryRow &row);
