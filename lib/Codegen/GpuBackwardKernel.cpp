@@ -1,17 +1,17 @@
 //===- GpuBackwardKernel.cpp - the GPU kernel of the attention's gradient -===//
 //
 // The gradient of the fused attention (rpe.fused_window_attention_grad) on
-// the GPU. One block of one warp computes one (window b, head h), N tokens
-// of d channels: it keeps the window in shared memory and recomputes the
+// the GPU. One block computes one (window b, head h), N tokens of d
+// channels: it keeps the window in shared memory and recomputes the
 // forward's probabilities from q, k and the table. Two forms: f16 and bf16
 // (and f32 with f32-mma, as bf16 terms) with head_dim a multiple of 16 take
-// the products on tensor cores (the tensor-core form: GpuBackwardTiles.cpp);
-// f32, other head_dims, sm_75 and windows whose tiles do not fit the shared
-// memory take the lane form, the one described here. This file has what the
-// two share too: the launches, the staging and the table gradient's
-// reduction. In base 2, as
-// the forward (log2 e folded into the scale, the table and the mask value),
-// with P(t) the table offset of token t and c = (T - 1) / 2:
+// the products on tensor cores, a block of up to four warps (the
+// tensor-core form: GpuBackwardTiles.cpp); f32, other head_dims, sm_75 and
+// windows whose tiles do not fit the shared memory take the lane form, a
+// block of one warp, the one described here. This file has what the two
+// share too: the launches, the staging and the table gradient's reduction.
+// In base 2, as the forward (log2 e folded into the scale, the table and
+// the mask value), with P(t) the table offset of token t and c = (T - 1) / 2:
 //
 //   shared: q, k, v, dout (N x d, the element type), R = table[:, h] log2 e,
 //           per token P(t) and its region label, G = 0 (T, f32)
@@ -74,9 +74,10 @@
 //
 // The same program runs on the host with each warp emulated by a vector of
 // its 32 lanes (Warp.h): the items in the item loop (rpe-item-range gives a
-// caller's thread a range of them; the other items' partials stay zero),
-// the reduction's blocks and warps in loops, the partials in a buffer of
-// the host's.
+// caller's thread a range of them; the other items' partials stay zero), a
+// block's warps one after another in each pass (forEachWarp: where the GPU
+// has a block barrier between passes), the reduction's blocks and warps in
+// loops, the partials in a buffer of the host's.
 //
 //===----------------------------------------------------------------------===//
 
