@@ -369,19 +369,37 @@ Value GpuBackwardKernel::firstOfShare(Value total, int64_t parts, Value part) {
 /// Copies the window's N token rows into `dest` (a row per rowStride
 /// elements), the lanes over its N x d elements; `source(token)` gives a
 /// token's row: its flat view and address (padding tokens read zeros).
+/// kLoadsInFlight steps of the warp per iteration of the (rolled) loop,
+/// their loads issued before their stores: with one load in flight per
+/// lane the staging would wait on memory's latency at every step.
 void GpuBackwardKernel::stageRows(Item &item, Value dest,
                                   const RowSource &source) {
-  const int64_t d = g.headDim;
-  forEachLaneElement(item, g.tokens * d, [&](Value f, Value valid) {
-    Value token = minConst(divConst(f, d), g.tokens - 1);
-    Value e = remConst(f, d);
-    auto [flat, row] = source(token);
-    Value mask = valid;
-    if (row.valid)
-      mask = arith::AndIOp::create(b, mask, row.valid);
-    Value element = item.warp.load(flat, add(row.offset, e), mask);
-    item.warp.store(element, dest, add(mulConst(token, shape.rowStride), e),
-                    valid);
+  static constexpr int64_t kLoadsInFlight = 8;
+  const int64_t d = g.headDim, count = g.tokens * d;
+  // Element lane + 32 (w + W s) in step s, as forEachLaneElement's.
+  int64_t steps = llvm::divideCeil(count, kWarpSize * shape.warps);
+  int64_t groups = llvm::divideCeil(steps, kLoadsInFlight);
+  rolledLoop(index(0), index(groups), {}, [&](Value group, ValueRange) {
+    struct Loaded {
+      Value element, at, valid;
+    };
+    SmallVector<Loaded, kLoadsInFlight> loaded;
+    for (int64_t s = 0; s < kLoadsInFlight; ++s) {
+      Value step = add(mulConst(group, kLoadsInFlight), index(s));
+      Value slot = add(item.warpIndex, mulConst(step, shape.warps));
+      Value f = add(item.lane, mulConst(slot, kWarpSize));
+      Value valid = compare(arith::CmpIPredicate::ult, f, index(count));
+      Value token = minConst(divConst(f, d), g.tokens - 1);
+      Value e = remConst(f, d);
+      auto [flat, row] = source(token);
+      Value mask =
+          row.valid ? arith::AndIOp::create(b, valid, row.valid) : valid;
+      loaded.push_back({item.warp.load(flat, add(row.offset, e), mask),
+                        add(mulConst(token, shape.rowStride), e), valid});
+    }
+    for (const Loaded &element : loaded)
+      item.warp.store(element.element, dest, element.at, element.valid);
+    return SmallVector<Value>{};
   });
 }
 
