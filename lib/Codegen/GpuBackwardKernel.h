@@ -121,6 +121,10 @@ private:
   /// The A fragments (d / 16) of the 16 token rows of `rows` from `token0`
   /// on.
   SmallVector<OperandTerms> loadRowTile(Item &item, Value rows, Value token0);
+  /// The f32 C fragments of two adjacent 8-column tiles as the A operand of
+  /// their 16 columns (MmaLayout::cPairIsA): rounded to the element type,
+  /// as its terms.
+  OperandTerms pairAsOperand(Item &item, ArrayRef<Fragment> pair);
   /// A fragment as the mma operand's terms (Warp::splitIntoTerms).
   OperandTerms splitIntoTerms(Item &item, const Fragment &values);
   /// X Yᵀ for 16 rows of X (d / 16 A fragments) and the 16 token rows of

@@ -303,14 +303,27 @@ GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
   return tile;
 }
 
-/// C fragments of two adjacent 8-column tiles (f32), in the element type,
-/// as the A operand of their 16 columns (MmaLayout::cPairIsA), as terms.
-static Fragment pairAsA(ArrayRef<Fragment> pair) {
+/// `count` C fragments from `values` (a flat loop-carried range) on,
+/// fragment `first` first.
+static SmallVector<Fragment> fragmentsOf(ValueRange values, int64_t first,
+                                         int64_t count) {
+  SmallVector<Fragment> fragments;
+  for (int64_t nt = 0; nt < count; ++nt) {
+    ValueRange slice = values.slice((first + nt) * MmaLayout::cElements,
+                                    MmaLayout::cElements);
+    fragments.emplace_back(slice.begin(), slice.end());
+  }
+  return fragments;
+}
+
+OperandTerms GpuBackwardKernel::pairAsOperand(Item &item,
+                                              ArrayRef<Fragment> pair) {
   assert(MmaLayout::cPairIsA() && "two C fragments must be an A fragment");
   Fragment a;
   for (const Fragment &fragment : pair)
-    llvm::append_range(a, fragment);
-  return a;
+    for (Value x : fragment)
+      a.push_back(convertFloat(x, shape.element));
+  return splitIntoTerms(item, a);
 }
 
 /// Key tile J: dk_J and dv_J over every query tile, and the table's
@@ -325,15 +338,6 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
   // dk's C fragments, then dv's, a fragment per 8 channels.
   SmallVector<Value> initial(2 * channelTiles * MmaLayout::cElements,
                              item.zero);
-  auto fragmentsOf = [&](ValueRange values, int64_t first) {
-    SmallVector<Fragment> fragments;
-    for (int64_t nt = 0; nt < channelTiles; ++nt) {
-      ValueRange slice = values.slice((first + nt) * MmaLayout::cElements,
-                                      MmaLayout::cElements);
-      fragments.emplace_back(slice.begin(), slice.end());
-    }
-    return fragments;
-  };
   Value tileBase = mulConst(item.warpIndex, 16 * kScoreTileStride);
   ValueRange sums = rolledLoop(
       index(0), index(shape.paddedTokens / 16), initial,
@@ -341,15 +345,11 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
         Value query0 = mulConst(queryTile, 16);
         PairTile tile = pairGradientTile(item, keyRows, valueRows, key0,
                                          query0, /*keysAreRows=*/true);
-        auto asOperand = [&](ArrayRef<Fragment> pair) {
-          Fragment a = pairAsA(pair);
-          for (Value &x : a)
-            x = convertFloat(x, shape.element);
-          return splitIntoTerms(item, a);
-        };
-        OperandTerms p = asOperand(tile.p), ds = asOperand(tile.ds);
-        SmallVector<Fragment> dk = fragmentsOf(carried, 0);
-        SmallVector<Fragment> dv = fragmentsOf(carried, channelTiles);
+        OperandTerms p = pairAsOperand(item, tile.p);
+        OperandTerms ds = pairAsOperand(item, tile.ds);
+        SmallVector<Fragment> dk = fragmentsOf(carried, 0, channelTiles);
+        SmallVector<Fragment> dv =
+            fragmentsOf(carried, channelTiles, channelTiles);
         for (int64_t nt = 0; nt < channelTiles; ++nt) {
           // B(query, channel) = rows[query, channel].
           auto rowsOf = [&](Value rows) {
@@ -379,10 +379,10 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
           llvm::append_range(next, fragment);
         return next;
       });
-  storeGradientTile(item, Input::Key, key0, fragmentsOf(sums, 0),
+  storeGradientTile(item, Input::Key, key0, fragmentsOf(sums, 0, channelTiles),
                     op.getScale().convertToDouble());
-  storeGradientTile(item, Input::Value, key0, fragmentsOf(sums, channelTiles),
-                    1.0);
+  storeGradientTile(item, Input::Value, key0,
+                    fragmentsOf(sums, channelTiles, channelTiles), 1.0);
 }
 
 /// Query tile I: dq_I = scale sum_J dS_IJ k_J, S and dS recomputed with the
@@ -403,32 +403,21 @@ void GpuBackwardKernel::gradientOfQueryTile(Item &item, Value query0) {
         PairTile tile =
             pairGradientTile(item, queryRows, outputGradientRows, query0, key0,
                              /*keysAreRows=*/false);
-        Fragment a = pairAsA(tile.ds);
-        for (Value &x : a)
-          x = convertFloat(x, shape.element);
-        OperandTerms ds = splitIntoTerms(item, a);
+        OperandTerms ds = pairAsOperand(item, tile.ds);
         SmallVector<Value> next;
-        for (int64_t nt = 0; nt < channelTiles; ++nt) {
-          ValueRange slice = carried.slice(nt * MmaLayout::cElements,
-                                           MmaLayout::cElements);
+        for (const auto &[nt, acc] :
+             llvm::enumerate(fragmentsOf(carried, 0, channelTiles))) {
           // B(key, channel) = K[key, channel].
           OperandTerms keys = splitIntoTerms(
               item,
               loadOperand(item, /*isA=*/false, scratch.keys, shape.rowStride,
                           /*tokenIsRow=*/true, key0, index(8 * nt)));
-          llvm::append_range(
-              next, warp.mmaOfTerms(ds, keys, Fragment(slice.begin(),
-                                                       slice.end())));
+          llvm::append_range(next, warp.mmaOfTerms(ds, keys, acc));
         }
         return next;
       });
-  SmallVector<Fragment> dq;
-  for (int64_t nt = 0; nt < channelTiles; ++nt) {
-    ValueRange slice =
-        sums.slice(nt * MmaLayout::cElements, MmaLayout::cElements);
-    dq.emplace_back(slice.begin(), slice.end());
-  }
-  storeGradientTile(item, Input::Query, query0, dq,
+  storeGradientTile(item, Input::Query, query0,
+                    fragmentsOf(sums, 0, channelTiles),
                     op.getScale().convertToDouble());
 }
 
