@@ -194,7 +194,7 @@ def RpeLowerFusedAttention : Pass<"rpe-lower-fused-attention"> {
     static shared memory unless `warps-per-block` is given, or the chip's
     shared memory per block when it is) and for every op when `sm` is below 80 (no
     m16n8k16 tiles: sm_75). Refused, with an error on the op: an op that is
-    not bufferized, cosine attention with `warps`, the GPU's gradient of a
+    not bufferized, the GPU's gradient of a
     window whose q, k, v and dout exceed the chip's shared memory per block
     (also when emulated on the host), on the
     GPU a window of more than 1024 tokens (`rows`),
@@ -485,6 +485,25 @@ def RpeGpuModuleToBinary : Pass<"rpe-gpu-module-to-binary",
            /*default=*/"SWIN_CUDA_TOOLKIT_DEFAULT",
            "CUDA toolkit (libdevice, ptxas, fatbinary)">,
   ];
+}
+
+def RpeMoveHalvesAsBits : Pass<"rpe-move-halves-as-bits"> {
+  let summary = "Gather and scatter f16 and bf16 vectors as their bits";
+  let description = [{
+    Rewrites each `llvm.intr.masked.gather` and `llvm.intr.masked.scatter`
+    of an f16 or bf16 vector as the same access of 16-bit integers and a
+    bitcast. The x86 code generator scalarizes such an access (there is no
+    16-bit gather) and, on a CPU without AVX512-BF16 or AVX512-FP16, moves
+    each element through f32: it widens it and rounds it back, bf16 by a
+    call of `__truncsfbf2`, which the kernel libraries do not link (GCC's
+    libgcc has it from GCC 13 on, Debian bookworm's is 12), f16 by F16C
+    conversions where the CPU has them, else by calls too. Integers move as
+    they are. The warp kernels' host emulation (`kernel=warps target=host`)
+    reads and writes their operands this way.
+
+    `rpe-cpu-pipeline` runs it after `convert-vector-to-llvm`.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 def RpeCheckLowered : Pass<"rpe-check-lowered", "::mlir::ModuleOp"> {

@@ -204,6 +204,9 @@ void mlir::rpe::buildCpuPipeline(OpPassManager &pm,
   ConvertVectorToLLVMPassOptions vectorToLLVM;
   vectorToLLVM.x86Vector = true;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
+  // The emulated warps' gathers and scatters of f16 and bf16: x86 would
+  // round each element through f32, bf16 by a libcall.
+  pm.addPass(createRpeMoveHalvesAsBits());
   pm.addPass(createConvertMathToLLVMPass());
   // What has no LLVM intrinsic (math.erf of an imported GELU, tan, ...)
   // calls libm, which the kernels link anyway.
