@@ -190,7 +190,7 @@ def _host_flags():
 
 
 # x86-64-v4's AVX-512 subsets; without them its code stops at the first
-# AVX-512 instruction (SIGILL): an AVX2 machine (Zen 3) builds it and skips.
+# AVX-512 instruction (SIGILL): an AVX2 machine (Zen 3) skips those cases.
 _NO_AVX512 = pytest.mark.skipif(
     not {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= _host_flags(),
     reason="x86-64-v4 code needs AVX-512 (F, BW, CD, DQ, VL), which this CPU lacks")
