@@ -52,7 +52,7 @@ from .linear_mlir import DenseStack, dense_module, pack_weight
 from .tools import find_swin_aot, last_line, run_tool, tool_info
 
 __all__ = ["DenseConfig", "DenseKernel", "compile_dense", "compile_mlp", "compile_linear", "builds",
-           "host_vector_width"]
+           "host_cpu_flags", "host_vector_width"]
 
 #: The C interfaces of the library's two functions.
 ENTRY = "_mlir_ciface_dense"
@@ -68,17 +68,23 @@ def builds() -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def host_vector_width() -> int:
-    """f32 lanes of this machine's vectors as ``swin-aot --cpu=native`` uses
-    them: 16 with AVX-512, else 8."""
+def host_cpu_flags() -> frozenset:
+    """This machine's x86 feature flags (``/proc/cpuinfo``: avx2, avx512f,
+    avx512_bf16, ...); empty where there are none to read."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
                 if line.startswith("flags"):
-                    return 16 if "avx512f" in line.split() else 8
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return 8
+    return frozenset()
+
+
+def host_vector_width() -> int:
+    """f32 lanes of this machine's vectors as ``swin-aot --cpu=native`` uses
+    them: 16 with AVX-512, else 8."""
+    return 16 if "avx512f" in host_cpu_flags() else 8
 
 
 @dataclasses.dataclass(frozen=True)

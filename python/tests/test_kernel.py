@@ -21,6 +21,7 @@ import pytest
 import swin_opt
 from swin_opt import reference as R
 from swin_opt import testing as T
+from swin_opt.dense import host_cpu_flags
 
 pytestmark = pytest.mark.aot
 
@@ -177,22 +178,10 @@ def test_low_precision(build, kwargs, dtype):
     _check(kernel, 2 * nw, seed=1)
 
 
-def _host_flags():
-    """The x86 feature flags of this machine's CPU (/proc/cpuinfo), or none."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 # x86-64-v4's AVX-512 subsets; without them its code stops at the first
 # AVX-512 instruction (SIGILL): an AVX2 machine (Zen 3) skips those cases.
 _NO_AVX512 = pytest.mark.skipif(
-    not {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= _host_flags(),
+    not {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= host_cpu_flags(),
     reason="x86-64-v4 code needs AVX-512 (F, BW, CD, DQ, VL), which this CPU lacks")
 
 

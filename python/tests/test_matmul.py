@@ -30,14 +30,14 @@ import numpy as np
 import pytest
 
 from swin_opt import linear_mlir
+from swin_opt.dense import host_cpu_flags
 from swin_opt.export_mlir import _descriptor
 
 pytestmark = pytest.mark.aot
 
 LLVM_BIN = Path("/usr/lib/llvm-22/bin")
-CPU_FLAGS = Path("/proc/cpuinfo").read_text()
-AVX512 = "avx512f" in CPU_FLAGS
-AVX512_BF16 = "avx512_bf16" in CPU_FLAGS
+AVX512 = "avx512f" in host_cpu_flags()
+AVX512_BF16 = "avx512_bf16" in host_cpu_flags()
 WIDTHS = [8, 16] if AVX512 else [8]
 
 
