@@ -30,40 +30,35 @@ namespace {
 struct RpeMoveHalvesAsBitsPass
     : public rpe::impl::RpeMoveHalvesAsBitsBase<RpeMoveHalvesAsBitsPass> {
   void runOnOperation() override {
-    SmallVector<Operation *> moves;
-    getOperation()->walk([&](Operation *op) {
-      if (auto gather = dyn_cast<LLVM::masked_gather>(op))
-        if (bitsOf(gather.getType()))
-          moves.push_back(op);
-      if (auto scatter = dyn_cast<LLVM::masked_scatter>(op))
-        if (bitsOf(scatter.getValue().getType()))
-          moves.push_back(op);
-    });
     IRRewriter rewriter(&getContext());
-    for (Operation *op : moves) {
+    // Post-order: the walk may erase the op it visits.
+    getOperation()->walk([&](Operation *op) {
       rewriter.setInsertionPoint(op);
-      Location loc = op->getLoc();
       auto asBits = [&](Value value) -> Value {
-        return LLVM::BitcastOp::create(rewriter, loc, bitsOf(value.getType()),
-                                       value);
+        return LLVM::BitcastOp::create(rewriter, op->getLoc(),
+                                       bitsOf(value.getType()), value);
       };
       if (auto gather = dyn_cast<LLVM::masked_gather>(op)) {
+        VectorType bits = bitsOf(gather.getType());
+        if (!bits)
+          return;
         // gather(ptrs, mask, passThru) = bitcast(gather_i16(ptrs, mask,
         // bitcast(passThru))).
         SmallVector<Value, 1> passThru =
             llvm::map_to_vector(gather.getPassThru(), asBits);
-        Value bits = LLVM::masked_gather::create(
-            rewriter, loc, bitsOf(gather.getType()), gather.getPtrs(),
+        Value loaded = LLVM::masked_gather::create(
+            rewriter, gather.getLoc(), bits, gather.getPtrs(),
             gather.getMask(), passThru, gather.getAlignmentAttr());
-        rewriter.replaceOpWithNewOp<LLVM::BitcastOp>(op, gather.getType(),
-                                                     bits);
-        continue;
+        rewriter.replaceOpWithNewOp<LLVM::BitcastOp>(gather, gather.getType(),
+                                                     loaded);
+      } else if (auto scatter = dyn_cast<LLVM::masked_scatter>(op)) {
+        if (!bitsOf(scatter.getValue().getType()))
+          return;
+        rewriter.modifyOpInPlace(scatter, [&] {
+          scatter.getValueMutable().assign(asBits(scatter.getValue()));
+        });
       }
-      auto scatter = cast<LLVM::masked_scatter>(op);
-      rewriter.modifyOpInPlace(scatter, [&] {
-        scatter.getValueMutable().assign(asBits(scatter.getValue()));
-      });
-    }
+    });
   }
 };
 } // namespace
