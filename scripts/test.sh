@@ -4,7 +4,8 @@
 # PyTorch integration) in the venv of scripts/python-env.sh, which it creates
 # or updates first when setup.sh has not (SWIN_TORCH=0: with $PYTHON, the
 # torch tests skipping). SWIN_SANITIZE=1 runs the lit suite on the ASan/UBSan
-# build instead. The Python suite's output is also in BUILD_DIR/pytest.log.
+# build instead. The Python suite's output, with its 25 slowest tests (where
+# CI's time goes), is also in BUILD_DIR/pytest.log.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,7 +39,7 @@ log="$BUILD_DIR/pytest.log"
 set +e
 SWIN_REQUIRE_AOT=1 SWIN_AOT="$BUILD_DIR/bin/swin-aot" \
   SWIN_OPT_CACHE_DIR="$BUILD_DIR/kernel-cache" PYTHONPATH="$ROOT/python" \
-  "$PYTEST_PYTHON" -m pytest -q -rs "$ROOT/python/tests" 2>&1 | tee "$log"
+  "$PYTEST_PYTHON" -m pytest -q -rs --durations=25 "$ROOT/python/tests" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "test: pytest ($PYTEST_PYTHON): $(tail -n 1 "$log")"

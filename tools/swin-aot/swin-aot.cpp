@@ -5,7 +5,7 @@
 //            [--table=FILE] [--cosine [--cpb-mlp=FILE --cpb-hidden=H
 //            [--pretrained-window=Ph,Pw]]] [--class-token]
 //            [--dtype=f32|f16|bf16]
-//            [--target=cpu|nvptx] [--grad]
+//            [--target=cpu|nvptx] [--grad] [--codegen-threads=N]
 //            [--name=NAME] --emit=mlir|llvm|obj|so|ptx|cubin|fatbin -o PATH
 //   swin-aot --input=MODEL.mlir [--cpu=CPU] [--no-parallel]
 //            [--pipeline-options=OPTIONS] [--profile] [--codegen-threads=N]
@@ -289,9 +289,10 @@ static cl::opt<bool> profileOpt(
     cl::cat(category));
 static IntegerOpt codegenThreadsOpt(
     "codegen-threads",
-    cl::desc("--input: split the module into N partitions, each optimized "
-             "and compiled by LLVM on a thread of its own, and link their "
-             "objects (--emit=obj: into one relocatable object, ld.lld -r). "
+    cl::desc("cpu: split the LLVM module (--input's, or a kernel's: the "
+             "forward and --grad's backward) into N partitions, each "
+             "optimized and compiled by LLVM on a thread of its own, and "
+             "link their objects (--emit=obj: into one relocatable object, ld.lld -r). "
              "1: the whole module on one thread. --emit=llvm writes the whole "
              "module. Default: the hardware threads swin-aot may run on"),
     cl::value_desc("N"), cl::cat(category));
@@ -630,9 +631,13 @@ writeCpuCode(swin_aot::OutputFiles &files, llvm::Module &llvmModule, Emit emit,
   return linkSharedLibrary(objectPaths, *linked, runtime);
 }
 
-/// Builds and writes what --emit asks for.
+/// Builds and writes what --emit asks for; a CPU kernel library is compiled
+/// in `codegenThreads` partitions (a --grad library's forward and backward
+/// kernels are each a large function: on two threads, the build takes about
+/// the time of the larger).
 static llvm::Error run(MLIRContext &context, const KernelConfig &config,
-                       Emit emit, llvm::StringRef output, TimingScope &timing) {
+                       Emit emit, llvm::StringRef output,
+                       unsigned codegenThreads, TimingScope &timing) {
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
@@ -692,7 +697,7 @@ static llvm::Error run(MLIRContext &context, const KernelConfig &config,
     return llvmModule.takeError();
   if (llvm::Error e =
           writeCpuCode(files, **llvmModule, emit, output, codegen,
-                       /*partitions=*/1, config.threadRuntime(), timing))
+                       codegenThreads, config.threadRuntime(), timing))
     return e;
   if (emit != Emit::Llvm)
     if (llvm::Error e = writeInterface(files, config, output))
@@ -930,11 +935,6 @@ int main(int argc, char **argv) {
     fail("--profile goes with --input: it times the ops of a module");
     return 2;
   }
-  if (!compileModule && codegenThreadsOpt.getNumOccurrences()) {
-    fail("--codegen-threads goes with --input: a kernel is compiled on one "
-         "thread");
-    return 2;
-  }
 
   // lld resets LLVM's command-line options when it runs in-process: keep
   // copies of what is needed after linking.
@@ -944,17 +944,15 @@ int main(int argc, char **argv) {
   bool gpuEmit =
       emit == Emit::Ptx || emit == Emit::Cubin || emit == Emit::Fatbin;
   std::optional<KernelConfig> config;
-  unsigned codegenThreads = 1;
+  auto codegenThreads = readCodegenThreads();
+  if (!codegenThreads) {
+    fail(codegenThreads.takeError());
+    return 2;
+  }
   if (compileModule) {
     if (gpuEmit)
       return fail("--input compiles for the CPU: --emit must be mlir, llvm, "
                   "obj or so");
-    auto threads = readCodegenThreads();
-    if (!threads) {
-      fail(threads.takeError());
-      return 2;
-    }
-    codegenThreads = *threads;
   } else {
     auto read = readConfig();
     if (!read)
@@ -995,9 +993,9 @@ int main(int argc, char **argv) {
       const std::string prefix =
           nameOpt.getNumOccurrences() ? nameOpt : getDefaultPrefix(input);
       error = runModule(context, sourceMgr, input, prefix, emit, output,
-                        codegenThreads, timing);
+                        *codegenThreads, timing);
     } else {
-      error = run(context, *config, emit, output, timing);
+      error = run(context, *config, emit, output, *codegenThreads, timing);
     }
   }
   timingManager.print();
