@@ -125,6 +125,9 @@ getGpuBackwardBuffers(const GpuBackwardShape &shape, FusedAttentionOpInterface o
   if (shape.tensorCores)
     buffers.push_back({"grad_score_gradients",
                        shape.warps * 16 * kScoreTileStride, f32, 16});
+  if (shape.keepsScoreGradients)
+    buffers.push_back({"grad_window_score_gradients",
+                       n * shape.windowScoreStride, shape.element, 16});
   return buffers;
 }
 
@@ -168,10 +171,19 @@ getGpuBackwardShape(FusedAttentionOpInterface op, unsigned smVersion,
     shape.warps = std::min<int64_t>(tiles, kMaxBackwardWarps);
     if (tiles % shape.warps != 0 && tiles % 3 == 0)
       shape.warps = 3;
-    shape.sharedBuffers = getGpuBackwardBuffers(shape, op);
-    shape.sharedBytes = layoutSharedBuffers(shape.sharedBuffers).bytes;
-    if (shape.sharedBytes <= limit)
-      return shape;
+    // The window's dS kept for the query pass where the block then stays
+    // within the static 48 KiB; a stride of N' + 8 elements (N' + 4 in f32)
+    // as the rows', for the A fragments' loads.
+    shape.windowScoreStride = shape.paddedTokens + kChunkBytes / bytes;
+    for (bool keep : {true, false}) {
+      shape.keepsScoreGradients = keep;
+      shape.sharedBuffers = getGpuBackwardBuffers(shape, op);
+      shape.sharedBytes = layoutSharedBuffers(shape.sharedBuffers).bytes;
+      if (keep ? shape.sharedBytes <= kStaticSharedBytesPerBlock
+               : shape.sharedBytes <= limit)
+        return shape;
+    }
+    shape.windowScoreStride = 0;
     shape.tensorCores = false;
     shape.warps = 1;
   }
@@ -212,9 +224,11 @@ LogicalResult GpuBackwardKernel::emit(KernelTarget target, bool hoistScratch) {
   ArrayRef<SharedBuffer> buffers = shape.sharedBuffers;
   auto scratchOf = [](ArrayRef<Value> m) {
     Scratch scratch{m[0], m[1], m[2], m[3], m[4],
-                    m[5], m[6], m[7], m[8], m[9], Value()};
+                    m[5], m[6], m[7], m[8], m[9], Value(), Value()};
     if (m.size() > 10)
       scratch.scoreGradients = m[10];
+    if (m.size() > 11)
+      scratch.windowScoreGradients = m[11];
     return scratch;
   };
   // The items' partial table gradients, [items, T] f32.

@@ -33,6 +33,13 @@ struct GpuBackwardShape {
   /// form; the lane form has one).
   int64_t warps = 1;
   int64_t rowStride;    // elements per token row in shared memory
+  /// The tensor-core form: whether the key pass keeps the window's dS
+  /// (N' x N', the element type, windowScoreStride per query) for the query
+  /// pass, which then reads it instead of recomputing S, dP and dS; where
+  /// the block stays within the static 48 KiB with it (every Swin-T stage),
+  /// since more shared memory per block costs larger windows resident warps.
+  bool keepsScoreGradients = false;
+  int64_t windowScoreStride = 0;
   /// The block's shared buffers (see GpuBackwardKernel::Scratch) and the
   /// bytes they take (layoutSharedBuffers).
   SmallVector<SharedBuffer, 12> sharedBuffers;
@@ -108,6 +115,8 @@ private:
                             ArrayRef<OperandTerms> y, Value row0,
                             Value column0, bool keysAreRows);
   void addTileToTableGradient(Item &item, Value key0, Value query0);
+  void keepScoreGradients(Item &item, Value key0, Value query0,
+                          ArrayRef<Fragment> transposed);
   /// scale times 16 token rows of dq, dk or dv (C fragments of 8 channels)
   /// to their rows; tokens past N store nothing.
   void storeGradientTile(Item &item, Input which, Value token0,
@@ -200,6 +209,8 @@ struct GpuBackwardKernel::Scratch {
   /// The tensor-core form's tiles of dS (16 x 16, f32, kScoreTileStride
   /// per key), one per warp; null in the lane form.
   Value scoreGradients;
+  /// The window's dS (GpuBackwardShape::keepsScoreGradients), else null.
+  Value windowScoreGradients;
 };
 
 /// What the steps of one item share.

@@ -24,17 +24,24 @@
 //       dv_J += Pᵀ dout_I,  dk_J += dSᵀ q_I          operands of the next
 //                                                    products as they are
 //       G[P(i) - P(j) + c] += ds_ij                  addTileToTableGradient
+//       dS_IJ -> the window's dS (kept)              keepScoreGradients
 //     dk_J scale, dv_J -> their rows                 storeGradientTile
 //   per query tile I, dq_I in registers:             gradientOfQueryTile
-//     per key tile J: S, dP, P, dS again, queries as the rows, so that dS is
-//     the A operand as it is; dq_I += dS k_J
+//     per key tile J: dS_IJ from the window's dS as the A operand (kept),
+//     or S, dP, P, dS again, queries as the rows, so that dS is the A
+//     operand as it is; dq_I += dS k_J
 //     dq_I scale -> its rows
 //   partials[item] = the warps' copies of G, summed  storeTableGradient
 //
-// dq in a pass of its own recomputes S and dP (8 of 32 mma.sync per pair of
-// tiles at d = 32) rather than adding the key tiles' dS k to shared f32 sums:
-// no warp writes what another reads within a pass, and the block needs no
-// N' x d floats. P and dS are rounded to the element type as mma operands
+// dq has a pass of its own rather than adding the key tiles' dS k to shared
+// f32 sums: no warp writes what another reads within a pass, and the block
+// needs no N' x d floats. Where the block stays within the static 48 KiB
+// with it (every Swin-T stage: N' x (N' + 8) f16, 9 KB at N' = 64), the key
+// pass keeps the window's dS, rounded as the operand it becomes, and the
+// query pass reads it: 24 mma.sync per pair of tiles at d = 32, not 32, and
+// no exponentials. Larger windows recompute S and dP (8 more mma.sync per
+// pair) rather than give up resident blocks for the N'² elements. P and dS
+// are rounded to the element type as mma operands
 // (FlashAttention's backward does the same); their f32 values make dS and
 // the table's gradient. The table's gradient stays deterministic without
 // atomics: dS goes to the warp's shared tile, from which lane 16 h + r takes
@@ -45,8 +52,10 @@
 // summed in order when the item stores its partial. (The class token's bias
 // and entries are the lane form's: tableEntry, classTokenEntry.)
 //
-// Shared memory at Swin-T stage 1 (N' = 64, d = 32, 4 warps): 32 KB a block
-// (the rows 20 KB, G's copies 5.4 KB, the dS tiles 4.4 KB); 96 registers.
+// Shared memory at Swin-T stage 1 (N' = 64, d = 32, 4 warps): 41 KB a block
+// (the rows 20 KB, the window's dS 9.2 KB, G's copies 5.4 KB, the dS tiles
+// 4.4 KB); 96 registers, which limit an SM to five blocks before shared
+// memory does (on sm_90; on sm_80's 164 KB, to four).
 // BEiT-base in f16 (13 tiles: 4 warps, the last tile alone) takes 154 KB,
 // within sm_80's 163 KiB.
 //
@@ -374,6 +383,8 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
           }
         warp.sync();
         addTileToTableGradient(item, key0, query0);
+        if (scratch.windowScoreGradients)
+          keepScoreGradients(item, key0, query0, tile.ds);
         SmallVector<Value> next;
         for (const Fragment &fragment : llvm::concat<Fragment>(dk, dv))
           llvm::append_range(next, fragment);
@@ -385,25 +396,55 @@ void GpuBackwardKernel::gradientOfKeyTile(Item &item, Value key0) {
                     fragmentsOf(sums, channelTiles, channelTiles), 1.0);
 }
 
-/// Query tile I: dq_I = scale sum_J dS_IJ k_J, S and dS recomputed with the
-/// queries as the rows, so that dS's C fragments are dq's A operand.
+/// dSᵀ of key tile J and query tile I (C fragments, keys as the rows),
+/// rounded to the element type, to the window's dS as [query][key], where
+/// the query pass reads it as the A operand of dq.
+void GpuBackwardKernel::keepScoreGradients(Item &item, Value key0,
+                                           Value query0,
+                                           ArrayRef<Fragment> transposed) {
+  for (auto [nt, fragment] : llvm::enumerate(transposed))
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+      FragmentElement e = MmaLayout::c(i);
+      Value key = add(key0, laneIndex(item, e.row, 0));
+      Value query = add(query0, laneIndex(item, e.column, 8 * nt));
+      item.warp.store(
+          convertFloat(fragment[i], shape.element),
+          item.scratch.windowScoreGradients,
+          add(mulConst(query, shape.windowScoreStride), key));
+    }
+}
+
+/// Query tile I: dq_I = scale sum_J dS_IJ k_J, dS_IJ as dq's A operand:
+/// read from the window's dS that the key pass kept, or recomputed with the
+/// queries as the rows, so that its C fragments are that operand.
 void GpuBackwardKernel::gradientOfQueryTile(Item &item, Value query0) {
   Warp &warp = item.warp;
   const Scratch &scratch = item.scratch;
   const int64_t channelTiles = g.headDim / 8;
-  SmallVector<OperandTerms> queryRows =
-      loadRowTile(item, scratch.queries, query0);
-  SmallVector<OperandTerms> outputGradientRows =
-      loadRowTile(item, scratch.outputGradients, query0);
+  SmallVector<OperandTerms> queryRows, outputGradientRows;
+  if (!scratch.windowScoreGradients) {
+    queryRows = loadRowTile(item, scratch.queries, query0);
+    outputGradientRows = loadRowTile(item, scratch.outputGradients, query0);
+  }
   SmallVector<Value> initial(channelTiles * MmaLayout::cElements, item.zero);
   ValueRange sums = rolledLoop(
       index(0), index(shape.paddedTokens / 16), initial,
       [&](Value keyTile, ValueRange carried) {
         Value key0 = mulConst(keyTile, 16);
-        PairTile tile =
-            pairGradientTile(item, queryRows, outputGradientRows, query0, key0,
-                             /*keysAreRows=*/false);
-        OperandTerms ds = pairAsOperand(item, tile.ds);
+        OperandTerms ds;
+        if (scratch.windowScoreGradients) {
+          // A(query, key) = dS[query][key].
+          ds = splitIntoTerms(
+              item, loadOperand(item, /*isA=*/true,
+                                scratch.windowScoreGradients,
+                                shape.windowScoreStride, /*tokenIsRow=*/true,
+                                query0, key0));
+        } else {
+          PairTile tile =
+              pairGradientTile(item, queryRows, outputGradientRows, query0,
+                               key0, /*keysAreRows=*/false);
+          ds = pairAsOperand(item, tile.ds);
+        }
         SmallVector<Value> next;
         for (const auto &[nt, acc] :
              llvm::enumerate(fragmentsOf(carried, 0, channelTiles))) {

@@ -17,6 +17,9 @@
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_log_sum_exp : memref<64xf32, #gpu.address_space<workgroup>>
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_table_gradient : memref<1352xf32, #gpu.address_space<workgroup>>
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_score_gradients : memref<1088xf32, #gpu.address_space<workgroup>>
+// The window's dS, 64 queries of 72 (N' + 8) f16, which the key pass keeps
+// for the query pass: the block stays within the static 48 KiB with it.
+// GPU-DAG: memref.global "private" @__rpe_shared_grad_window_score_gradients : memref<4608xf16, #gpu.address_space<workgroup>>
 // f32 takes the lane form: rows of 33 words (lanes reading their own rows
 // spread over the banks), 49 tokens, one table gradient.
 // GPU-DAG: memref.global "private" @__rpe_shared_grad_queries_{{[0-9]+}} : memref<1617xf32, #gpu.address_space<workgroup>>
@@ -42,17 +45,20 @@
 // GPU: gpu.shuffle  xor %{{.*}}, %c2_i32
 // GPU: gpu.barrier
 // Per key tile and query tile: Sᵀ and dPᵀ (4 + 4 mma), dv and dk (4 + 4),
-// dS to the warp's tile; G_h += dS a key at a time, a warp barrier per key.
+// dS to the warp's tile; G_h += dS a key at a time, a warp barrier per key;
+// dS, rounded to f16, to the window's.
 // GPU-COUNT-16: nvvm.mma.sync
 // GPU: nvvm.bar.warp.sync
 // GPU: nvvm.bar.warp.sync
 // GPU: memref.load %{{.*}} : memref<1352xf32, #gpu.address_space<workgroup>>
 // GPU: memref.store %{{.*}} : memref<1352xf32, #gpu.address_space<workgroup>>
 // GPU: nvvm.bar.warp.sync
+// GPU: memref.store %{{.*}} : memref<4608xf16, #gpu.address_space<workgroup>>
 // GPU: gpu.barrier
-// Per query tile and key tile: S and dP again, queries as the rows (4 + 4),
-// dq += dS k (4) in registers.
-// GPU-COUNT-12: nvvm.mma.sync
+// Per query tile and key tile: dS read back as the A operand, dq += dS k
+// (4 mma) in registers; S and dP are not recomputed.
+// GPU: memref.load %{{.*}} : memref<4608xf16, #gpu.address_space<workgroup>>
+// GPU-COUNT-4: nvvm.mma.sync
 // GPU-NOT: nvvm.mma.sync
 // GPU: gpu.barrier
 // The warps' copies of G, summed in order, to the item's partial.
@@ -83,6 +89,19 @@
 // GPU: gpu.terminator
 // GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %c18, {{.*}}) threads({{.*}}) in ({{.*}} = %c256
 // GPU-NOT: rpe.fused_window_attention_grad
+
+// A 12 x 12 window (144 tokens, three warps) would pass 48 KiB with its dS
+// kept: the query pass recomputes S and dP, queries as the rows (4 + 4
+// mma), then dq += dS k (4).
+// GPU-LABEL: func @window12_grad(
+// GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c96
+// GPU-COUNT-4: nvvm.mma.sync
+// GPU: gpu.barrier
+// GPU-COUNT-16: nvvm.mma.sync
+// GPU: gpu.barrier
+// GPU-COUNT-12: nvvm.mma.sync
+// GPU-NOT: nvvm.mma.sync
+// GPU: gpu.barrier
 
 // On the host: the same program on 32-lane vectors, the partials in a host
 // buffer (zeros for the items a caller's range leaves out), the items in
@@ -121,5 +140,13 @@ func.func @stage1_grad_f32(%q: memref<?x3x49x32xf32>, %k: memref<?x3x49x32xf32>,
       ins(%q, %k, %v, %t, %o, %do : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>, memref<?x49x96xf32>, memref<?x49x96xf32>)
       outs(%dq, %dk, %dv, %dt : memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<?x3x49x32xf32>, memref<169x3xf32>)
       {window = array<i64: 7, 7>, scale = 0.1767767 : f32, resolution = array<i64: 14, 14>, shift = array<i64: 3, 3>}
+  return
+}
+
+func.func @window12_grad(%q: memref<?x2x144x32xf16>, %k: memref<?x2x144x32xf16>, %v: memref<?x2x144x32xf16>, %t: memref<529x2xf16>, %o: memref<?x144x64xf16>, %do: memref<?x144x64xf16>, %dq: memref<?x2x144x32xf16>, %dk: memref<?x2x144x32xf16>, %dv: memref<?x2x144x32xf16>, %dt: memref<529x2xf32>) {
+  rpe.fused_window_attention_grad
+      ins(%q, %k, %v, %t, %o, %do : memref<?x2x144x32xf16>, memref<?x2x144x32xf16>, memref<?x2x144x32xf16>, memref<529x2xf16>, memref<?x144x64xf16>, memref<?x144x64xf16>)
+      outs(%dq, %dk, %dv, %dt : memref<?x2x144x32xf16>, memref<?x2x144x32xf16>, memref<?x2x144x32xf16>, memref<529x2xf32>)
+      {window = array<i64: 12, 12>, scale = 0.1767767 : f32}
   return
 }
