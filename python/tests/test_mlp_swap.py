@@ -185,6 +185,35 @@ def test_op_packs_updated_weights_again(torch, ops, kernel_cache):
         check()
 
 
+def test_op_packs_converted_weights_again(torch, ops, kernel_cache):
+    """A conversion (``module.bfloat16()`` then ``.float()``, ``.to(dtype)``)
+    replaces a weight's memory through ``.data``, keeping the tensor and its
+    version: its packed copy is made again, though the new memory could take the
+    old one's address (the bfloat16 copy is made while the old memory is alive,
+    the float32 one right after it is freed: glibc's allocator may give the same
+    block back), which the packed copy's stamp keeps taken. Twenty round trips:
+    without the stamp's hold, some take the old address (seen: one in three)."""
+    w1, b1, w2, b2, gen = _layers(torch, 32, 96, 32, 4)
+    key = ops.mlp_key(32, 96, 32, cache_dir=kernel_cache)
+    x = torch.randn(5, 32, generator=gen)
+
+    def check():
+        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, None, key),
+               _reference(torch, x, w1, b1, w2, b2))
+
+    with torch.no_grad():
+        check()
+        for _ in range(20):
+            for w in (w1, w2):
+                before = w.data_ptr()
+                w.mul_(1.0 + 2.0 ** -6)  # a new value to round away (bumps the version)
+                check()
+                w.data = w.data.bfloat16()  # bf16 rounding: 4e-3, far above TOLERANCE
+                w.data = w.data.float()
+                check()
+                assert w.data_ptr() != before
+
+
 def test_op_runs_on_torchs_thread_count(torch, ops, kernel_cache):
     """The library's OpenMP runtime (libomp or libgomp) gets the calling thread's
     torch thread count on each call."""

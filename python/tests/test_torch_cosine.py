@@ -164,7 +164,9 @@ def test_cosine_qk_is_swinv2s_cosine_attention(torch, grad):
 
 def test_cpb_table_cached_per_weight_version(torch, opts):
     """The MLP runs once per weight version: again after an in-place update
-    (whose result must then match the model's own again), not otherwise."""
+    and after a conversion, which replaces the weights' memory but keeps their
+    tensors and versions (whose result must then match the model's own again),
+    not otherwise."""
     timm_v2 = pytest.importorskip("timm.models.swin_transformer_v2")
     torch.manual_seed(0)
     model = timm_v2.SwinTransformerV2(img_size=32, patch_size=4, window_size=4, embed_dim=32,
@@ -183,13 +185,19 @@ def test_cpb_table_cached_per_weight_version(torch, opts):
         with torch.no_grad():
             mlp[0].weight.mul_(1.5)
         with torch.inference_mode():
-            got = model(x)
+            model(x)
         assert len(runs) == 2
+        with torch.no_grad():
+            mlp.bfloat16()
+            mlp.float()
+        with torch.inference_mode():
+            got = model(x)
+        assert len(runs) == 3
     finally:
         st.restore_attention(model)
     with torch.inference_mode():
         want = model(x)
-    assert len(runs) == 3
+    assert len(runs) == 4
     assert ((got - want).abs().max() / want.abs().max()).item() <= RTOL
 
 

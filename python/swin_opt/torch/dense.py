@@ -22,11 +22,13 @@ their callers run torch's code or ``swin_opt::linear``).
 The kernels take their weights packed in panels. Each weight tensor met is
 packed once per version: the packed copy is cached with the tensor's
 ``_version``, which every in-place change of it bumps (``load_state_dict``,
-optimizer steps, ``copy_``, ``torch.nn.init``); a new tensor
-(``module.weight = ...``) is packed anew. Writing through ``.data`` does not
-bump the version: after ``w.data.copy_(...)``, call
-:func:`forget_packed_weights`. The packed copies hold as much memory again
-as the weights they pack.
+optimizer steps, ``copy_``, ``torch.nn.init``), and its memory, which a
+conversion (``module.half()``, ``.float()``, ``.to(...)``) replaces; a new
+tensor (``module.weight = ...``) is packed anew (:class:`.tensors.WeightStamp`).
+Writing through ``.data`` in place bumps nothing: after
+``w.data.copy_(...)``, call :func:`forget_packed_weights`. The packed copies
+hold as much memory again as the weights they pack (and, after a
+conversion, the old weights' until their next call).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import NamedTuple, Optional, Sequence, Tuple
 
 from ..dense import compile_dense
 from ..errors import CompileError, SwinAotNotFoundError
-from .tensors import once, require_torch
+from .tensors import WeightStamp, once, require_torch
 from .tracing import apply_trace_constants, trace_constant
 
 try:
@@ -123,14 +125,13 @@ def resolve(widths: Tuple[int, ...], options: tuple, activation: str = "gelu") -
 # --------------------------------------------------------------------------- #
 # Packed weights
 # --------------------------------------------------------------------------- #
-def _stamp(weight, panel_width: int):
-    """What a packed copy of ``weight`` is valid for; None when the tensor keeps no
-    version (an inference tensor): it is then packed on every call."""
-    try:
-        version = weight._version
-    except RuntimeError:
+def _stamp(weight):
+    """What a packed copy of ``weight`` is valid for (:class:`.tensors.WeightStamp`);
+    None when the tensor keeps no version (an inference tensor): it is then
+    packed on every call."""
+    if weight.is_inference():
         return None
-    return version, weight.data_ptr(), tuple(weight.shape), tuple(weight.stride()), panel_width
+    return WeightStamp([weight])
 
 
 def _pack(weight, panel_width: int):
@@ -146,19 +147,19 @@ def packed_weight(weight, panel_width: int):
     """``weight`` in the kernel's panels, from the cache when its version has not
     changed (see the module docstring)."""
     global _packed
-    stamp = _stamp(weight, panel_width)
+    stamp = _stamp(weight)
     with _lock:
         if _packed is None:
             from torch.utils.weak import WeakIdKeyDictionary
 
             _packed = WeakIdKeyDictionary()
         cached = _packed.get(weight) if stamp is not None else None
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
+    if cached is not None and cached[0] == panel_width and cached[1].matches([weight]):
+        return cached[2]
     packed = _pack(weight.detach(), panel_width)
     if stamp is not None:
         with _lock:
-            _packed[weight] = (stamp, packed)
+            _packed[weight] = (panel_width, stamp, packed)
     return packed
 
 

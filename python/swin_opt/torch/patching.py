@@ -16,7 +16,7 @@ from . import dense, ops
 from .fallback import Declined, Fallback, KernelUnavailable, warn_fallback
 from .masks import NO_MASK, cached_match
 from .projections import autograd_records, linear_backend
-from .tensors import dtype_name
+from .tensors import WeightStamp, dtype_name
 from .tracing import trace_constant
 
 try:
@@ -143,7 +143,7 @@ class Patch:
         self.had_instance_attr = had_instance_attr
         self.saved_attr = saved_attr
         self._checked = set()  # the keys of check_once
-        # Constants of the weights (weight_constant): (id(module), what) -> (versions, value).
+        # Constants of the weights (weight_constant): (id(module), what) -> (extra, stamp, value).
         self._weight_constants: Dict[tuple, tuple] = {}
         # window_table's rows of shrunk windows: window -> int64 rows, or False.
         self._sub_rows: Dict[tuple, Any] = {}
@@ -293,8 +293,10 @@ class Patch:
     def weight_constant(self, m, what: str, tensors, extra, make):
         """``make()``, a function of ``tensors`` (weights, buffers; None entries
         skipped) and ``extra``, computed once per version of them at inference:
-        the cache key holds each tensor's identity and ``_version``, which in-place
-        updates (``load_state_dict``, optimizer steps, ``copy_``) bump.  While
+        the cache key is a :class:`.tensors.WeightStamp` of them (their memory,
+        which conversions such as ``module.half()`` replace, and ``_version``,
+        which in-place updates such as ``load_state_dict``, optimizer steps and
+        ``copy_`` bump).  While
         ``torch.compile`` traces, ``make`` is part of the graph instead.  With grad
         enabled on one of the tensors nothing is cached (autograd must see the
         value computed), nor for inference tensors (weights converted under
@@ -304,13 +306,12 @@ class Patch:
                      and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
                      and not any(t.is_inference() for t in tensors))
         if cacheable:
-            key = (tuple((id(t), t._version) for t in tensors), extra)
             cached = self._weight_constants.get((id(m), what))
-            if cached is not None and cached[0] == key:
-                return cached[1]
+            if cached is not None and cached[0] == extra and cached[1].matches(tensors):
+                return cached[2]
         value = make()
         if cacheable:
-            self._weight_constants[(id(m), what)] = (key, value)
+            self._weight_constants[(id(m), what)] = (extra, WeightStamp(tensors), value)
         return value
 
     def attention_core(self, m, window, heads, dtype, qkv_bias, scale):

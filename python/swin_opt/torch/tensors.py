@@ -51,6 +51,39 @@ def once(fn):
 # --------------------------------------------------------------------------- #
 # Tensor-level helpers
 # --------------------------------------------------------------------------- #
+class WeightStamp:
+    """What a value computed from some tensors (a packed weight, a table) is
+    valid for: each tensor's memory, ``_version``, shape, strides and dtype.
+
+    The stamp holds an alias of each tensor (``detach()``), so that the memory
+    it was taken of stays allocated while the stamp lives: a tensor that
+    replaces one through ``.data`` (``module.half()`` then ``.float()``,
+    ``module.to(...)``, ``param.data = ...``), which keeps the tensor's identity
+    and ``_version``, cannot take the freed address and pass for the old one.
+    An in-place change bumps ``_version``. Writing through ``.data`` changes
+    neither: after that, the caches must be dropped by hand
+    (:func:`.dense.forget_packed_weights` and the like). The alias costs no
+    memory while the tensor is still the one stamped; after a replacement it
+    keeps the old memory alive until the stamp is dropped or renewed."""
+
+    __slots__ = ("_aliases", "_marks")
+
+    def __init__(self, tensors):
+        tensors = list(tensors)
+        self._aliases = [t.detach() for t in tensors]
+        self._marks = [self._mark(t) for t in tensors]
+
+    @staticmethod
+    def _mark(t) -> tuple:
+        return (t.data_ptr(), t._version, tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+
+    def matches(self, tensors) -> bool:
+        """Whether ``tensors`` are, in order, the stamped tensors unchanged."""
+        tensors = list(tensors)
+        return len(tensors) == len(self._marks) and all(
+            self._mark(t) == mark for t, mark in zip(tensors, self._marks))
+
+
 def dtype_name(dtype) -> Optional[str]:
     """``"float32"``/``"float16"``/``"bfloat16"`` for a torch dtype a kernel takes, else None."""
     return {torch.float32: "float32", torch.float16: "float16",
