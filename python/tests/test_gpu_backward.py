@@ -193,14 +193,16 @@ def test_deterministic(build_grad):
 # In f32 BEiT-base's window takes 213,984 bytes of shared memory: more than
 # the 163 KiB of sm_80, the emulation's chip (sm_90 takes it:
 # test/GPU/backward.test), so f32 has the 14x14 grid with 32 channels.
+# BEiT-base runs in f16 only: its emulated backward takes ~2 minutes of LLVM
+# code generation on an AVX2 machine, and bf16 differs from f16 only in its
+# conversions, which the smaller bf16 cases below check with the class token.
 CLASS_TOKEN_CASES = [(w, h, d, dtype) for w, h, d in (((3, 4), 2, 5), ((3, 4), 2, 24))
                      for dtype in DTYPES]
-CLASS_TOKEN_CASES += [((14, 14), 12, 64, "f16"), ((14, 14), 12, 64, "bf16"),
-                      ((14, 14), 4, 32, "f32")]
+CLASS_TOKEN_CASES += [((14, 14), 12, 64, "f16"), ((14, 14), 4, 32, "f32")]
 # The tensor-core form with a class token: 3x4 (N = 13 in one tile of 16)
 # and 7x7 (N = 50: the class key in the first of four key tiles, its column
-# summed over the half-warp), as BEiT-base's f16 and bf16 above (13 tiles on
-# four warps, 154 KB of shared memory).
+# summed over the half-warp), as BEiT-base's f16 above (13 tiles on four
+# warps, 154 KB of shared memory).
 CLASS_TOKEN_CASES += [((3, 4), 2, 32, "f16"), ((3, 4), 2, 16, "bf16"),
                       ((7, 7), 3, 32, "f16"), ((7, 7), 2, 32, "bf16")]
 
