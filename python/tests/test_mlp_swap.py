@@ -52,6 +52,12 @@ def _check(torch, got, want):
     assert error <= allowed, f"max |error| {error:.3g} > {allowed:.3g}"
 
 
+def _check_op(torch, key, x, w1, b1, w2, b2, residual=None):
+    """swin_opt::mlp of ``key`` against the float64 reference."""
+    _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, residual, key),
+           _reference(torch, x, w1, b1, w2, b2, residual))
+
+
 def _layers(torch, channels, hidden, out, seed, bias=True):
     gen = torch.Generator().manual_seed(seed)
     w1 = torch.randn(hidden, channels, generator=gen) / channels ** 0.5
@@ -73,10 +79,8 @@ def test_op_at_swin_t_widths(torch, ops, kernel_cache, channels):
     x = torch.randn(53, channels, generator=gen)
     residual = torch.randn(53, channels, generator=gen)
     with torch.no_grad():
-        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, None, key),
-               _reference(torch, x, w1, b1, w2, b2))
-        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, residual, key),
-               _reference(torch, x, w1, b1, w2, b2, residual))
+        _check_op(torch, key, x, w1, b1, w2, b2)
+        _check_op(torch, key, x, w1, b1, w2, b2, residual)
 
 
 def test_op_one_library_for_every_row_count(torch, ops, tmp_path):
@@ -90,10 +94,8 @@ def test_op_one_library_for_every_row_count(torch, ops, tmp_path):
         for shape in [(1,), (2,), (7,), (8,), (9,), (31,), (2, 3, 5), (4, 49)]:
             x = torch.randn(*shape, 13, generator=gen)
             residual = torch.randn(*shape, 11, generator=gen)
-            _check(torch, torch.ops.swin_opt.mlp(x, w1, None, w2, b2, None, key),
-                   _reference(torch, x, w1, None, w2, b2))
-            _check(torch, torch.ops.swin_opt.mlp(x, w1, None, w2, b2, residual, key),
-                   _reference(torch, x, w1, None, w2, b2, residual))
+            _check_op(torch, key, x, w1, None, w2, b2)
+            _check_op(torch, key, x, w1, None, w2, b2, residual)
         empty = torch.ops.swin_opt.mlp(torch.zeros(0, 13), w1, None, w2, b2, None, key)
     assert empty.shape == (0, 11)
     assert dense_kernels.builds() == before + 1
@@ -165,9 +167,8 @@ def test_op_packs_updated_weights_again(torch, ops, kernel_cache):
     key = ops.mlp_key(13, 37, 11, cache_dir=kernel_cache)
     x = torch.randn(5, 13, generator=gen)
 
-    def check():
-        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, None, key),
-               _reference(torch, x, w1, b1, w2, b2))
+    def check():  # w1 and w2 are rebound below
+        _check_op(torch, key, x, w1, b1, w2, b2)
 
     with torch.no_grad():
         check()
@@ -196,21 +197,16 @@ def test_op_packs_converted_weights_again(torch, ops, kernel_cache):
     w1, b1, w2, b2, gen = _layers(torch, 32, 96, 32, 4)
     key = ops.mlp_key(32, 96, 32, cache_dir=kernel_cache)
     x = torch.randn(5, 32, generator=gen)
-
-    def check():
-        _check(torch, torch.ops.swin_opt.mlp(x, w1, b1, w2, b2, None, key),
-               _reference(torch, x, w1, b1, w2, b2))
-
     with torch.no_grad():
-        check()
+        _check_op(torch, key, x, w1, b1, w2, b2)
         for _ in range(20):
             for w in (w1, w2):
                 before = w.data_ptr()
                 w.mul_(1.0 + 2.0 ** -6)  # a new value to round away (bumps the version)
-                check()
+                _check_op(torch, key, x, w1, b1, w2, b2)
                 w.data = w.data.bfloat16()  # bf16 rounding: 4e-3, far above TOLERANCE
                 w.data = w.data.float()
-                check()
+                _check_op(torch, key, x, w1, b1, w2, b2)
                 assert w.data_ptr() != before
 
 

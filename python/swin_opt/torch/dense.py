@@ -55,7 +55,7 @@ OPTIONS = ("cpu", "parallel", "cache_dir")
 
 _lock = threading.Lock()
 _kernels: dict = {}  # config string -> DenseKernel
-#: weight tensor -> (what the copy is valid for: _stamp, packed copy)
+#: weight tensor -> (panel width, WeightStamp of the weight, packed copy)
 _packed = None
 #: resolve's arguments -> its DenseSpec (failures too: a build is not retried)
 _specs: dict = {}
@@ -125,15 +125,6 @@ def resolve(widths: Tuple[int, ...], options: tuple, activation: str = "gelu") -
 # --------------------------------------------------------------------------- #
 # Packed weights
 # --------------------------------------------------------------------------- #
-def _stamp(weight):
-    """What a packed copy of ``weight`` is valid for (:class:`.tensors.WeightStamp`);
-    None when the tensor keeps no version (an inference tensor): it is then
-    packed on every call."""
-    if weight.is_inference():
-        return None
-    return WeightStamp([weight])
-
-
 def _pack(weight, panel_width: int):
     """``[N, K]`` -> ``[ceil(N / NR), K, NR]``, zero past N (float32, contiguous)."""
     n, k = weight.shape
@@ -144,22 +135,23 @@ def _pack(weight, panel_width: int):
 
 
 def packed_weight(weight, panel_width: int):
-    """``weight`` in the kernel's panels, from the cache when its version has not
-    changed (see the module docstring)."""
+    """``weight`` in the kernel's panels, from the cache when it has not changed
+    (:class:`.tensors.WeightStamp`; see the module docstring). An inference
+    tensor keeps no version: it is packed on every call."""
     global _packed
-    stamp = _stamp(weight)
+    versioned = not weight.is_inference()
     with _lock:
         if _packed is None:
             from torch.utils.weak import WeakIdKeyDictionary
 
             _packed = WeakIdKeyDictionary()
-        cached = _packed.get(weight) if stamp is not None else None
+        cached = _packed.get(weight) if versioned else None
     if cached is not None and cached[0] == panel_width and cached[1].matches([weight]):
         return cached[2]
     packed = _pack(weight.detach(), panel_width)
-    if stamp is not None:
+    if versioned:
         with _lock:
-            _packed[weight] = (panel_width, stamp, packed)
+            _packed[weight] = (panel_width, WeightStamp([weight]), packed)
     return packed
 
 
