@@ -625,16 +625,35 @@ Value GpuBackwardKernel::score(Item &item, const PairOperands &pair) {
 
 Value GpuBackwardKernel::scoreOf(Item &item, const PairOperands &pair,
                                  Value product) {
-  Warp &warp = item.warp;
-  Value bias = warp.load(item.scratch.table, tableEntry(item, pair));
-  Value s = math::FmaOp::create(b, product, item.scaleLog2e, bias);
-  if (item.windowInImage) {
-    Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
-                                         pair.rowLabel, pair.keyLabel);
-    s = arith::AddFOp::create(
-        b, s, arith::SelectOp::create(b, differ, item.maskLog2e, item.zero));
-  }
+  Value s = biasedScore(item, pair, product);
+  if (item.windowInImage)
+    s = arith::AddFOp::create(b, s, maskTerm(item, pair));
   return s;
+}
+
+Value GpuBackwardKernel::biasedScore(Item &item, const PairOperands &pair,
+                                     Value product) {
+  Value bias = item.warp.load(item.scratch.table, tableEntry(item, pair));
+  return math::FmaOp::create(b, product, item.scaleLog2e, bias);
+}
+
+Value GpuBackwardKernel::maskTerm(Item &item, const PairOperands &pair) {
+  Value differ = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                       pair.rowLabel, pair.keyLabel);
+  return arith::SelectOp::create(b, differ, item.maskLog2e, item.zero);
+}
+
+SmallVector<Value> GpuBackwardKernel::addShiftMask(Item &item,
+                                                   ArrayRef<PairOperands> pairs,
+                                                   ValueRange scores) {
+  if (!item.windowInImage)
+    return SmallVector<Value>(scores);
+  return maskedUnlessOneRegion(item.oneRegion, scores, [&](ValueRange s) {
+    SmallVector<Value> masked;
+    for (auto [score, pair] : llvm::zip_equal(s, pairs))
+      masked.push_back(arith::AddFOp::create(b, score, maskTerm(item, pair)));
+    return masked;
+  });
 }
 
 /// p = 2^(s - lse_i).
@@ -889,9 +908,11 @@ void GpuBackwardKernel::emitItem(Warp &warp, Value itemIndex,
       warp.constant(op.getScale().convertToDouble() * kLog2E, f32);
   item.maskLog2e =
       warp.constant(op.getMaskValue().convertToDouble() * kLog2E, f32);
-  if (op.hasShiftMask())
+  if (op.hasShiftMask()) {
     item.windowInImage =
         remConst(item.w, getNumWindows(*op.getResolution(), g.window));
+    item.oneRegion = holdsOneRegion(item.windowInImage);
+  }
   if (shape.tensorCores) {
     emitTensorCoreItem(item, itemIndex);
     return;

@@ -144,6 +144,15 @@ private:
   Value laneIndex(Item &item, const LaneCoordinate &coordinate, int64_t offset);
   /// s = product scale log2 e + R[P(i) - P(j) + c] (+ the mask's term).
   Value scoreOf(Item &item, const PairOperands &pair, Value product);
+  /// s without the mask's term.
+  Value biasedScore(Item &item, const PairOperands &pair, Value product);
+  /// The mask's term of `pair`: mask log2 e where the labels differ, else 0.
+  Value maskTerm(Item &item, const PairOperands &pair);
+  /// The tile's scores (of `pairs`, in order) with the mask's terms, in a
+  /// branch that windows of one region skip (maskedUnlessOneRegion); as
+  /// they are without a shift mask.
+  SmallVector<Value> addShiftMask(Item &item, ArrayRef<PairOperands> pairs,
+                                  ValueRange scores);
 
   /// The table entry of a pair, P(i) - P(j) + c (a lane's index; BEiT:
   /// of the grid positions, or the class token's rows).
@@ -231,8 +240,9 @@ struct GpuBackwardKernel::Item {
   /// part == 0: the one lane of a row that writes what the row's L lanes
   /// share.
   Value isFirstPart;
-  /// The window's position in its image, for the shift mask (else null).
-  Value windowInImage;
+  /// The window's position in its image, for the shift mask (else null),
+  /// and whether the window holds one region only (i1).
+  Value windowInImage, oneRegion;
   /// Lane constants (f32): the score scale and the mask value in base 2.
   Value zero, scaleLog2e, maskLog2e;
 };

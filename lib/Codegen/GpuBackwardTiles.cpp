@@ -13,8 +13,9 @@
 //   stage q, k, v, dout, R, P(t), labels; G = 0      stageWindow
 //   per query tile I:                                tileSoftmaxStatistics
 //     S_I   = q_I kᵀ + bias                          mma; keys past N: -inf
-//     lse_I = m + log2 sum_j 2^(s_Ij - m)            online, per lane, then
-//                                                    merged over the quad
+//     lse_I = m + log2 sum_j 2^(s_Ij - m)            online per 16 keys, per
+//                                                    lane, then merged over
+//                                                    the quad
 //     D_I   = rowsum(dout_I ∘ out_I)                 (lse = +inf past N)
 //   per key tile J, dk_J and dv_J in registers:      gradientOfKeyTile
 //     per query tile I:                              pairGradientTile
@@ -180,30 +181,45 @@ void GpuBackwardKernel::tileSoftmaxStatistics(Item &item, Value query0) {
             productTile(item, queries, scratch.keys, key0);
         std::array<Value, 2> max = {carried[0], carried[1]};
         std::array<Value, 2> sum = {carried[2], carried[3]};
+        SmallVector<PairOperands> pairs;
+        SmallVector<Value> tileScores;
         for (auto [nt, fragment] : llvm::enumerate(scores))
           for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
             int64_t half = MmaLayout::rowHalf(i);
             Value key =
                 add(key0, laneIndex(item, MmaLayout::c(i).column, 8 * nt));
-            PairOperands pair;
+            PairOperands &pair = pairs.emplace_back();
             pair.rowOffset = rowOffsets[half];
             pair.rowLabel = rowLabels[half];
             pair.rowIsClass = rowIsClass[half];
             pair.keyOffset = warp.load(scratch.tokenOffsets, key);
             pair.keyLabel = warp.load(scratch.tokenLabels, key);
             pair.keyIsClass = isClassToken(key);
-            Value s = scoreOf(item, pair, fragment[i]);
-            s = select(compare(arith::CmpIPredicate::slt, pair.keyLabel,
-                               zeroLabel),
-                       minusInf, s);
-            Value next = arith::MaximumFOp::create(b, max[half], s);
-            Value correction = math::Exp2Op::create(
-                b, arith::SubFOp::create(b, max[half], next));
-            Value p =
-                math::Exp2Op::create(b, arith::SubFOp::create(b, s, next));
-            sum[half] = math::FmaOp::create(b, sum[half], correction, p);
-            max[half] = next;
+            tileScores.push_back(biasedScore(item, pair, fragment[i]));
           }
+        tileScores = addShiftMask(item, pairs, tileScores);
+        std::array<SmallVector<Value>, 2> rowScores;
+        for (auto [e, s] : llvm::enumerate(tileScores))
+          rowScores[MmaLayout::rowHalf(e % MmaLayout::cElements)].push_back(
+              select(compare(arith::CmpIPredicate::slt, pairs[e].keyLabel,
+                             zeroLabel),
+                     minusInf, s));
+        // One rescale per row and tile: m' = max(m, max_j s_j),
+        // l' = l 2^(m - m') + sum_j 2^(s_j - m').
+        for (int64_t half = 0; half < 2; ++half) {
+          Value next = max[half];
+          for (Value s : rowScores[half])
+            next = arith::MaximumFOp::create(b, next, s);
+          Value part = item.zero;
+          for (Value s : rowScores[half])
+            part = arith::AddFOp::create(
+                b, part,
+                math::Exp2Op::create(b, arith::SubFOp::create(b, s, next)));
+          Value correction = math::Exp2Op::create(
+              b, arith::SubFOp::create(b, max[half], next));
+          sum[half] = math::FmaOp::create(b, sum[half], correction, part);
+          max[half] = next;
+        }
         return SmallVector<Value>{max[0], max[1], sum[0], sum[1]};
       });
   Value plusInf = warp.constant(std::numeric_limits<double>::infinity(), f32);
@@ -275,9 +291,10 @@ GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
   for (int64_t half = 0; half < 2; ++half)
     loadToken(add(row0, add(item.group, index(8 * half))), !keysAreRows,
               rowTokens[half]);
-  PairTile tile;
+  // The tile's scores, then the mask (a branch), then p and ds.
+  SmallVector<PairOperands> pairs;
+  SmallVector<Value> tileScores;
   for (int64_t nt = 0; nt < 2; ++nt) {
-    Fragment p, ds;
     std::array<std::optional<PairOperands>, 2> columnTokens;
     for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
       FragmentElement e = MmaLayout::c(i);
@@ -291,17 +308,26 @@ GpuBackwardKernel::PairTile GpuBackwardKernel::pairGradientTile(
           keysAreRows ? *column : rowTokens[MmaLayout::rowHalf(i)];
       const PairOperands &key =
           keysAreRows ? rowTokens[MmaLayout::rowHalf(i)] : *column;
-      PairOperands pair = query;
+      PairOperands &pair = pairs.emplace_back(query);
       pair.keyOffset = key.keyOffset;
       pair.keyLabel = key.keyLabel;
       pair.keyIsClass = key.keyIsClass;
-      Value s = scoreOf(item, pair, scores[nt][i]);
+      tileScores.push_back(biasedScore(item, pair, scores[nt][i]));
+    }
+  }
+  tileScores = addShiftMask(item, pairs, tileScores);
+  PairTile tile;
+  for (int64_t nt = 0; nt < 2; ++nt) {
+    Fragment p, ds;
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
+      int64_t e = nt * MmaLayout::cElements + i;
+      const PairOperands &pair = pairs[e];
       // Keys past N: p = 0; queries past N have lse = +inf, so p = 0.
-      Value probability =
-          select(compare(arith::CmpIPredicate::slt, pair.keyLabel, zeroLabel),
-                 item.zero,
-                 math::Exp2Op::create(
-                     b, arith::SubFOp::create(b, s, pair.logSumExp)));
+      Value probability = select(
+          compare(arith::CmpIPredicate::slt, pair.keyLabel, zeroLabel),
+          item.zero,
+          math::Exp2Op::create(
+              b, arith::SubFOp::create(b, tileScores[e], pair.logSumExp)));
       p.push_back(probability);
       ds.push_back(arith::MulFOp::create(
           b, probability, arith::SubFOp::create(b, dp[nt][i], pair.delta)));

@@ -335,6 +335,24 @@ Value KernelEmitter::countWindows() {
   return mulConst(windows, getNumWindows(*op.getResolution(), g.window));
 }
 
+Value KernelEmitter::holdsOneRegion(Value wi) {
+  return compare(arith::CmpIPredicate::eq, regionLabel(wi, index(0)),
+                 regionLabel(wi, index(g.tokens - 1)));
+}
+
+SmallVector<Value> KernelEmitter::maskedUnlessOneRegion(
+    Value oneRegion, ValueRange scores,
+    function_ref<SmallVector<Value>(ValueRange)> addMask) {
+  auto ifOneRegion = scf::IfOp::create(b, scores.getTypes(), oneRegion,
+                                       /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOneRegion.getThenRegion().front());
+  scf::YieldOp::create(b, scores);
+  b.setInsertionPointToStart(&ifOneRegion.getElseRegion().front());
+  scf::YieldOp::create(b, addMask(scores));
+  return SmallVector<Value>(ifOneRegion.getResults());
+}
+
 Value KernelEmitter::maskWindow(Value w) {
   // The shift's labels repeat per image; an explicit mask per its first
   // extent.

@@ -368,6 +368,17 @@ protected:
   /// Swin's region label of token `token` of the image's window `wi`, in
   /// closed form: per axis [0, n-w) -> 0, [n-w, n-s) -> 1, [n-s, n) -> 2.
   Value regionLabel(Value wi, Value token);
+  /// Whether window `wi` holds one region only (i1): a label is a product
+  /// of per-axis intervals, so iff its first and last tokens (its corners)
+  /// share it. On a shifted map all but the last row and column of windows
+  /// do.
+  Value holdsOneRegion(Value wi);
+  /// `scores`, or `addMask(scores)` (the shift mask's terms added) in
+  /// windows of more than one region: a branch on `oneRegion` (uniform:
+  /// a warp's own on the GPU) that the others skip.
+  SmallVector<Value>
+  maskedUnlessOneRegion(Value oneRegion, ValueRange scores,
+                        function_ref<SmallVector<Value>(ValueRange)> addMask);
   /// Window `w`'s index into its mask, in every kernel: into the shift's
   /// region labels (per image) or the explicit mask operand, or null.
   Value maskWindow(Value w);

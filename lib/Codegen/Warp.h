@@ -79,6 +79,17 @@ struct MmaLayout {
   /// Which of the lane's two rows of C (g, g + 8) element i is in.
   static int64_t rowHalf(int64_t i) { return c(i).row.offset / 8; }
 
+  /// The elements of C ordered by column: those of one column (key) in
+  /// turn.
+  static SmallVector<int64_t, cElements> cElementsByColumn() {
+    SmallVector<int64_t, cElements> order;
+    for (int64_t i = 0; i < cElements; ++i)
+      for (int64_t j = 0; j < cElements; ++j)
+        if (c(j).column == c(i).column && !llvm::is_contained(order, j))
+          order.push_back(j);
+    return order;
+  }
+
   /// Whether the C fragments of two adjacent 8-column tiles, in order, are
   /// the A fragment of their 16 columns: then P goes from the scores'
   /// accumulators to the next mma's A operand without a shuffle.
@@ -281,12 +292,16 @@ public:
 
   /// acc + sum over i + j < terms of A_i B_j, one mma.sync each, from the
   /// highest order i + j (the smallest products) down, so that the largest
-  /// are added last: with one term, acc + A B.
+  /// are added last: with one term, acc + A B. B may have fewer terms than
+  /// A (an operand exact in one term: its others are zero).
   Fragment mmaOfTerms(ArrayRef<Fragment> aTerms, ArrayRef<Fragment> bTerms,
                       Fragment acc) {
     int64_t terms = aTerms.size();
+    int64_t bCount = bTerms.size();
     for (int64_t order = terms - 1; order >= 0; --order)
       for (int64_t i = order; i >= 0; --i) {
+        if (order - i >= bCount)
+          continue;
         SmallVector<Value, 4> d = mma(aTerms[i], bTerms[order - i], acc);
         acc.assign(d.begin(), d.end());
       }

@@ -14,9 +14,26 @@
 //             (+ mask * log2 e where labels differ) (-inf where j >= N)
 //       m'  = max(m, max_J S)                    quad shuffles (xor 1, 2)
 //       P   = 2^(S - m'),  c = 2^(m - m')
-//       l   = l c + sum_J P,  O = O c + P v_J    mma.sync, P stays in
-//       m   = m'                                 registers (C -> A layout)
+//       O   = O c + P v_J                        mma.sync, P stays in
+//                                                registers (C -> A layout)
+//       l   = l c + P 1                          mma.sync against ones
+//       m   = m'
 //     out_I = O / l                              via shared, a row at a time
+//
+// A warp issues ~20-30 instructions per score against 1/16 of an mma (at
+// Swin-T stage 1 an item's instructions take about as long at the SMs'
+// issue rate as its bytes at the memory's full bandwidth), so the steps
+// spend as few per score as they can:
+//   - l comes from the tensor cores: P times an 8-column tile of ones
+//     gives each lane its rows' sums, summed as P v is (so the weights
+//     normalized are those P v used), for one mma per 16 keys instead of
+//     a widening and an add per score and the quad's shuffles at the end;
+//   - where a block's keys are known at compile time, only its score tiles
+//     that reach past N select -inf;
+//   - the shift mask is a branch of the warp's own that windows of one
+//     region (all but the last row and column of a map's windows) skip.
+// Per query tile of Swin-T stage 1 (f16, PTX): 759 -> 616 instructions
+// unshifted, 877 -> 615 in a shifted window of one region, 741 in others.
 //
 // SwinV2's cosine attention scales each score instead of the operands,
 // which the tiles keep as they are:
@@ -54,7 +71,7 @@
 //
 // Memory: token rows move between global and shared memory as 16-byte
 // vectors, d / 8 lanes per row, eight steps' loads issued before their
-// stores (the kernel is memory-bound: bytes in flight are what count);
+// stores (the loads' latency is long: bytes in flight are what count);
 // rows sit in shared memory with a stride of d + 8 elements, so that the
 // 8 rows x 4 column pairs of a fragment load hit distinct banks. Small
 // windows put several warps in a block (up to 48 KiB of static shared
@@ -74,6 +91,8 @@
 
 #include "Kernels.h"
 #include "Warp.h"
+
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 #include <limits>
 
@@ -222,12 +241,17 @@ private:
                                       Value key0);
   void addBiasAndMask(WarpItem &item, const QueryTile &tile, Value key0,
                       MutableArrayRef<Fragment> scores);
+  void addShiftMask(WarpItem &item, const QueryTile &tile, Value key0,
+                    MutableArrayRef<Fragment> scores);
+  void
+  forEachElementByKey(WarpItem &item, Value key0, int64_t nj,
+                      function_ref<void(int64_t i, Value key, Value at)> body);
   SmallVector<Fragment> updateOnlineSoftmax(WarpItem &item,
                                             OnlineSoftmaxState &state,
                                             ArrayRef<Fragment> scores);
   void accumulateValues(WarpItem &item, Value key0,
                         ArrayRef<Fragment> probabilities,
-                        MutableArrayRef<Fragment> out);
+                        OnlineSoftmaxState &state);
   void storeOutputTile(WarpItem &item, const QueryTile &tile,
                        const OnlineSoftmaxState &state);
   /// sum_c x[c]² of a staged row, in each lane.
@@ -416,8 +440,9 @@ struct WarpItem {
   Value w, h;
   /// lane = 4 g + t; g and 2t, the terms of its fragments' coordinates.
   Value lane, group, pair;
-  /// The window's position in its image, for the shift mask (else null).
-  Value windowInImage;
+  /// The window's position in its image, for the shift mask (else null),
+  /// and whether the window holds one region only (i1).
+  Value windowInImage, oneRegion;
   /// Lane constants (f32): the score scale and the mask value in base 2
   /// (the cosine form: scaleLog2e times the head's s_h).
   Value zero, minusInf, scaleLog2e, maskLog2e;
@@ -438,31 +463,42 @@ struct QueryTile {
 
 /// The online softmax of one query tile, in each lane: for each of the
 /// lane's two rows (MmaLayout::rowHalf: g, g + 8), the running max m (base
-/// 2; the quad's four lanes agree on it) and the lane's part l of the sum
-/// of 2^(s - m) (the quad's parts add up to the row's); and O, the output
-/// accumulator, a C fragment per 8 channels.
+/// 2; the quad's four lanes agree on it); l, the rows' sums of 2^(s - m),
+/// as the C fragment of P times ones (each element holds its row's sum);
+/// and O, the output accumulator, a C fragment per 8 channels.
 struct OnlineSoftmaxState {
-  std::array<Value, 2> max, sum;
+  std::array<Value, 2> max;
+  Fragment rowSums;
   SmallVector<Fragment> out;
 
   /// The loop-carried values: m, l, then O's fragments.
   SmallVector<Value> flatten() const {
     SmallVector<Value> values(max.begin(), max.end());
-    llvm::append_range(values, sum);
+    llvm::append_range(values, rowSums);
     for (const Fragment &fragment : out)
       llvm::append_range(values, fragment);
     return values;
   }
   static OnlineSoftmaxState unflatten(ValueRange values, int64_t channelTiles) {
+    auto fragmentAt = [&](int64_t i) {
+      ValueRange fragment =
+          values.slice(2 + i * MmaLayout::cElements, MmaLayout::cElements);
+      return Fragment(fragment.begin(), fragment.end());
+    };
     OnlineSoftmaxState state;
     state.max = {values[0], values[1]};
-    state.sum = {values[2], values[3]};
-    for (int64_t nt = 0; nt < channelTiles; ++nt) {
-      ValueRange fragment =
-          values.slice(4 + nt * MmaLayout::cElements, MmaLayout::cElements);
-      state.out.emplace_back(fragment.begin(), fragment.end());
-    }
+    state.rowSums = fragmentAt(0);
+    for (int64_t nt = 0; nt < channelTiles; ++nt)
+      state.out.push_back(fragmentAt(1 + nt));
     return state;
+  }
+
+  /// l of the lane's row in `half`.
+  Value rowSum(int64_t half) const {
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i)
+      if (MmaLayout::rowHalf(i) == half)
+        return rowSums[i];
+    llvm_unreachable("a C fragment holds both halves");
   }
 };
 
@@ -504,8 +540,10 @@ void WarpKernel::stageTableAndKeys(WarpItem &item) {
   });
   int64_t imageWindows =
       op.getResolution() ? getNumWindows(*op.getResolution(), g.window) : 1;
-  if (op.hasShiftMask())
+  if (op.hasShiftMask()) {
     item.windowInImage = remConst(item.w, imageWindows);
+    item.oneRegion = holdsOneRegion(item.windowInImage);
+  }
   forEachLaneElement(shape.paddedTokens, [&](Value t, Value valid) {
     Value clamped = minConst(t, n - 1);
     Value label = item.windowInImage ? regionLabel(item.windowInImage, clamped)
@@ -624,70 +662,111 @@ SmallVector<Fragment> WarpKernel::emitScoreTile(WarpItem &item,
   return scores;
 }
 
+/// Runs `body(i, key, at)` for the elements i of score tile `nj` of the
+/// block from `key0`, those of one key in turn: `key` and `at`, its index
+/// in the key buffers, are given (non-null) at the first element of each
+/// key, so that what is loaded per key is loaded once for the rows that
+/// share it.
+void WarpKernel::forEachElementByKey(
+    WarpItem &item, Value key0, int64_t nj,
+    function_ref<void(int64_t i, Value key, Value at)> body) {
+  std::optional<int64_t> loadedKey;
+  for (int64_t i : MmaLayout::cElementsByColumn()) {
+    FragmentElement e = MmaLayout::c(i);
+    Value key, at;
+    if (loadedKey != e.column.offset) {
+      loadedKey = e.column.offset;
+      key = add(key0, laneIndex(item, e.column, 8 * nj));
+      at = add(item.scratch.keyBase, key);
+    }
+    body(i, key, at);
+  }
+}
+
 /// s = S scale log2 e + R[P(i) - P(j) + (T - 1) / 2] (+ mask log2 e where
-/// the labels of i and j differ) (-inf where j >= N), for each element of
-/// the score fragments (row and key from MmaLayout::c); the cosine form
+/// the labels of i and j differ: addShiftMask) (-inf where j >= N, in the
+/// tiles whose keys may reach past N), for each element of the score
+/// fragments (row and key from MmaLayout::c); the cosine form
 /// scales S by s_h scale log2 e / (|q_i| |k_j|) instead. With BEiT's class
 /// token P is of the grid positions, and a select per element takes the
 /// class token's rows of R (T, T + 1, T + 2: classTokenEntry) instead.
 void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
-                                        Value key0,
-                                        MutableArrayRef<Fragment> scores) {
+                                Value key0, MutableArrayRef<Fragment> scores) {
   Warp &warp = item.warp;
   const WarpScratch &scratch = item.scratch;
-  bool padded = shape.paddedTokens != g.tokens;
-  // The fragment's elements by key: each key's offset, label and padding
-  // are loaded once for the rows that share it.
-  SmallVector<int64_t> byKey;
-  for (int64_t i = 0; i < MmaLayout::cElements; ++i)
-    for (int64_t j = 0; j < MmaLayout::cElements; ++j)
-      if (MmaLayout::c(j).column.offset == MmaLayout::c(i).column.offset &&
-          !llvm::is_contained(byKey, j))
-        byKey.push_back(j);
+  std::optional<int64_t> firstKey = getConstantIntValue(key0);
   for (auto [nj, fragment] : llvm::enumerate(scores)) {
-    Value keyOffset, keyLabel, isPadding, isClassKey, keyScale;
-    std::optional<int64_t> loadedKey;
-    for (int64_t i : byKey) {
-      FragmentElement e = MmaLayout::c(i);
-      if (loadedKey != e.column.offset) {
-        loadedKey = e.column.offset;
-        Value key = add(key0, laneIndex(item, e.column, 8 * nj));
-        Value at = add(scratch.keyBase, key);
+    // Whether the tile's 8 keys may reach past N.
+    int64_t tileEnd = 8 * (static_cast<int64_t>(nj) + 1);
+    bool padded = shape.paddedTokens != g.tokens &&
+                  (!firstKey || *firstKey + tileEnd > g.tokens);
+    Value keyOffset, isPadding, isClassKey, keyScale;
+    forEachElementByKey(item, key0, nj, [&](int64_t i, Value key, Value at) {
+      if (at) {
         keyOffset = warp.load(scratch.keyOffsets, at);
         if (scratch.keyScales)
           keyScale = warp.load(scratch.keyScales, at);
         if (g.classToken)
           isClassKey = compare(arith::CmpIPredicate::eq, key, index(0));
-        if (item.windowInImage || padded)
-          keyLabel = warp.load(scratch.keyLabels, at);
         if (padded)
           isPadding =
-              compare(arith::CmpIPredicate::slt, keyLabel, toI32(index(0)));
+              compare(arith::CmpIPredicate::slt,
+                      warp.load(scratch.keyLabels, at), toI32(index(0)));
       }
+      LaneCoordinate row = MmaLayout::c(i).row;
       Value &s = fragment[i];
       Value entry = arith::IndexCastOp::create(
           b, warp.laneType(b.getIndexType()),
-          arith::SubIOp::create(b, tile.tableOffset.lookup(e.row.offset),
+          arith::SubIOp::create(b, tile.tableOffset.lookup(row.offset),
                                 keyOffset));
       if (g.classToken)
-        entry = classTokenEntry(tile.isClass.lookup(e.row.offset), isClassKey,
+        entry = classTokenEntry(tile.isClass.lookup(row.offset), isClassKey,
                                 entry, scratch.tableBase);
       Value bias = warp.load(scratch.table, entry);
-      Value scale = keyScale ? arith::MulFOp::create(
-                                   b, tile.scoreScale.lookup(e.row.offset),
-                                   keyScale)
-                             : item.scaleLog2e;
+      Value scale = keyScale
+                        ? arith::MulFOp::create(
+                              b, tile.scoreScale.lookup(row.offset), keyScale)
+                        : item.scaleLog2e;
       s = math::FmaOp::create(b, s, scale, bias);
-      if (item.windowInImage)
-        s = arith::AddFOp::create(
-            b, s,
-            select(compare(arith::CmpIPredicate::ne,
-                           tile.label.lookup(e.row.offset), keyLabel),
-                   item.maskLog2e, item.zero));
       if (isPadding)
         s = select(isPadding, item.minusInf, s);
-    }
+    });
   }
+  if (item.windowInImage)
+    addShiftMask(item, tile, key0, scores);
+}
+
+/// s += mask log2 e where the labels of the row and the key differ, in a
+/// branch of the warp's own that windows of one region skip (on a shifted
+/// map all but its last row and column of windows): three instructions
+/// per score. Padding keys' -inf stays -inf.
+void WarpKernel::addShiftMask(WarpItem &item, const QueryTile &tile, Value key0,
+                              MutableArrayRef<Fragment> scores) {
+  Warp &warp = item.warp;
+  SmallVector<Value> unmasked;
+  for (const Fragment &fragment : scores)
+    llvm::append_range(unmasked, fragment);
+  SmallVector<Value> results =
+      maskedUnlessOneRegion(item.oneRegion, unmasked, [&](ValueRange flat) {
+        SmallVector<Value> masked(flat);
+        for (int64_t nj = 0; nj < static_cast<int64_t>(scores.size()); ++nj) {
+          Value keyLabel;
+          forEachElementByKey(item, key0, nj, [&](int64_t i, Value, Value at) {
+            if (at)
+              keyLabel = warp.load(item.scratch.keyLabels, at);
+            Value rowLabel = tile.label.lookup(MmaLayout::c(i).row.offset);
+            Value &s = masked[nj * MmaLayout::cElements + i];
+            s = arith::AddFOp::create(
+                b, s,
+                select(compare(arith::CmpIPredicate::ne, rowLabel, keyLabel),
+                       item.maskLog2e, item.zero));
+          });
+        }
+        return masked;
+      });
+  for (auto [nj, fragment] : llvm::enumerate(scores))
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i)
+      fragment[i] = results[nj * MmaLayout::cElements + i];
 }
 
 /// The online-softmax update of one block of scores, per row of the lane:
@@ -696,9 +775,7 @@ void WarpKernel::addBiasAndMask(WarpItem &item, const QueryTile &tile,
 ///                                 row: shuffles xor 1 and 2)
 ///   c  = 2^(m - m')               rescales what was summed against m
 ///   p  = 2^(s - m'), rounded to the mma operand type (f32: as it is)
-///   l' = l c + sum_j p            of the rounded p: the weights P·v uses
-///                                 are the ones normalized
-///   O' = O c                      (P·v is added next)
+///   l' = l c,  O' = O c           (P·1 and P·v are added next)
 /// Returns P, as C fragments of the score tiles.
 SmallVector<Fragment> WarpKernel::updateOnlineSoftmax(
     WarpItem &item, OnlineSoftmaxState &state, ArrayRef<Fragment> scores) {
@@ -720,42 +797,44 @@ SmallVector<Fragment> WarpKernel::updateOnlineSoftmax(
     correction[half] = exp2(arith::SubFOp::create(b, state.max[half], rowMax));
   }
   SmallVector<Fragment> probabilities;
-  std::array<Value, 2> sums = {item.zero, item.zero};
   for (const Fragment &fragment : scores) {
     Fragment p;
-    for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
-      int64_t half = MmaLayout::rowHalf(i);
-      p.push_back(convertFloat(
-          exp2(arith::SubFOp::create(b, fragment[i], newMax[half])),
-          shape.element));
-      sums[half] = arith::AddFOp::create(b, sums[half], toF32(p.back()));
-    }
+    for (int64_t i = 0; i < MmaLayout::cElements; ++i)
+      p.push_back(
+          convertFloat(exp2(arith::SubFOp::create(
+                           b, fragment[i], newMax[MmaLayout::rowHalf(i)])),
+                       shape.element));
     probabilities.push_back(p);
   }
   state.max = newMax;
-  for (int64_t half = 0; half < 2; ++half)
-    state.sum[half] =
-        math::FmaOp::create(b, state.sum[half], correction[half], sums[half]);
-  for (Fragment &fragment : state.out)
+  auto rescale = [&](Fragment &fragment) {
     for (int64_t i = 0; i < MmaLayout::cElements; ++i)
       fragment[i] = arith::MulFOp::create(b, fragment[i],
                                           correction[MmaLayout::rowHalf(i)]);
+  };
+  rescale(state.rowSums);
+  for (Fragment &fragment : state.out)
+    rescale(fragment);
   return probabilities;
 }
 
-/// O += P v, 16 keys per mma: P's A fragment is the C fragments of two
-/// adjacent 8-key score tiles (MmaLayout::cPairIsA); B(key, channel) =
-/// V[key, channel], a fragment per 8 channels.
+/// O += P v and l += P 1, 16 keys per mma: P's A fragment is the C
+/// fragments of two adjacent 8-key score tiles (MmaLayout::cPairIsA);
+/// B(key, channel) = V[key, channel], a fragment per 8 channels; the ones,
+/// exact in any operand type, one term.
 void WarpKernel::accumulateValues(WarpItem &item, Value key0,
-                                          ArrayRef<Fragment> probabilities,
-                                          MutableArrayRef<Fragment> out) {
+                                  ArrayRef<Fragment> probabilities,
+                                  OnlineSoftmaxState &state) {
   assert(MmaLayout::cPairIsA() && "P must be in the A layout");
   const WarpScratch &scratch = item.scratch;
+  OperandTerms ones = {
+      Fragment(MmaLayout::bElements, item.warp.constant(1.0, shape.operand))};
   for (int64_t kk = 0; kk < shape.keyBlock / 16; ++kk) {
     Fragment p(probabilities[2 * kk]);
     llvm::append_range(p, probabilities[2 * kk + 1]);
     OperandTerms pTerms = splitIntoTerms(item.warp, p);
-    for (auto [nt, acc] : llvm::enumerate(out)) {
+    state.rowSums = item.warp.mmaOfTerms(pTerms, ones, state.rowSums);
+    for (auto [nt, acc] : llvm::enumerate(state.out)) {
       Fragment values;
       for (int64_t i = 0; i < MmaLayout::bElements; ++i) {
         FragmentElement e = MmaLayout::b(i);
@@ -771,7 +850,7 @@ void WarpKernel::accumulateValues(WarpItem &item, Value key0,
   }
 }
 
-/// out = O / l, l summed over the quad. The tile goes through the query
+/// out = O / l. The tile goes through the query
 /// tile's shared memory so that it is stored a token row at a time, the way
 /// the inputs were loaded; rows past the window (or the map) store nothing.
 void WarpKernel::storeOutputTile(WarpItem &item, const QueryTile &tile,
@@ -780,12 +859,9 @@ void WarpKernel::storeOutputTile(WarpItem &item, const QueryTile &tile,
   const WarpScratch &scratch = item.scratch;
   const int64_t stride = shape.rowStride;
   std::array<Value, 2> inverse;
-  for (int64_t half = 0; half < 2; ++half) {
-    Value sum = state.sum[half];
-    sum = arith::AddFOp::create(b, sum, warp.shuffleXor(sum, 1));
-    sum = arith::AddFOp::create(b, sum, warp.shuffleXor(sum, 2));
-    inverse[half] = arith::DivFOp::create(b, warp.constant(1.0, f32), sum);
-  }
+  for (int64_t half = 0; half < 2; ++half)
+    inverse[half] =
+        arith::DivFOp::create(b, warp.constant(1.0, f32), state.rowSum(half));
   warp.sync();
   for (auto [nt, fragment] : llvm::enumerate(state.out))
     for (int64_t i = 0; i < MmaLayout::cElements; ++i) {
@@ -856,22 +932,31 @@ void WarpKernel::emitWarpItem(Warp &warp, Value itemIndex,
     QueryTile tile = loadQueryTile(item, t);
     OnlineSoftmaxState initial;
     initial.max = {initialMax, initialMax};
-    initial.sum = {item.zero, item.zero};
+    initial.rowSums.assign(MmaLayout::cElements, item.zero);
     initial.out.assign(channelTiles, Fragment(MmaLayout::cElements, item.zero));
-    ValueRange final =
-        forLoop(index(0), index(shape.paddedTokens / shape.keyBlock), 1,
-                initial.flatten(), [&](Value block, ValueRange carried) {
-                  Value key0 = mulConst(block, shape.keyBlock);
-                  SmallVector<Fragment> scores =
-                      emitScoreTile(item, tile, key0);
-                  addBiasAndMask(item, tile, key0, scores);
-                  OnlineSoftmaxState state =
-                      OnlineSoftmaxState::unflatten(carried, channelTiles);
-                  SmallVector<Fragment> probabilities =
-                      updateOnlineSoftmax(item, state, scores);
-                  accumulateValues(item, key0, probabilities, state.out);
-                  return state.flatten();
-                });
+    auto keyBlockStep = [&](Value key0, ValueRange carried) {
+      SmallVector<Fragment> scores = emitScoreTile(item, tile, key0);
+      addBiasAndMask(item, tile, key0, scores);
+      OnlineSoftmaxState state =
+          OnlineSoftmaxState::unflatten(carried, channelTiles);
+      SmallVector<Fragment> probabilities =
+          updateOnlineSoftmax(item, state, scores);
+      accumulateValues(item, key0, probabilities, state);
+      return state.flatten();
+    };
+    // One block of all the keys (Swin's 7 x 7) is emitted without a loop:
+    // its keys are then constants, and addBiasAndMask knows which score
+    // tiles hold padding.
+    int64_t keyBlocks = shape.paddedTokens / shape.keyBlock;
+    SmallVector<Value> final =
+        keyBlocks == 1
+            ? keyBlockStep(index(0), initial.flatten())
+            : SmallVector<Value>(
+                  forLoop(index(0), index(keyBlocks), 1, initial.flatten(),
+                          [&](Value block, ValueRange carried) {
+                            return keyBlockStep(mulConst(block, shape.keyBlock),
+                                                carried);
+                          }));
     storeOutputTile(item, tile,
                     OnlineSoftmaxState::unflatten(final, channelTiles));
     return SmallVector<Value>{};

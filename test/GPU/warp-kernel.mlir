@@ -17,8 +17,8 @@
 // NVVM: nvvm.shfl.sync  bfly
 // NVVM: llvm.call @__nv_exp2f
 
-// PTX: assembly = "{{.*}}mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
-// PTX-SAME: shfl.sync.bfly.b32
+// PTX: assembly = "{{.*}}shfl.sync.bfly.b32
+// PTX-SAME: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 
 // ROWS: known_block_size = array<i32: 64, 1, 1>
 // ROWS-NOT: nvvm.mma.sync

@@ -32,22 +32,30 @@
 // GPU: gpu.wait [%[[ALLOCATED]]]
 // GPU: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c128
 // GPU: gpu.lane_id
+// Whether the window holds one region: then the passes skip the mask.
+// GPU: %[[ONEREGION:.*]] = arith.cmpi eq, %{{[0-9]+}}, %{{[0-9]+}} : index
 // The staging, shared by the warps; the loops stay rolled (ptxas would
 // unroll and spill); a block barrier after each pass.
 // GPU: memref.store %{{.*}} : memref<1352xf32, #gpu.address_space<workgroup>>
 // GPU: } {loop_annotation = #loop_annotation}
 // GPU: gpu.barrier
 // Per query tile: D by half-warps (a shuffle xor 16), S = q kᵀ on tensor
-// cores (4 mma), lse merged over the quad (shuffles xor 1, 2).
+// cores (4 mma) and the mask in a branch (8 scores per lane and 16 keys),
+// lse merged over the quad (shuffles xor 1, 2).
 // GPU: gpu.shuffle  xor %{{.*}}, %c16_i32
 // GPU-COUNT-4: nvvm.mma.sync
+// GPU: scf.if %[[ONEREGION]] -> (f32, f32, f32, f32, f32, f32, f32, f32) {
+// GPU-NEXT: scf.yield
+// GPU-NEXT: } else {
 // GPU: gpu.shuffle  xor %{{.*}}, %c1_i32
 // GPU: gpu.shuffle  xor %{{.*}}, %c2_i32
 // GPU: gpu.barrier
-// Per key tile and query tile: Sᵀ and dPᵀ (4 + 4 mma), dv and dk (4 + 4),
-// dS to the warp's tile; G_h += dS a key at a time, a warp barrier per key;
-// dS, rounded to f16, to the window's.
-// GPU-COUNT-16: nvvm.mma.sync
+// Per key tile and query tile: Sᵀ and dPᵀ (4 + 4 mma), the mask in a
+// branch, dv and dk (4 + 4), dS to the warp's tile; G_h += dS a key at a
+// time, a warp barrier per key; dS, rounded to f16, to the window's.
+// GPU-COUNT-8: nvvm.mma.sync
+// GPU: scf.if %[[ONEREGION]] -> (f32, f32, f32, f32, f32, f32, f32, f32) {
+// GPU-COUNT-8: nvvm.mma.sync
 // GPU: nvvm.bar.warp.sync
 // GPU: nvvm.bar.warp.sync
 // GPU: memref.load %{{.*}} : memref<1352xf32, #gpu.address_space<workgroup>>

@@ -45,6 +45,9 @@
 // The table is staged times log2(e): the softmax runs in base 2.
 // GPU: arith.mulf %{{.*}}, %{{.*}} : f32
 // GPU: memref.store %{{.*}}, %[[ST]][%{{.*}}] : memref<507xf32, #gpu.address_space<workgroup>>
+// Whether the window holds one region: the labels of its first and last
+// tokens agree.
+// GPU: %[[ONEREGION:.*]] = arith.cmpi eq, %{{[0-9]+}}, %{{[0-9]+}} : index
 // Keys and values: 16 bytes per lane (4 lanes per row, 8 rows per step),
 // eight steps' loads issued before their stores.
 // GPU-COUNT-8: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf16, strided<[1], offset: ?>>, vector<8xf16>
@@ -54,19 +57,43 @@
 // with -inf scores (a -inf table entry) then give 2^(-inf - m) = 0 instead
 // of 2^(-inf - -inf) = NaN when a row's first block of keys has nothing
 // else; a row of -inf only still ends as 0 / 0 = NaN.
+// The mask value -100 in base 2.
+// GPU: %[[MASK:.*]] = arith.constant -144.269501 : f32
+// GPU-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// GPU-NEXT: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
 // GPU: %[[M0:.*]] = arith.constant -3.40282347E+38 : f32
-// GPU: scf.for {{.*}} iter_args(%{{.*}} = %[[M0]], %{{.*}} = %[[M0]],
+// A loop over the query tiles; all 64 keys are one block, not a loop.
+// GPU: scf.for
+// GPU-NOT: iter_args
 // Scores: 8 key tiles x 2 k-steps of m16n8k16, f16 operands, f32 accumulators.
 // GPU-COUNT-16: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-// The row max over a quad of lanes, then 2^x.
+// Keys 49..63 are padding: -inf in the last two key tiles only (4 elements
+// of each per lane).
+// GPU-COUNT-8: arith.select %{{.*}}, %[[NEGINF]], %{{.*}} : f32
+// GPU-NOT: %[[NEGINF]]
+// The shift mask in a branch that windows of one region (whose first and
+// last tokens share a label) skip: 32 scores per lane.
+// GPU: scf.if %[[ONEREGION]] -> ({{(f32, )+}}f32) {
+// GPU-NEXT: scf.yield
+// GPU-NEXT: } else {
+// GPU-COUNT-32: arith.select %{{.*}}, %[[MASK]], %[[ZERO]] : f32
+// GPU: scf.yield
+// The row max over a quad of lanes, from the lowest finite value, then 2^x.
+// GPU: arith.maximumf %[[M0]], %{{.*}} : f32
 // GPU: gpu.shuffle xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : f32
 // GPU: gpu.shuffle xor %{{.*}}, %c2_i32{{.*}}, %c32_i32{{.*}} : f32
 // GPU: math.exp2
-// P·v: 4 k-steps of 16 keys x 4 tiles of 8 channels, P straight from the
-// score fragments (rounded to f16).
+// P·v and the row sums P·1: 4 k-steps of 16 keys x (a tile of ones + 4
+// tiles of 8 channels), P straight from the score fragments (rounded to f16).
 // GPU: arith.truncf %{{.*}} : f32 to f16
-// GPU-COUNT-16: nvvm.mma.sync
+// GPU: %[[ONE:.*]] = arith.constant 1.000000e+00 : f16
+// GPU: vector.from_elements %[[ONE]], %[[ONE]] : vector<2xf16>
+// GPU-NEXT: vector.from_elements %[[ONE]], %[[ONE]] : vector<2xf16>
+// GPU-NEXT: nvvm.mma.sync
+// GPU-COUNT-19: nvvm.mma.sync
 // GPU-NOT: nvvm.mma.sync
+// l comes from the tensor cores: no shuffles after the last max.
+// GPU-NOT: gpu.shuffle
 // GPU: gpu.terminator
 
 // On the host, each lane value is a vector of the warp's 32 lanes.
